@@ -1,0 +1,35 @@
+// Node types, node mixes (multisets of nodes) and the cluster shape a search runs over.
+#ifndef OOBLECK_CORE_CLUSTER_H_
+#define OOBLECK_CORE_CLUSTER_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace oobleck {
+
+struct NodeType {
+  std::string name;      // unique within a cluster
+  std::string gpu_type;  // which profile's layer costs apply
+  int gpus_per_node = 1;
+  double gpu_memory_bytes = 0;
+  double intra_node_bytes_per_s = 0;
+};
+
+// count[i] nodes of node type i.
+using NodeMix = std::vector<int>;
+
+int MixSize(const NodeMix& mix);
+// "2xv100+1xa100" (types with count 0 are left out).
+std::string MixLabel(const NodeMix& mix, const std::vector<NodeType>& types);
+
+// Every mix m with m[i] <= available[i] and min_nodes <= |m| <= max_nodes, ordered by
+// size, then lexicographically by counts.
+std::vector<NodeMix> EnumerateMixes(const NodeMix& available, int min_nodes, int max_nodes);
+
+absl::Status ValidateNodeTypes(const std::vector<NodeType>& types);
+
+}  // namespace oobleck
+
+#endif  // OOBLECK_CORE_CLUSTER_H_

@@ -1,0 +1,106 @@
+// The one implementation of the cost models (docs/COST_MODEL.md): stage compute,
+// point-to-point transfer, memory, and pipeline time for "1f1b" and "oobleck-sosp23".
+#ifndef OOBLECK_CORE_COST_MODEL_H_
+#define OOBLECK_CORE_COST_MODEL_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/cluster.h"
+#include "core/pipeline_template.h"
+#include "core/profile.h"
+
+namespace oobleck {
+
+enum class CostModelKind { kOneFOneB, kOobleckSosp23 };
+
+// "" and "1f1b" -> kOneFOneB; "oobleck-sosp23" -> kOobleckSosp23.
+absl::StatusOr<CostModelKind> ParseCostModelKind(std::string_view name);
+std::string_view CostModelName(CostModelKind kind);
+
+enum class MissingAllreduce {
+  kSkipSize,  // a stage size without in-node all-reduce data is not considered
+  kRing,      // estimate 2(g-1)/g * param_bytes / intra_node_bytes_per_s
+};
+
+// Everything a template search depends on except the mix. Value type.
+struct PlanningProblem {
+  std::vector<NodeType> node_types;
+  // profiles[i]: layer costs for node_types[i] (already derived where applicable).
+  std::vector<std::shared_ptr<const ModelProfile>> profiles;
+  // derived_from[i]: non-empty when profiles[i] was derived from that measured GPU type.
+  std::vector<std::string> derived_from;
+  double inter_node_bytes_per_s = 0;
+  CostModelKind cost_model = CostModelKind::kOneFOneB;
+  int microbatches = 0;  // M; 0 = not given (allowed for oobleck-sosp23 only)
+  double optimizer_state_multiplier = 6;
+  MissingAllreduce missing_allreduce = MissingAllreduce::kSkipSize;
+
+  // Content key of everything above (profile fingerprints, types, model, M, ...).
+  std::string CacheKey() const;
+};
+
+enum class Link { kNone, kIntraNode, kInterNode };
+
+class CostModel {
+ public:
+  // Validates the problem (errors name the field) and precomputes prefix sums.
+  static absl::StatusOr<CostModel> Create(PlanningProblem problem);
+
+  const PlanningProblem& problem() const { return problem_; }
+  CostModelKind kind() const { return problem_.cost_model; }
+  int num_layers() const { return num_layers_; }
+  int num_types() const { return static_cast<int>(problem_.node_types.size()); }
+  const NodeType& node_type(int t) const { return problem_.node_types[t]; }
+  // GPU counts a stage on a node of type t may use (ascending).
+  const std::vector<int>& stage_sizes(int t) const { return types_[t].sizes; }
+
+  // Layers [begin, end) on `gpus` GPUs of node type t.
+  double ForwardMs(int t, int gpus, int begin, int end) const;
+  double BackwardMs(int t, int gpus, int begin, int end) const;
+  double ComputeMs(int t, int gpus, int begin, int end) const;  // F + B
+  // Transfer of layer `last_layer`'s activations to the next stage over `link` from a
+  // node of type t (0 for kNone and for oobleck-sosp23).
+  double TransferMs(int t, int last_layer, Link link) const;
+  // c = F + B + X_in + X_out (oobleck-sosp23: F + B).
+  double StageCostMs(int t, int gpus, int begin, int end, Link in, Link out) const;
+  // k * params / g + activations * min(M, stages_from_end) (stages_from_end >= 1).
+  double MemoryBytesPerGpu(int t, int gpus, int begin, int end, int stages_from_end) const;
+  // Always true for oobleck-sosp23, which ignores memory.
+  bool Fits(int t, int gpus, int begin, int end, int stages_from_end) const;
+  // The largest stages_from_end at which the stage fits (a large value when it always
+  // fits, 0 when it never does).
+  int MaxStagesFromEnd(int t, int gpus, int begin, int end) const;
+  bool memory_can_bind() const { return memory_can_bind_; }
+
+  // Pipeline time of stage costs in pipeline order under the selected model.
+  double PipelineTimeMs(const std::vector<double>& stage_costs) const;
+
+  // Recomputes every figure of `tmpl` from node_order and stages (which must be a valid
+  // pipeline over tmpl.mix: every node used once, GPUs of each node split without idle
+  // GPUs into allowed sizes, layers cut contiguously). Error if malformed or infeasible.
+  absl::StatusOr<PipelineTemplate> Evaluate(PipelineTemplate tmpl) const;
+
+ private:
+  struct TypeTables {
+    std::vector<int> sizes;
+    // Per size index: prefix sums over layers of f/g + AR and b/g + AR.
+    std::vector<std::vector<double>> forward_prefix, backward_prefix;
+  };
+  CostModel() = default;
+  int SizeIndex(int t, int gpus) const;
+
+  PlanningProblem problem_;
+  int num_layers_ = 0;
+  std::vector<TypeTables> types_;
+  std::vector<double> param_prefix_, activation_prefix_;
+  std::vector<double> activation_bytes_;
+  bool memory_can_bind_ = false;
+};
+
+}  // namespace oobleck
+
+#endif  // OOBLECK_CORE_COST_MODEL_H_

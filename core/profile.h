@@ -1,0 +1,67 @@
+// Layer costs of one model on one GPU type, and loading Oobleck's profile layout.
+#ifndef OOBLECK_CORE_PROFILE_H_
+#define OOBLECK_CORE_PROFILE_H_
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace oobleck {
+
+// One layer, one GPU, one micro-batch (Oobleck's profiler output).
+struct LayerProfile {
+  double forward_ms = 0;
+  double backward_ms = 0;
+  double param_bytes = 0;       // mem_required[0]
+  double activation_bytes = 0;  // mem_required[1], retained per in-flight micro-batch
+  std::map<int, double> allreduce_in_node_ms;      // GPUs -> ms
+  std::map<int, double> allreduce_across_nodes_ms;  // nodes -> ms
+};
+
+struct ProfileKey {
+  std::string model;
+  std::string gpu_type;
+  int microbatch_size = 1;
+  auto operator<=>(const ProfileKey&) const = default;
+  std::string ToString() const;  // "model/gpu_type/mb<m>"
+};
+
+struct ModelProfile {
+  ProfileKey key;
+  std::vector<LayerProfile> layers;
+
+  int num_layers() const { return static_cast<int>(layers.size()); }
+  // Stable content hash (hex) of the layer data; used in cache keys.
+  std::string Fingerprint() const;
+  // GPU counts g > 1 for which every layer has an in-node all-reduce time (plus 1).
+  std::vector<int> AllreduceInNodeGpus() const;
+};
+
+// Checks values are finite and non-negative, the layer list is non-empty, and that an
+// all-reduce key present on some layers is present on all. Errors name layer and key.
+absl::Status ValidateProfile(const ModelProfile& profile);
+
+// Parses the three JSON documents of Oobleck's layout. `source` names them in errors
+// (e.g. the directory). Errors name the file, the layer index and the key.
+absl::StatusOr<std::vector<LayerProfile>> ParseOobleckProfile(
+    std::string_view mb_json, std::string_view allreduce_in_node_json,
+    std::string_view allreduce_across_nodes_json, std::string_view source);
+
+// Reads <dir>/mb<m>.json, allreduce_in_node.json, allreduce_across_nodes.json.
+// microbatch_size 0 picks the only mb<m>.json in the directory.
+absl::StatusOr<ModelProfile> LoadOobleckProfileDir(const std::string& dir,
+                                                   const std::string& model,
+                                                   const std::string& gpu_type,
+                                                   int microbatch_size);
+
+// A profile for an unmeasured GPU type: compute times divided by relative_speed,
+// communication times and memory unchanged.
+ModelProfile DeriveProfile(const ModelProfile& measured, const std::string& gpu_type,
+                           double relative_speed);
+
+}  // namespace oobleck
+
+#endif  // OOBLECK_CORE_PROFILE_H_

@@ -1,0 +1,38 @@
+// Exact template search (docs/ARCHITECTURE.md#search) and the exhaustive checker.
+#ifndef OOBLECK_CORE_SEARCH_H_
+#define OOBLECK_CORE_SEARCH_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/cost_model.h"
+#include "core/pipeline_template.h"
+
+namespace oobleck {
+
+struct MixResult {
+  NodeMix mix;
+  bool feasible = false;
+  PipelineTemplate best;          // valid when feasible
+  std::string infeasible_reason;  // set when not feasible
+};
+
+struct SearchOptions {
+  // Polled during the search; returning true aborts it with CANCELLED.
+  std::function<bool()> cancelled;
+};
+
+// The optimal template of every mix under model's cost model (exact). Results are in the
+// order of `mixes`. Deterministic at any thread count.
+absl::StatusOr<std::vector<MixResult>> SearchTemplates(const CostModel& model,
+                                                       const std::vector<NodeMix>& mixes,
+                                                       const SearchOptions& options = {});
+
+// Brute force over every node order, GPU split and layer cut. For tests on small inputs.
+MixResult ExhaustiveSearch(const CostModel& model, const NodeMix& mix);
+
+}  // namespace oobleck
+
+#endif  // OOBLECK_CORE_SEARCH_H_

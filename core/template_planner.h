@@ -1,0 +1,72 @@
+// Owns the shared memo cache and answers template requests from it or by searching.
+#ifndef OOBLECK_CORE_TEMPLATE_PLANNER_H_
+#define OOBLECK_CORE_TEMPLATE_PLANNER_H_
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "core/search.h"
+
+namespace oobleck {
+
+struct CacheStats {
+  int64_t hits = 0;
+  int64_t misses = 0;
+  int64_t entries = 0;
+  int64_t bytes = 0;
+  int64_t evictions = 0;
+  int64_t capacity_bytes = 0;
+};
+
+// LRU cache of per-mix results keyed by content, bounded in (estimated) bytes.
+class TemplateCache {
+ public:
+  explicit TemplateCache(int64_t capacity_bytes);
+  std::shared_ptr<const MixResult> Find(const std::string& key);
+  void Insert(const std::string& key, std::shared_ptr<const MixResult> value);
+  CacheStats stats() const;
+
+ private:
+  struct Entry {
+    std::string key;
+    std::shared_ptr<const MixResult> value;
+    int64_t bytes;
+  };
+  mutable absl::Mutex mu_;
+  int64_t capacity_bytes_;
+  std::list<Entry> lru_ ABSL_GUARDED_BY(mu_);  // front = most recent
+  std::unordered_map<std::string, std::list<Entry>::iterator> index_ ABSL_GUARDED_BY(mu_);
+  CacheStats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+struct PlannedMix {
+  std::shared_ptr<const MixResult> result;
+  bool cache_hit = false;
+};
+
+class TemplatePlanner {
+ public:
+  // `cache` is shared across requests and must outlive the planner.
+  // threads <= 0: all cores.
+  TemplatePlanner(TemplateCache* cache, int threads);
+
+  // Results in the order of `mixes`; only mixes missing from the cache are searched, and
+  // only complete results enter the cache.
+  absl::StatusOr<std::vector<PlannedMix>> PlanTemplates(const CostModel& model,
+                                                        const std::vector<NodeMix>& mixes,
+                                                        const SearchOptions& options = {});
+
+ private:
+  TemplateCache* cache_;
+  int threads_;
+};
+
+}  // namespace oobleck
+
+#endif  // OOBLECK_CORE_TEMPLATE_PLANNER_H_

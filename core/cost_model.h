@@ -89,6 +89,7 @@ class CostModel {
     std::vector<int> sizes;
     // Per size index: prefix sums over layers of f/g + AR and b/g + AR.
     std::vector<std::vector<double>> forward_prefix, backward_prefix;
+    std::vector<double> param_prefix, activation_prefix;  // this type's profile
   };
   CostModel() = default;
   int SizeIndex(int t, int gpus) const;
@@ -96,8 +97,9 @@ class CostModel {
   PlanningProblem problem_;
   int num_layers_ = 0;
   std::vector<TypeTables> types_;
-  std::vector<double> param_prefix_, activation_prefix_;
-  std::vector<double> activation_bytes_;
+  // Bytes sent after each layer: the largest activation size over the problem's profiles
+  // (they agree when they describe the same model), so transfers do not depend on type.
+  std::vector<double> boundary_bytes_;
   bool memory_can_bind_ = false;
 };
 

@@ -30,6 +30,9 @@ absl::StatusOr<std::vector<MixResult>> SearchTemplates(const CostModel& model,
                                                        const std::vector<NodeMix>& mixes,
                                                        const SearchOptions& options = {});
 
+// Why no pipeline over `mix` exists (for mixes the search found infeasible).
+std::string ExplainInfeasible(const CostModel& model, const NodeMix& mix);
+
 // Brute force over every node order, GPU split and layer cut. For tests on small inputs.
 MixResult ExhaustiveSearch(const CostModel& model, const NodeMix& mix);
 

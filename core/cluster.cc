@@ -1,0 +1,77 @@
+#include "core/cluster.h"
+
+#include <cmath>
+#include <functional>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace oobleck {
+
+int MixSize(const NodeMix& mix) {
+  int n = 0;
+  for (int c : mix) n += c;
+  return n;
+}
+
+std::string MixLabel(const NodeMix& mix, const std::vector<NodeType>& types) {
+  std::string label;
+  for (size_t i = 0; i < mix.size(); ++i) {
+    if (mix[i] == 0) continue;
+    absl::StrAppend(&label, label.empty() ? "" : "+", mix[i], "x",
+                    i < types.size() ? types[i].name : absl::StrCat("type", i));
+  }
+  return label.empty() ? "empty" : label;
+}
+
+std::vector<NodeMix> EnumerateMixes(const NodeMix& available, int min_nodes, int max_nodes) {
+  std::vector<NodeMix> mixes;
+  min_nodes = std::max(min_nodes, 1);
+  NodeMix current(available.size(), 0);
+  for (int size = min_nodes; size <= max_nodes; ++size) {
+    // Lexicographic (descending first count) enumeration of compositions of `size`.
+    std::function<void(size_t, int)> rec = [&](size_t i, int left) {
+      if (i == available.size()) {
+        if (left == 0) mixes.push_back(current);
+        return;
+      }
+      for (int c = std::min(left, available[i]); c >= 0; --c) {
+        current[i] = c;
+        rec(i + 1, left - c);
+      }
+      current[i] = 0;
+    };
+    rec(0, size);
+  }
+  return mixes;
+}
+
+absl::Status ValidateNodeTypes(const std::vector<NodeType>& types) {
+  if (types.empty()) return absl::InvalidArgumentError("node_types is empty");
+  std::set<std::string> names;
+  for (size_t i = 0; i < types.size(); ++i) {
+    const NodeType& t = types[i];
+    const std::string field = absl::StrCat("node_types[", i, "]");
+    if (t.name.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ".name is empty"));
+    if (!names.insert(t.name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".name \"", t.name, "\" is used by another node type"));
+    }
+    if (t.gpus_per_node < 1 || t.gpus_per_node > 64) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".gpus_per_node must be in [1, 64] (got ", t.gpus_per_node, ")"));
+    }
+    if (!std::isfinite(t.gpu_memory_bytes) || t.gpu_memory_bytes <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s.gpu_memory_bytes must be > 0 (got %g)", field, t.gpu_memory_bytes));
+    }
+    if (!std::isfinite(t.intra_node_bytes_per_s) || t.intra_node_bytes_per_s <= 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s.intra_node_bytes_per_s must be > 0 (got %g)", field, t.intra_node_bytes_per_s));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace oobleck

@@ -1,0 +1,289 @@
+#include "core/cost_model.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace oobleck {
+namespace {
+
+constexpr int kAlwaysFits = INT_MAX / 4;
+constexpr int kMaxMicrobatches = 1 << 20;
+
+}  // namespace
+
+absl::StatusOr<CostModelKind> ParseCostModelKind(std::string_view name) {
+  if (name.empty() || name == "1f1b") return CostModelKind::kOneFOneB;
+  if (name == "oobleck-sosp23") return CostModelKind::kOobleckSosp23;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "cost_model \"", std::string(name), "\" is unknown; use \"1f1b\" or \"oobleck-sosp23\""));
+}
+
+std::string_view CostModelName(CostModelKind kind) {
+  return kind == CostModelKind::kOneFOneB ? "1f1b" : "oobleck-sosp23";
+}
+
+std::string PlanningProblem::CacheKey() const {
+  std::string key = absl::StrFormat("%s|M=%d|k=%a|inter=%a|ar=%d", CostModelName(cost_model),
+                                    microbatches, optimizer_state_multiplier,
+                                    inter_node_bytes_per_s, static_cast<int>(missing_allreduce));
+  for (size_t i = 0; i < node_types.size(); ++i) {
+    const NodeType& t = node_types[i];
+    absl::StrAppendFormat(&key, "|%s:%d:%a:%a:%s", t.name, t.gpus_per_node, t.gpu_memory_bytes,
+                          t.intra_node_bytes_per_s,
+                          i < profiles.size() && profiles[i] ? profiles[i]->Fingerprint() : "-");
+  }
+  return key;
+}
+
+absl::StatusOr<CostModel> CostModel::Create(PlanningProblem problem) {
+  absl::Status s = ValidateNodeTypes(problem.node_types);
+  if (!s.ok()) return s;
+  const size_t num_types = problem.node_types.size();
+  if (problem.profiles.size() != num_types) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%d node types but %d profiles", num_types, problem.profiles.size()));
+  }
+  problem.derived_from.resize(num_types);
+  if (!std::isfinite(problem.inter_node_bytes_per_s) || problem.inter_node_bytes_per_s <= 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "inter_node_bytes_per_s must be > 0 (got %g)", problem.inter_node_bytes_per_s));
+  }
+  if (problem.microbatches < 0 || problem.microbatches > kMaxMicrobatches) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "microbatches must be in [0, %d] (got %d)", kMaxMicrobatches, problem.microbatches));
+  }
+  if (problem.cost_model == CostModelKind::kOneFOneB && problem.microbatches < 1) {
+    return absl::InvalidArgumentError(
+        "microbatches (M) must be >= 1 for cost model \"1f1b\" (got 0)");
+  }
+  if (!std::isfinite(problem.optimizer_state_multiplier) ||
+      problem.optimizer_state_multiplier < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "optimizer_state_multiplier must be >= 0 (got %g)", problem.optimizer_state_multiplier));
+  }
+  CostModel model;
+  for (size_t t = 0; t < num_types; ++t) {
+    const auto& profile = problem.profiles[t];
+    if (!profile) {
+      return absl::InvalidArgumentError(absl::StrCat("node_types[", t, "] has no profile"));
+    }
+    if (t == 0) model.num_layers_ = profile->num_layers();
+    if (profile->num_layers() != model.num_layers_ || model.num_layers_ == 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "node_types[%d] (%s): profile %s has %d layers, node_types[0] has %d", t,
+          problem.node_types[t].name, profile->key.ToString(), profile->num_layers(),
+          model.num_layers_));
+    }
+  }
+  const int L = model.num_layers_;
+  model.boundary_bytes_.assign(L, 0);
+  for (const auto& profile : problem.profiles) {
+    for (int l = 0; l < L; ++l) {
+      model.boundary_bytes_[l] = std::max(model.boundary_bytes_[l], profile->layers[l].activation_bytes);
+    }
+  }
+  model.types_.resize(num_types);
+  for (size_t t = 0; t < num_types; ++t) {
+    const NodeType& type = problem.node_types[t];
+    const ModelProfile& profile = *problem.profiles[t];
+    TypeTables& tables = model.types_[t];
+    for (int g = 1; g <= type.gpus_per_node; ++g) {
+      bool measured = true;
+      for (const LayerProfile& layer : profile.layers) {
+        measured &= g == 1 || layer.allreduce_in_node_ms.count(g) > 0;
+      }
+      if (!measured && problem.missing_allreduce != MissingAllreduce::kRing) continue;
+      std::vector<double> fwd(L + 1, 0), bwd(L + 1, 0);
+      for (int l = 0; l < L; ++l) {
+        const LayerProfile& layer = profile.layers[l];
+        double allreduce_ms = 0;
+        if (g > 1) {
+          auto it = layer.allreduce_in_node_ms.find(g);
+          allreduce_ms = it != layer.allreduce_in_node_ms.end()
+                             ? it->second
+                             : 2.0 * (g - 1) / g * layer.param_bytes /
+                                   type.intra_node_bytes_per_s * 1e3;
+        }
+        fwd[l + 1] = fwd[l] + layer.forward_ms / g + allreduce_ms;
+        bwd[l + 1] = bwd[l] + layer.backward_ms / g + allreduce_ms;
+      }
+      tables.sizes.push_back(g);
+      tables.forward_prefix.push_back(std::move(fwd));
+      tables.backward_prefix.push_back(std::move(bwd));
+    }
+    tables.param_prefix.assign(L + 1, 0);
+    tables.activation_prefix.assign(L + 1, 0);
+    for (int l = 0; l < L; ++l) {
+      tables.param_prefix[l + 1] = tables.param_prefix[l] + profile.layers[l].param_bytes;
+      tables.activation_prefix[l + 1] =
+          tables.activation_prefix[l] + profile.layers[l].activation_bytes;
+    }
+  }
+  model.problem_ = std::move(problem);
+  if (model.kind() == CostModelKind::kOneFOneB) {
+    for (int t = 0; t < model.num_types(); ++t) {
+      model.memory_can_bind_ |= model.MaxStagesFromEnd(t, 1, 0, L) < kAlwaysFits;
+    }
+  }
+  return model;
+}
+
+int CostModel::SizeIndex(int t, int gpus) const {
+  const auto& sizes = types_[t].sizes;
+  auto it = std::lower_bound(sizes.begin(), sizes.end(), gpus);
+  return it != sizes.end() && *it == gpus ? static_cast<int>(it - sizes.begin()) : -1;
+}
+
+double CostModel::ForwardMs(int t, int gpus, int begin, int end) const {
+  const auto& p = types_[t].forward_prefix[SizeIndex(t, gpus)];
+  return p[end] - p[begin];
+}
+
+double CostModel::BackwardMs(int t, int gpus, int begin, int end) const {
+  const auto& p = types_[t].backward_prefix[SizeIndex(t, gpus)];
+  return p[end] - p[begin];
+}
+
+double CostModel::ComputeMs(int t, int gpus, int begin, int end) const {
+  const int i = SizeIndex(t, gpus);
+  const auto& f = types_[t].forward_prefix[i];
+  const auto& b = types_[t].backward_prefix[i];
+  return (f[end] - f[begin]) + (b[end] - b[begin]);
+}
+
+double CostModel::TransferMs(int t, int last_layer, Link link) const {
+  if (kind() != CostModelKind::kOneFOneB || link == Link::kNone) return 0;
+  const double bytes_per_s = link == Link::kIntraNode ? problem_.node_types[t].intra_node_bytes_per_s
+                                                      : problem_.inter_node_bytes_per_s;
+  return boundary_bytes_[last_layer] / bytes_per_s * 1e3;
+}
+
+double CostModel::StageCostMs(int t, int gpus, int begin, int end, Link in, Link out) const {
+  return ComputeMs(t, gpus, begin, end) + TransferMs(t, begin - 1, in) + TransferMs(t, end - 1, out);
+}
+
+double CostModel::MemoryBytesPerGpu(int t, int gpus, int begin, int end,
+                                    int stages_from_end) const {
+  const TypeTables& tables = types_[t];
+  const double params = tables.param_prefix[end] - tables.param_prefix[begin];
+  const double acts = tables.activation_prefix[end] - tables.activation_prefix[begin];
+  const int in_flight = std::min(std::max(problem_.microbatches, 1), stages_from_end);
+  return problem_.optimizer_state_multiplier * params / gpus + acts * in_flight;
+}
+
+int CostModel::MaxStagesFromEnd(int t, int gpus, int begin, int end) const {
+  if (kind() != CostModelKind::kOneFOneB) return kAlwaysFits;
+  const double memory = problem_.node_types[t].gpu_memory_bytes;
+  const int m = problem_.microbatches;
+  if (MemoryBytesPerGpu(t, gpus, begin, end, m) <= memory) return kAlwaysFits;
+  // Largest r < M with memory(r) <= capacity; the same expression as Fits() decides.
+  int lo = 0, hi = m - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (MemoryBytesPerGpu(t, gpus, begin, end, mid) <= memory) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
+bool CostModel::Fits(int t, int gpus, int begin, int end, int stages_from_end) const {
+  return stages_from_end <= MaxStagesFromEnd(t, gpus, begin, end);
+}
+
+double CostModel::PipelineTimeMs(const std::vector<double>& stage_costs) const {
+  double sum = 0;
+  for (double c : stage_costs) sum += c;
+  if (stage_costs.empty()) return 0;
+  if (kind() == CostModelKind::kOneFOneB) {
+    const double max_cost = *std::max_element(stage_costs.begin(), stage_costs.end());
+    return sum + (problem_.microbatches - 1) * max_cost;
+  }
+  const int S = static_cast<int>(stage_costs.size());
+  if (S == 1) return 4 * stage_costs[0];  // Oobleck's base case: t1 + t2 + t3 = c + 2c + c.
+  int kstar = 0;
+  for (int i = 1; i < S; ++i) {
+    if (stage_costs[i] >= stage_costs[kstar]) kstar = i;
+  }
+  const int M = problem_.microbatches;
+  const int n_k = M > 0 ? M - S + kstar + 1 : 2 * S + kstar + 1;
+  double tail = 0;
+  for (int i = kstar; i < S; ++i) tail += stage_costs[i];
+  return sum + n_k * stage_costs[kstar] + tail;
+}
+
+absl::StatusOr<PipelineTemplate> CostModel::Evaluate(PipelineTemplate tmpl) const {
+  const int n = tmpl.num_nodes();
+  NodeMix counts(num_types(), 0);
+  for (int i = 0; i < n; ++i) {
+    if (tmpl.node_order[i] < 0 || tmpl.node_order[i] >= num_types()) {
+      return absl::InvalidArgumentError(absl::StrCat("node_order[", i, "] is not a node type"));
+    }
+    ++counts[tmpl.node_order[i]];
+  }
+  if (counts != tmpl.mix) {
+    return absl::InvalidArgumentError("node_order does not use every node of the mix once");
+  }
+  const int S = static_cast<int>(tmpl.stages.size());
+  std::vector<int> gpus_used(n, 0);
+  int next_layer = 0, last_node = -1;
+  for (int s = 0; s < S; ++s) {
+    const Stage& st = tmpl.stages[s];
+    const std::string where = absl::StrCat("stages[", s, "]");
+    if (st.layer_begin != next_layer || st.layer_end <= st.layer_begin ||
+        st.layer_end > num_layers_) {
+      return absl::InvalidArgumentError(absl::StrCat(where, " does not continue the layer cut"));
+    }
+    if (st.node_index < 0 || st.node_index >= n || st.node_index < last_node ||
+        st.node_index > last_node + 1 || st.node_type != tmpl.node_order[st.node_index]) {
+      return absl::InvalidArgumentError(absl::StrCat(where, " is on the wrong node"));
+    }
+    if (SizeIndex(st.node_type, st.gpus) < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(where, " uses a GPU count not allowed"));
+    }
+    gpus_used[st.node_index] += st.gpus;
+    next_layer = st.layer_end;
+    last_node = st.node_index;
+  }
+  if (next_layer != num_layers_ || last_node != n - 1) {
+    return absl::InvalidArgumentError("stages do not cover every layer and node");
+  }
+  for (int i = 0; i < n; ++i) {
+    if (gpus_used[i] != problem_.node_types[tmpl.node_order[i]].gpus_per_node) {
+      return absl::InvalidArgumentError(absl::StrCat("node ", i, " has idle or extra GPUs"));
+    }
+  }
+  std::vector<double> costs(S);
+  for (int s = 0; s < S; ++s) {
+    Stage& st = tmpl.stages[s];
+    const Link in = s == 0 ? Link::kNone
+                    : tmpl.stages[s - 1].node_index == st.node_index ? Link::kIntraNode
+                                                                      : Link::kInterNode;
+    const Link out = s == S - 1 ? Link::kNone
+                     : tmpl.stages[s + 1].node_index == st.node_index ? Link::kIntraNode
+                                                                       : Link::kInterNode;
+    st.forward_ms = ForwardMs(st.node_type, st.gpus, st.layer_begin, st.layer_end);
+    st.backward_ms = BackwardMs(st.node_type, st.gpus, st.layer_begin, st.layer_end);
+    st.cost_ms = StageCostMs(st.node_type, st.gpus, st.layer_begin, st.layer_end, in, out);
+    st.memory_bytes_per_gpu =
+        MemoryBytesPerGpu(st.node_type, st.gpus, st.layer_begin, st.layer_end, S - s);
+    if (!Fits(st.node_type, st.gpus, st.layer_begin, st.layer_end, S - s)) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "stage %d (layers [%d, %d) on %d GPU(s) of %s) needs %.0f bytes per GPU, more than "
+          "its %.0f",
+          s, st.layer_begin, st.layer_end, st.gpus, problem_.node_types[st.node_type].name,
+          st.memory_bytes_per_gpu, problem_.node_types[st.node_type].gpu_memory_bytes));
+    }
+    costs[s] = st.cost_ms;
+  }
+  tmpl.iteration_time_ms = PipelineTimeMs(costs);
+  return tmpl;
+}
+
+}  // namespace oobleck

@@ -1,0 +1,286 @@
+#include "core/profile.h"
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/numbers.h"
+#include "nlohmann/json.hpp"
+
+namespace oobleck {
+namespace {
+
+using json = nlohmann::json;
+
+absl::StatusOr<json> ParseJson(std::string_view text, const std::string& file) {
+  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(file, ": not valid JSON"));
+  if (!doc.is_array()) {
+    return absl::InvalidArgumentError(absl::StrCat(file, ": expected a JSON array of layers"));
+  }
+  return doc;
+}
+
+absl::StatusOr<double> NonNegative(const json& v, const std::string& where) {
+  if (!v.is_number()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, " must be a number (got ", v.dump(), ")"));
+  }
+  double d = v.get<double>();
+  if (!std::isfinite(d) || d < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, " must be a finite number >= 0 (got ", v.dump(), ")"));
+  }
+  return d;
+}
+
+// Parses [{"<count>": ms}, ...] into per-layer maps.
+absl::Status ParseAllreduce(std::string_view text, const std::string& file, size_t num_layers,
+                            std::map<int, double> LayerProfile::*field,
+                            std::vector<LayerProfile>& layers) {
+  auto doc = ParseJson(text, file);
+  if (!doc.ok()) return doc.status();
+  if (doc->size() != num_layers) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: has %d layers but the mb file has %d", file, doc->size(), num_layers));
+  }
+  for (size_t l = 0; l < num_layers; ++l) {
+    const json& entry = (*doc)[l];
+    if (!entry.is_object()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: layer %d must be an object {\"<count>\": ms}", file, l));
+    }
+    for (const auto& [key, value] : entry.items()) {
+      int count = 0;
+      if (!absl::SimpleAtoi(key, &count) || count < 1) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s: layer %d key \"%s\" must be a positive integer count", file, l, key));
+      }
+      auto ms = NonNegative(value, absl::StrFormat("%s: layer %d key \"%s\"", file, l, key));
+      if (!ms.ok()) return ms.status();
+      (layers[l].*field)[count] = *ms;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadFile(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path.string()));
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+}  // namespace
+
+std::string ProfileKey::ToString() const {
+  return absl::StrCat(model, "/", gpu_type, "/mb", microbatch_size);
+}
+
+std::string ModelProfile::Fingerprint() const {
+  // FNV-1a over the exact bit patterns of every value: equal content, equal fingerprint.
+  uint64_t h = 1469598103934665603ULL;
+  auto mix = [&h](const void* data, size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < n; ++i) {
+      h ^= p[i];
+      h *= 1099511628211ULL;
+    }
+  };
+  for (const LayerProfile& l : layers) {
+    for (double v : {l.forward_ms, l.backward_ms, l.param_bytes, l.activation_bytes}) {
+      mix(&v, sizeof v);
+    }
+    for (const auto* m : {&l.allreduce_in_node_ms, &l.allreduce_across_nodes_ms}) {
+      size_t n = m->size();
+      mix(&n, sizeof n);
+      for (const auto& [k, v] : *m) {
+        mix(&k, sizeof k);
+        mix(&v, sizeof v);
+      }
+    }
+  }
+  return absl::StrFormat("%016x", h);
+}
+
+std::vector<int> ModelProfile::AllreduceInNodeGpus() const {
+  std::vector<int> gpus = {1};
+  if (layers.empty()) return gpus;
+  for (const auto& [g, ms] : layers[0].allreduce_in_node_ms) {
+    if (g <= 1) continue;
+    bool everywhere = true;
+    for (const LayerProfile& l : layers) everywhere &= l.allreduce_in_node_ms.count(g) > 0;
+    if (everywhere) gpus.push_back(g);
+  }
+  return gpus;
+}
+
+absl::Status ValidateProfile(const ModelProfile& profile) {
+  const std::string name = profile.key.ToString();
+  if (profile.key.model.empty()) return absl::InvalidArgumentError("profile model is empty");
+  if (profile.key.gpu_type.empty()) return absl::InvalidArgumentError("profile gpu_type is empty");
+  if (profile.key.microbatch_size < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "profile ", name, ": microbatch_size must be >= 1 (got ", profile.key.microbatch_size, ")"));
+  }
+  if (profile.layers.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("profile ", name, " has no layers"));
+  }
+  std::set<int> in_keys, across_keys;
+  for (const LayerProfile& l : profile.layers) {
+    for (const auto& [k, v] : l.allreduce_in_node_ms) in_keys.insert(k);
+    for (const auto& [k, v] : l.allreduce_across_nodes_ms) across_keys.insert(k);
+  }
+  for (size_t i = 0; i < profile.layers.size(); ++i) {
+    const LayerProfile& l = profile.layers[i];
+    const std::pair<const char*, double> values[] = {{"forward_ms", l.forward_ms},
+                                                     {"backward_ms", l.backward_ms},
+                                                     {"param_bytes", l.param_bytes},
+                                                     {"activation_bytes", l.activation_bytes}};
+    for (const auto& [field, v] : values) {
+      if (!std::isfinite(v) || v < 0) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "profile %s: layer %d %s must be a finite number >= 0 (got %g)", name, i, field, v));
+      }
+    }
+    for (const auto* m : {&l.allreduce_in_node_ms, &l.allreduce_across_nodes_ms}) {
+      for (const auto& [k, v] : *m) {
+        if (k < 1 || !std::isfinite(v) || v < 0) {
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "profile %s: layer %d all-reduce key \"%d\" must be a count >= 1 with a finite "
+              "time >= 0 (got %g)",
+              name, i, k, v));
+        }
+      }
+    }
+    for (int k : in_keys) {
+      if (!l.allreduce_in_node_ms.count(k)) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "profile %s: layer %d lacks allreduce_in_node key \"%d\" that other layers have",
+            name, i, k));
+      }
+    }
+    for (int k : across_keys) {
+      if (!l.allreduce_across_nodes_ms.count(k)) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "profile %s: layer %d lacks allreduce_across_nodes key \"%d\" that other layers "
+            "have",
+            name, i, k));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<LayerProfile>> ParseOobleckProfile(
+    std::string_view mb_json, std::string_view allreduce_in_node_json,
+    std::string_view allreduce_across_nodes_json, std::string_view source_view) {
+  const std::string source(source_view);
+  const std::string mb_file = absl::StrCat(source, "/mb<m>.json");
+  auto mb = ParseJson(mb_json, mb_file);
+  if (!mb.ok()) return mb.status();
+  if (mb->empty()) return absl::InvalidArgumentError(absl::StrCat(mb_file, ": has no layers"));
+  std::vector<LayerProfile> layers(mb->size());
+  for (size_t l = 0; l < mb->size(); ++l) {
+    const json& entry = (*mb)[l];
+    if (!entry.is_object()) {
+      return absl::InvalidArgumentError(absl::StrFormat("%s: layer %d must be an object", mb_file, l));
+    }
+    for (const char* key : {"forward", "backward", "mem_required"}) {
+      if (!entry.contains(key)) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("%s: layer %d lacks key \"%s\"", mb_file, l, key));
+      }
+    }
+    auto fwd = NonNegative(entry["forward"], absl::StrFormat("%s: layer %d \"forward\"", mb_file, l));
+    if (!fwd.ok()) return fwd.status();
+    auto bwd =
+        NonNegative(entry["backward"], absl::StrFormat("%s: layer %d \"backward\"", mb_file, l));
+    if (!bwd.ok()) return bwd.status();
+    const json& mem = entry["mem_required"];
+    if (!mem.is_array() || mem.size() != 2) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: layer %d \"mem_required\" must be [param_bytes, activation_bytes]", mb_file, l));
+    }
+    auto param =
+        NonNegative(mem[0], absl::StrFormat("%s: layer %d \"mem_required\"[0]", mb_file, l));
+    if (!param.ok()) return param.status();
+    auto act = NonNegative(mem[1], absl::StrFormat("%s: layer %d \"mem_required\"[1]", mb_file, l));
+    if (!act.ok()) return act.status();
+    layers[l].forward_ms = *fwd;
+    layers[l].backward_ms = *bwd;
+    layers[l].param_bytes = *param;
+    layers[l].activation_bytes = *act;
+  }
+  absl::Status s = ParseAllreduce(allreduce_in_node_json,
+                                  absl::StrCat(source, "/allreduce_in_node.json"), layers.size(),
+                                  &LayerProfile::allreduce_in_node_ms, layers);
+  if (!s.ok()) return s;
+  s = ParseAllreduce(allreduce_across_nodes_json,
+                     absl::StrCat(source, "/allreduce_across_nodes.json"), layers.size(),
+                     &LayerProfile::allreduce_across_nodes_ms, layers);
+  if (!s.ok()) return s;
+  return layers;
+}
+
+absl::StatusOr<ModelProfile> LoadOobleckProfileDir(const std::string& dir,
+                                                   const std::string& model,
+                                                   const std::string& gpu_type,
+                                                   int microbatch_size) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    return absl::NotFoundError(absl::StrCat("profile directory ", dir, " does not exist"));
+  }
+  if (microbatch_size < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("microbatch_size must be >= 0 (got ", microbatch_size, ")"));
+  }
+  if (microbatch_size == 0) {
+    static const std::regex kMbFile(R"(mb([0-9]+)\.json)");
+    std::vector<int> found;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      std::smatch m;
+      const std::string name = entry.path().filename().string();
+      if (std::regex_match(name, m, kMbFile)) found.push_back(std::stoi(m[1].str()));
+    }
+    if (found.size() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "profile directory ", dir, " has ", found.size(),
+          " mb<m>.json files; give microbatch_size to pick one"));
+    }
+    microbatch_size = found[0];
+  }
+  const fs::path base(dir);
+  auto mb = ReadFile(base / absl::StrCat("mb", microbatch_size, ".json"));
+  if (!mb.ok()) return mb.status();
+  auto in_node = ReadFile(base / "allreduce_in_node.json");
+  if (!in_node.ok()) return in_node.status();
+  auto across = ReadFile(base / "allreduce_across_nodes.json");
+  if (!across.ok()) return across.status();
+  auto layers = ParseOobleckProfile(*mb, *in_node, *across, dir);
+  if (!layers.ok()) return layers.status();
+  ModelProfile profile{{model, gpu_type, microbatch_size}, *std::move(layers)};
+  absl::Status s = ValidateProfile(profile);
+  if (!s.ok()) return s;
+  return profile;
+}
+
+ModelProfile DeriveProfile(const ModelProfile& measured, const std::string& gpu_type,
+                           double relative_speed) {
+  ModelProfile derived = measured;
+  derived.key.gpu_type = gpu_type;
+  for (LayerProfile& l : derived.layers) {
+    l.forward_ms /= relative_speed;
+    l.backward_ms /= relative_speed;
+  }
+  return derived;
+}
+
+}  // namespace oobleck

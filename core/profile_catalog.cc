@@ -1,0 +1,73 @@
+#include "core/profile_catalog.h"
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace oobleck {
+
+absl::StatusOr<bool> ProfileCatalog::Put(ModelProfile profile, bool replace) {
+  absl::Status s = ValidateProfile(profile);
+  if (!s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  auto it = profiles_.find(profile.key);
+  const bool exists = it != profiles_.end();
+  if (exists && !replace) {
+    return absl::AlreadyExistsError(absl::StrCat("profile ", profile.key.ToString(),
+                                                 " is already loaded; set replace to overwrite"));
+  }
+  ProfileKey key = profile.key;
+  profiles_[key] = std::make_shared<const ModelProfile>(std::move(profile));
+  return exists;
+}
+
+absl::StatusOr<std::shared_ptr<const ModelProfile>> ProfileCatalog::Find(
+    const std::string& model, const std::string& gpu_type, int microbatch_size) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::shared_ptr<const ModelProfile>> matches;
+  std::set<std::string> gpu_types;
+  std::set<int> sizes;
+  bool model_known = false;
+  for (const auto& [key, p] : profiles_) {
+    if (key.model != model) continue;
+    model_known = true;
+    gpu_types.insert(key.gpu_type);
+    sizes.insert(key.microbatch_size);
+    if ((gpu_type.empty() || key.gpu_type == gpu_type) &&
+        (microbatch_size == 0 || key.microbatch_size == microbatch_size)) {
+      matches.push_back(p);
+    }
+  }
+  if (!model_known) {
+    return absl::NotFoundError(absl::StrCat("no profile is loaded for model \"", model, "\""));
+  }
+  if (matches.size() == 1) return matches[0];
+  if (matches.empty()) {
+    return absl::NotFoundError(absl::StrCat(
+        "no profile for model \"", model, "\" gpu_type \"", gpu_type, "\" microbatch_size ",
+        microbatch_size, "; loaded gpu types: ", absl::StrJoin(gpu_types, ", "),
+        "; micro-batch sizes: ", absl::StrJoin(sizes, ", ")));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "model \"", model, "\" has several profiles (gpu types: ", absl::StrJoin(gpu_types, ", "),
+      "; micro-batch sizes: ", absl::StrJoin(sizes, ", "),
+      "); give gpu_type and microbatch_size"));
+}
+
+std::vector<std::shared_ptr<const ModelProfile>> ProfileCatalog::List(
+    const std::string& model) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::shared_ptr<const ModelProfile>> out;
+  for (const auto& [key, p] : profiles_) {
+    if (model.empty() || key.model == model) out.push_back(p);
+  }
+  return out;
+}
+
+int ProfileCatalog::size() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(profiles_.size());
+}
+
+}  // namespace oobleck

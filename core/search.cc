@@ -1,0 +1,481 @@
+// Exact template search: a label-setting dynamic program over pipeline suffixes.
+//
+// A state is (a, U, node state): the layers [a, L) are already placed on the node multiset
+// U, and the leftmost node of that suffix is either complete ("boundary") or of type t with
+// u of its GPUs used ("partial"). Stages are added right to left, so the number of stages
+// at or after a stage (which memory needs) and the links on both sides of a stage are known
+// when it is placed. Each state keeps the Pareto front of labels that no other label at that
+// state can beat for any completion (the dominance rules below are proved in
+// docs/ARCHITECTURE.md#search); the terminal state (0, mix, boundary) then holds the optimum
+// of every mix at once. Targets of one position are independent, so they are computed in
+// parallel, each by one thread in a fixed order: results do not depend on thread count.
+#include "core/search.h"
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "tbb/parallel_for.h"
+
+namespace oobleck {
+namespace {
+
+// --- Objectives -------------------------------------------------------------------------
+
+// 1f1b: T = sum c + (M - 1) max c. Labels (sum, max, stages at or after, capped at M).
+struct OneFOneBObjective {
+  struct Label {
+    double sum = 0;
+    double max = 0;
+    int stages = 0;
+  };
+  int microbatches;
+  bool track_stages;  // memory can bind: fewer stages after is better for earlier stages
+
+  Label Extend(const Label& x, double c) const {
+    return {x.sum + c, std::max(x.max, c), std::min(x.stages + 1, microbatches)};
+  }
+  bool Dominates(const Label& a, const Label& b, int /*layers_left*/) const {
+    return a.sum <= b.sum && a.max <= b.max && (!track_stages || a.stages <= b.stages);
+  }
+  double Final(const Label& x) const { return x.sum + (microbatches - 1) * x.max; }
+  static int Stages(const Label& x) { return x.stages; }
+};
+
+// oobleck-sosp23: T = sum c + n_k c_k* + sum_{i >= k*} c_i with k* the last argmax.
+// Suffix labels keep m = max, total = sum, tail = sum from the suffix's last argmax to the
+// end, q = how many stages that is, and r = stages in the suffix. Prepending a stage moves
+// k* only if it is strictly larger than m.
+struct Sosp23Objective {
+  struct Label {
+    double m = -1;
+    double total = 0;
+    double tail = 0;
+    int q = 0;
+    int r = 0;
+  };
+  int microbatches;  // 0: Oobleck's no-M formula
+
+  Label Extend(const Label& x, double c) const {
+    Label y = x;
+    if (c > x.m) {
+      y.m = c;
+      y.tail = x.total + c;
+      y.q = x.r + 1;
+    }
+    y.total += c;
+    y.r += 1;
+    return y;
+  }
+  // K: the value of the final time that does not depend on a completion whose stages are
+  // all <= m (M given: T = sum P + K; no M: T = sum P + 3|P| m + K).
+  double K(const Label& x) const {
+    const int n = microbatches > 0 ? microbatches - x.q + 1 : 3 * x.r - x.q + 1;
+    return x.total + x.tail + n * x.m;
+  }
+  // Sufficient condition for "a is never worse than b for any non-empty prefix P".
+  // Three ranges of max(P): <= m_a (k* stays in both suffixes), > m_b (k* moves into P for
+  // both), and in between (k* moves for a only). Requires m_a <= m_b.
+  bool Dominates(const Label& a, const Label& b, int /*layers_left*/) const {
+    if (a.m > b.m) return false;
+    const double ka = K(a), kb = K(b);
+    if (microbatches > 0) {
+      if (ka > kb) return false;
+      if (a.r < b.r || 2 * a.total - a.r * b.m > 2 * b.total - b.r * b.m) return false;
+      if (a.m < b.m) {
+        const double coeff = microbatches + 1 - a.r;
+        if (coeff * (coeff >= 0 ? b.m : a.m) + 2 * a.total > kb) return false;
+      }
+      return true;
+    }
+    if (3 * a.m + ka > 3 * b.m + kb) return false;
+    if (a.r > b.r || 2 * a.total + 2 * a.r * b.m > 2 * b.total + 2 * b.r * b.m) return false;
+    if (a.m < b.m && (1 + 2 * a.r) * b.m + 2 * a.total > kb) return false;
+    return true;
+  }
+  double Final(const Label& x) const {
+    if (x.r == 1) return 4 * x.m;  // Oobleck's single-stage base case
+    const int n_k = microbatches > 0 ? microbatches - x.q + 1 : 3 * x.r - x.q + 1;
+    return x.total + n_k * x.m + x.tail;
+  }
+  static int Stages(const Label& x) { return x.r; }
+};
+
+// --- State space ------------------------------------------------------------------------
+
+class StateSpace {
+ public:
+  StateSpace(const CostModel& model, const std::vector<NodeMix>& mixes) : model_(model) {
+    const int T = model.num_types();
+    caps_.assign(T, 0);
+    for (const NodeMix& mix : mixes) {
+      for (int t = 0; t < T; ++t) caps_[t] = std::max(caps_[t], mix[t]);
+    }
+    strides_.assign(T, 1);
+    num_multisets_ = 1;
+    for (int t = 0; t < T; ++t) {
+      strides_[t] = num_multisets_;
+      num_multisets_ *= caps_[t] + 1;
+    }
+    // Node states: 0 = boundary; then per type the partial states u = 1..G-1.
+    partial_offset_.assign(T, 0);
+    num_node_states_ = 1;
+    for (int t = 0; t < T; ++t) {
+      partial_offset_[t] = num_node_states_ - 1;
+      num_node_states_ += model.node_type(t).gpus_per_node - 1;
+    }
+    // A multiset is useful if some requested mix contains it; a boundary state left of
+    // layer 0 is useful only if some mix strictly contains it (another node must follow).
+    size_.assign(num_multisets_, 0);
+    within_.assign(num_multisets_, false);
+    strictly_within_.assign(num_multisets_, false);
+    std::vector<int> counts(T, 0);
+    for (int u = 0; u < num_multisets_; ++u) {
+      Decode(u, counts);
+      int size = 0;
+      for (int c : counts) size += c;
+      size_[u] = size;
+      for (const NodeMix& mix : mixes) {
+        bool inside = true;
+        for (int t = 0; t < T; ++t) inside &= counts[t] <= mix[t];
+        if (!inside) continue;
+        within_[u] = true;
+        if (size < MixSize(mix)) strictly_within_[u] = true;
+      }
+    }
+  }
+
+  int num_multisets() const { return num_multisets_; }
+  int num_node_states() const { return num_node_states_; }
+  int64_t num_states() const {
+    return int64_t{model_.num_layers() + 1} * num_multisets_ * num_node_states_;
+  }
+  int64_t Index(int a, int u, int ns) const {
+    return (int64_t{a} * num_multisets_ + u) * num_node_states_ + ns;
+  }
+  int PartialState(int t, int used) const { return 1 + partial_offset_[t] + used - 1; }
+  // Inverse of PartialState: (type, used).
+  std::pair<int, int> PartialOf(int ns) const {
+    for (int t = model_.num_types() - 1; t >= 0; --t) {
+      if (ns - 1 >= partial_offset_[t] && model_.node_type(t).gpus_per_node > 1 &&
+          ns - 1 < partial_offset_[t] + model_.node_type(t).gpus_per_node - 1) {
+        return {t, ns - 1 - partial_offset_[t] + 1};
+      }
+    }
+    return {-1, 0};
+  }
+  int stride(int t) const { return strides_[t]; }
+  int count(int u, int t) const { return (u / strides_[t]) % (caps_[t] + 1); }
+  int size(int u) const { return size_[u]; }
+  bool within(int u) const { return within_[u]; }
+  bool strictly_within(int u) const { return strictly_within_[u]; }
+  int Encode(const NodeMix& mix) const {
+    int u = 0;
+    for (size_t t = 0; t < mix.size(); ++t) u += mix[t] * strides_[t];
+    return u;
+  }
+
+ private:
+  void Decode(int u, std::vector<int>& counts) const {
+    for (size_t t = 0; t < counts.size(); ++t) counts[t] = (u / strides_[t]) % (caps_[t] + 1);
+  }
+
+  const CostModel& model_;
+  std::vector<int> caps_, strides_, partial_offset_;
+  int num_multisets_ = 1, num_node_states_ = 1;
+  std::vector<int> size_;
+  std::vector<bool> within_, strictly_within_;
+};
+
+// --- The dynamic program ----------------------------------------------------------------
+
+template <typename Objective>
+class LabelSearch {
+ public:
+  using Label = typename Objective::Label;
+  struct Entry {
+    Label label;
+    int64_t from_state;  // -1 for the empty suffix
+    int32_t from_entry;
+    int16_t type;
+    int16_t gpus;
+  };
+
+  LabelSearch(const CostModel& model, const std::vector<NodeMix>& mixes, Objective objective)
+      : model_(model), mixes_(mixes), objective_(objective), space_(model, mixes) {}
+
+  absl::StatusOr<std::vector<MixResult>> Run(const SearchOptions& options) {
+    const int L = model_.num_layers();
+    fronts_.assign(space_.num_states(), {});
+    fronts_[space_.Index(L, 0, 0)].push_back({Label{}, -1, -1, -1, 0});
+    const int num_targets = space_.num_multisets() * space_.num_node_states();
+    for (int a = L - 1; a >= 0; --a) {
+      if (options.cancelled && options.cancelled()) {
+        return absl::CancelledError("template search cancelled");
+      }
+      tbb::parallel_for(0, num_targets, [&](int target) {
+        ComputeTarget(a, target / space_.num_node_states(), target % space_.num_node_states());
+      });
+    }
+    std::vector<MixResult> results;
+    results.reserve(mixes_.size());
+    for (const NodeMix& mix : mixes_) results.push_back(Extract(mix));
+    return results;
+  }
+
+ private:
+  void ComputeTarget(int a, int u, int ns) {
+    if (!space_.within(u) || space_.size(u) == 0) return;
+    if (a > 0 && ns == 0 && !space_.strictly_within(u)) return;
+    if (a == 0 && ns != 0) return;
+    const int L = model_.num_layers();
+    if (L - a < space_.size(u)) return;  // every node needs at least one stage
+    std::vector<Entry>& front = fronts_[space_.Index(a, u, ns)];
+    const Link in_link_boundary = a == 0 ? Link::kNone : Link::kInterNode;
+
+    // Stages [a, l) of g GPUs on type t whose right neighbour state is (l, u_src, ns_src).
+    auto pull = [&](int t, int g, int u_src, int ns_src, Link in, bool new_node_at_right) {
+      for (int l = a + 1; l <= L; ++l) {
+        if (l == L && (!new_node_at_right || u_src != 0)) continue;
+        const int64_t src = space_.Index(l, u_src, ns_src);
+        const std::vector<Entry>& sources = fronts_[src];
+        if (sources.empty()) continue;
+        const int max_after = model_.MaxStagesFromEnd(t, g, a, l);
+        if (max_after < 1) continue;
+        const Link out = l == L ? Link::kNone
+                         : new_node_at_right ? Link::kInterNode
+                                             : Link::kIntraNode;
+        const double c = model_.StageCostMs(t, g, a, l, in, out);
+        for (int32_t i = 0; i < static_cast<int32_t>(sources.size()); ++i) {
+          if (Objective::Stages(sources[i].label) + 1 > max_after) continue;
+          Insert(front, {objective_.Extend(sources[i].label, c), src, i, static_cast<int16_t>(t),
+                         static_cast<int16_t>(g)},
+                 a);
+        }
+      }
+    };
+
+    if (ns == 0) {
+      for (int t = 0; t < model_.num_types(); ++t) {
+        if (space_.count(u, t) == 0) continue;
+        const int G = model_.node_type(t).gpus_per_node;
+        for (int g : model_.stage_sizes(t)) {
+          if (g == G) {
+            pull(t, g, u - space_.stride(t), 0, in_link_boundary, true);
+          } else {
+            pull(t, g, u, space_.PartialState(t, G - g), in_link_boundary, false);
+          }
+        }
+      }
+    } else {
+      const auto [t, used] = space_.PartialOf(ns);
+      if (space_.count(u, t) == 0) return;
+      for (int g : model_.stage_sizes(t)) {
+        if (g == used) {
+          pull(t, g, u - space_.stride(t), 0, Link::kIntraNode, true);
+        } else if (g < used) {
+          pull(t, g, u, space_.PartialState(t, used - g), Link::kIntraNode, false);
+        }
+      }
+    }
+  }
+
+  // A complete pipeline (no layers left) has no future: only its final time matters, and
+  // one entry suffices. Otherwise keep the Pareto front under the objective's dominance.
+  void Insert(std::vector<Entry>& front, const Entry& entry, int layers_left) {
+    if (layers_left == 0) {
+      if (front.empty()) {
+        front.push_back(entry);
+      } else if (objective_.Final(entry.label) < objective_.Final(front[0].label)) {
+        front[0] = entry;
+      }
+      return;
+    }
+    for (const Entry& e : front) {
+      if (objective_.Dominates(e.label, entry.label, layers_left)) return;
+    }
+    front.erase(std::remove_if(front.begin(), front.end(),
+                               [&](const Entry& e) {
+                                 return objective_.Dominates(entry.label, e.label, layers_left);
+                               }),
+                front.end());
+    front.push_back(entry);
+  }
+
+  MixResult Extract(const NodeMix& mix) const {
+    MixResult result;
+    result.mix = mix;
+    const int64_t terminal = space_.Index(0, space_.Encode(mix), 0);
+    const std::vector<Entry>& front = fronts_[terminal];
+    int best = -1;
+    double best_value = std::numeric_limits<double>::infinity();
+    for (int i = 0; i < static_cast<int>(front.size()); ++i) {
+      const double v = objective_.Final(front[i].label);
+      if (v < best_value) {
+        best_value = v;
+        best = i;
+      }
+    }
+    if (best < 0) return result;  // the caller explains why
+    PipelineTemplate tmpl;
+    tmpl.mix = mix;
+    int64_t state = terminal;
+    int32_t entry = best;
+    int node = -1;
+    const int per_position = space_.num_multisets() * space_.num_node_states();
+    while (fronts_[state][entry].from_state >= 0) {
+      const Entry& e = fronts_[state][entry];
+      const int a = static_cast<int>(state / per_position);
+      const int l = static_cast<int>(e.from_state / per_position);
+      const bool starts_node = state % space_.num_node_states() == 0;  // boundary target
+      if (starts_node) {
+        ++node;
+        tmpl.node_order.push_back(e.type);
+      }
+      Stage stage;
+      stage.layer_begin = a;
+      stage.layer_end = l;
+      stage.node_index = node;
+      stage.node_type = e.type;
+      stage.gpus = e.gpus;
+      tmpl.stages.push_back(stage);
+      state = e.from_state;
+      entry = e.from_entry;
+    }
+    auto evaluated = model_.Evaluate(std::move(tmpl));
+    if (evaluated.ok()) {
+      result.feasible = true;
+      result.best = *std::move(evaluated);
+    } else {
+      // Unreachable for a correct search; surfaced rather than hidden.
+      result.infeasible_reason =
+          absl::StrCat("internal error: search produced an invalid template: ",
+                       evaluated.status().message());
+    }
+    return result;
+  }
+
+  const CostModel& model_;
+  const std::vector<NodeMix>& mixes_;
+  Objective objective_;
+  StateSpace space_;
+  std::vector<std::vector<Entry>> fronts_;
+};
+
+// Fewest stages a node of type t can be split into.
+int MinStagesPerNode(const CostModel& model, int t) {
+  const int G = model.node_type(t).gpus_per_node;
+  std::vector<int> best(G + 1, INT_MAX / 2);
+  best[0] = 0;
+  for (int g = 1; g <= G; ++g) {
+    for (int s : model.stage_sizes(t)) {
+      if (s <= g) best[g] = std::min(best[g], best[g - s] + 1);
+    }
+  }
+  return best[G];
+}
+
+}  // namespace
+
+std::string ExplainInfeasible(const CostModel& model, const NodeMix& mix) {
+  const auto& types = model.problem().node_types;
+  const int L = model.num_layers();
+  int min_stages = 0;
+  for (int t = 0; t < model.num_types(); ++t) {
+    if (mix[t] == 0) continue;
+    const int per_node = MinStagesPerNode(model, t);
+    if (per_node >= INT_MAX / 2) {
+      return absl::StrFormat(
+          "the %d GPUs of a %s node cannot be split into stage sizes with in-node all-reduce "
+          "data (allowed: 1 and the sizes every layer measured); ask for ring estimates",
+          types[t].gpus_per_node, types[t].name);
+    }
+    min_stages += per_node * mix[t];
+  }
+  if (min_stages > L) {
+    return absl::StrFormat(
+        "the mix needs at least %d stages (every GPU busy, stage sizes limited to those with "
+        "in-node all-reduce data) but the model has only %d layers",
+        min_stages, L);
+  }
+  if (model.kind() == CostModelKind::kOneFOneB) {
+    // A layer that does not fit even alone, as the last stage, on the widest stage of any
+    // node type of the mix.
+    for (int l = 0; l < L; ++l) {
+      bool fits_somewhere = false;
+      for (int t = 0; t < model.num_types() && !fits_somewhere; ++t) {
+        if (mix[t] == 0) continue;
+        fits_somewhere = model.Fits(t, model.stage_sizes(t).back(), l, l + 1, 1);
+      }
+      if (!fits_somewhere) {
+        std::string where;
+        for (int t = 0; t < model.num_types(); ++t) {
+          if (mix[t] == 0) continue;
+          const int g = model.stage_sizes(t).back();
+          absl::StrAppendFormat(&where, "%s%s: %.0f bytes per GPU on %d GPU(s) > %.0f",
+                                where.empty() ? "" : "; ", types[t].name,
+                                model.MemoryBytesPerGpu(t, g, l, l + 1, 1), g,
+                                types[t].gpu_memory_bytes);
+        }
+        return absl::StrFormat("layer %d does not fit in GPU memory even alone (%s)", l, where);
+      }
+    }
+    double capacity = 0;
+    for (int t = 0; t < model.num_types(); ++t) {
+      capacity += mix[t] * types[t].gpus_per_node * types[t].gpu_memory_bytes;
+    }
+    double needed = 0;
+    for (int t = 0; t < model.num_types(); ++t) {
+      if (mix[t] == 0) continue;
+      // Whole model on one GPU with one micro-batch in flight: k * params + activations.
+      const double n = model.MemoryBytesPerGpu(t, 1, 0, L, 1);
+      needed = needed == 0 ? n : std::min(needed, n);
+    }
+    if (needed > capacity) {
+      return absl::StrFormat(
+          "the mix has %.0f bytes of GPU memory in all but the model needs at least %.0f "
+          "(optimizer state x parameters + activations of one micro-batch)",
+          capacity, needed);
+    }
+    return absl::StrFormat(
+        "no layer cut fits: every pipeline over this mix has a stage that exceeds its GPU "
+        "memory with min(M=%d, stages after it) micro-batches in flight",
+        model.problem().microbatches);
+  }
+  return "no pipeline over this mix exists";
+}
+
+absl::StatusOr<std::vector<MixResult>> SearchTemplates(const CostModel& model,
+                                                       const std::vector<NodeMix>& mixes,
+                                                       const SearchOptions& options) {
+  for (size_t i = 0; i < mixes.size(); ++i) {
+    if (static_cast<int>(mixes[i].size()) != model.num_types() || MixSize(mixes[i]) < 1 ||
+        *std::min_element(mixes[i].begin(), mixes[i].end()) < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "mixes[", i, "] must have one non-negative count per node type and at least one node"));
+    }
+  }
+  if (mixes.empty()) return std::vector<MixResult>{};
+  absl::StatusOr<std::vector<MixResult>> results;
+  if (model.kind() == CostModelKind::kOneFOneB) {
+    LabelSearch<OneFOneBObjective> search(
+        model, mixes, OneFOneBObjective{model.problem().microbatches, model.memory_can_bind()});
+    results = search.Run(options);
+  } else {
+    LabelSearch<Sosp23Objective> search(model, mixes,
+                                        Sosp23Objective{model.problem().microbatches});
+    results = search.Run(options);
+  }
+  if (!results.ok()) return results;
+  for (MixResult& r : *results) {
+    if (!r.feasible && r.infeasible_reason.empty()) r.infeasible_reason = ExplainInfeasible(model, r.mix);
+  }
+  return results;
+}
+
+}  // namespace oobleck

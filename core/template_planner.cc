@@ -1,0 +1,98 @@
+#include "core/template_planner.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "tbb/task_arena.h"
+
+namespace oobleck {
+namespace {
+
+int64_t EstimateBytes(const std::string& key, const MixResult& r) {
+  return static_cast<int64_t>(sizeof(MixResult) + key.size() * 2 + r.infeasible_reason.size() +
+                              r.best.stages.size() * sizeof(Stage) +
+                              (r.best.node_order.size() + 2 * r.mix.size()) * sizeof(int) + 128);
+}
+
+}  // namespace
+
+TemplateCache::TemplateCache(int64_t capacity_bytes) : capacity_bytes_(capacity_bytes) {
+  stats_.capacity_bytes = capacity_bytes;
+}
+
+std::shared_ptr<const MixResult> TemplateCache::Find(const std::string& key) {
+  absl::MutexLock lock(&mu_);
+  auto it = index_.find(key);
+  if (it == index_.end()) {
+    ++stats_.misses;
+    return nullptr;
+  }
+  ++stats_.hits;
+  lru_.splice(lru_.begin(), lru_, it->second);
+  return it->second->value;
+}
+
+void TemplateCache::Insert(const std::string& key, std::shared_ptr<const MixResult> value) {
+  const int64_t bytes = EstimateBytes(key, *value);
+  absl::MutexLock lock(&mu_);
+  if (bytes > capacity_bytes_) return;  // would evict everything for one entry
+  if (auto it = index_.find(key); it != index_.end()) {
+    stats_.bytes -= it->second->bytes;
+    lru_.erase(it->second);
+    index_.erase(it);
+  }
+  lru_.push_front({key, std::move(value), bytes});
+  index_[key] = lru_.begin();
+  stats_.bytes += bytes;
+  while (stats_.bytes > capacity_bytes_ && !lru_.empty()) {
+    stats_.bytes -= lru_.back().bytes;
+    index_.erase(lru_.back().key);
+    lru_.pop_back();
+    ++stats_.evictions;
+  }
+  stats_.entries = static_cast<int64_t>(lru_.size());
+}
+
+CacheStats TemplateCache::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+TemplatePlanner::TemplatePlanner(TemplateCache* cache, int threads)
+    : cache_(cache), threads_(threads) {}
+
+absl::StatusOr<std::vector<PlannedMix>> TemplatePlanner::PlanTemplates(
+    const CostModel& model, const std::vector<NodeMix>& mixes, const SearchOptions& options) {
+  const std::string problem_key = model.problem().CacheKey();
+  std::vector<PlannedMix> planned(mixes.size());
+  std::vector<std::string> keys(mixes.size());
+  std::vector<NodeMix> missing;
+  std::vector<size_t> missing_index;
+  for (size_t i = 0; i < mixes.size(); ++i) {
+    keys[i] = absl::StrCat(problem_key, "|mix=", absl::StrJoin(mixes[i], ","));
+    if (auto hit = cache_->Find(keys[i])) {
+      planned[i] = {std::move(hit), true};
+    } else {
+      missing.push_back(mixes[i]);
+      missing_index.push_back(i);
+    }
+  }
+  if (missing.empty()) return planned;
+  absl::StatusOr<std::vector<MixResult>> results;
+  if (threads_ > 0) {
+    tbb::task_arena arena(threads_);
+    arena.execute([&] { results = SearchTemplates(model, missing, options); });
+  } else {
+    results = SearchTemplates(model, missing, options);
+  }
+  if (!results.ok()) return results.status();
+  for (size_t j = 0; j < missing.size(); ++j) {
+    auto value = std::make_shared<const MixResult>(std::move((*results)[j]));
+    cache_->Insert(keys[missing_index[j]], value);
+    planned[missing_index[j]] = {std::move(value), false};
+  }
+  return planned;
+}
+
+}  // namespace oobleck

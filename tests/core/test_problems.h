@@ -1,0 +1,99 @@
+// Builders of planning problems shared by the core tests.
+#ifndef OOBLECK_TESTS_CORE_TEST_PROBLEMS_H_
+#define OOBLECK_TESTS_CORE_TEST_PROBLEMS_H_
+
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/cost_model.h"
+#include "core/profile.h"
+
+namespace oobleck::testing {
+
+inline std::shared_ptr<const ModelProfile> LoadGpt2Xl(const std::string& dir = "gpt2-xl") {
+  auto p = LoadOobleckProfileDir(std::string(OOBLECK_SHARED_DATA) + "/profiles/" + dir, "gpt2-xl",
+                                 "rtx4090", 1);
+  if (!p.ok()) return nullptr;
+  return std::make_shared<const ModelProfile>(*std::move(p));
+}
+
+// One node type, `gpus` GPUs per node, `nodes` of them.
+inline PlanningProblem Homogeneous(std::shared_ptr<const ModelProfile> profile, int gpus,
+                                   CostModelKind kind, int microbatches,
+                                   double memory_bytes = 24.0 * (1 << 30)) {
+  PlanningProblem p;
+  p.node_types = {{"node", profile->key.gpu_type, gpus, memory_bytes, 25e9}};
+  p.profiles = {std::move(profile)};
+  p.inter_node_bytes_per_s = 12.5e9;
+  p.cost_model = kind;
+  p.microbatches = microbatches;
+  return p;
+}
+
+// A random small instance: 2-3 node types of 1-2 GPUs, 3-`max_layers` layers, memory that
+// binds sometimes, all-reduce data for 2 GPUs on some types only.
+struct RandomInstance {
+  PlanningProblem problem;
+  NodeMix available;
+};
+
+inline RandomInstance MakeRandomInstance(uint32_t seed, CostModelKind kind, int max_layers,
+                                         int max_nodes) {
+  std::mt19937 rng(seed);
+  auto uniform = [&](double lo, double hi) {
+    return std::uniform_real_distribution<double>(lo, hi)(rng);
+  };
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const int L = pick(3, max_layers);
+  const int T = pick(2, 3);
+  RandomInstance inst;
+  PlanningProblem& p = inst.problem;
+  p.cost_model = kind;
+  p.microbatches = kind == CostModelKind::kOneFOneB ? pick(1, 8) : pick(0, 1) * pick(1, 8);
+  p.optimizer_state_multiplier = pick(0, 1) ? 6 : uniform(0, 4);
+  p.inter_node_bytes_per_s = uniform(1e9, 20e9);
+  double total_params = 0, total_acts = 0;
+  std::vector<LayerProfile> base(L);
+  for (LayerProfile& l : base) {
+    l.forward_ms = uniform(0.1, 10);
+    l.backward_ms = uniform(0.1, 20);
+    l.param_bytes = uniform(1e6, 1e8);
+    l.activation_bytes = uniform(1e6, 5e7);
+    total_params += l.param_bytes;
+    total_acts += l.activation_bytes;
+  }
+  // Memory somewhere between "everything binds" and "nothing binds".
+  const double whole = p.optimizer_state_multiplier * total_params + total_acts * 4;
+  for (int t = 0; t < T; ++t) {
+    const std::string name = "type" + std::to_string(t);
+    const int gpus = pick(1, 2);
+    auto profile = std::make_shared<ModelProfile>();
+    profile->key = {"m", name, 1};
+    profile->layers = base;
+    const double speed = uniform(0.5, 3);
+    const bool has_ar2 = pick(0, 2) > 0;
+    for (LayerProfile& l : profile->layers) {
+      l.forward_ms /= speed;
+      l.backward_ms /= speed;
+      l.allreduce_in_node_ms[1] = 0;
+      if (has_ar2) l.allreduce_in_node_ms[2] = uniform(0, 2);
+    }
+    const double memory = pick(0, 3) == 0 ? whole * 10 : whole * uniform(0.15, 1.2);
+    p.node_types.push_back({name, name, gpus, memory, uniform(5e9, 50e9)});
+    p.profiles.push_back(std::move(profile));
+    inst.available.push_back(pick(0, 2));
+  }
+  if (MixSize(inst.available) == 0) inst.available[0] = 1;
+  while (MixSize(inst.available) > max_nodes) {
+    for (int& c : inst.available) {
+      if (c > 0 && MixSize(inst.available) > max_nodes) --c;
+    }
+  }
+  return inst;
+}
+
+}  // namespace oobleck::testing
+
+#endif  // OOBLECK_TESTS_CORE_TEST_PROBLEMS_H_

@@ -45,6 +45,15 @@ struct OneFOneBObjective {
   }
   double Final(const Label& x) const { return x.sum + (microbatches - 1) * x.max; }
   static int Stages(const Label& x) { return x.stages; }
+  // Lower bounds for branch and bound. rest_ms bounds the cost sum of the stages still to
+  // place; a stage of cost c alone forces T >= M c.
+  double StageCoefficient(int /*min_stages*/, int /*max_stages*/, bool /*may_be_alone*/) const {
+    return microbatches;
+  }
+  double LowerBound(const Label& x, double rest_ms, int /*min_stages*/, int /*max_stages*/,
+                    bool /*complete*/) const {
+    return x.sum + rest_ms + (microbatches - 1) * x.max;
+  }
 };
 
 // oobleck-sosp23: T = sum c + n_k c_k* + sum_{i >= k*} c_i with k* the last argmax.
@@ -104,6 +113,32 @@ struct Sosp23Objective {
     return x.total + n_k * x.m + x.tail;
   }
   static int Stages(const Label& x) { return x.r; }
+  // n_k is at least M - S + 1 (M given; S <= max_stages) or 2S + 1 (no M; S >= min_stages).
+  // A negative bound on n_k gives no bound at all (-1: do not prune).
+  int MinNk(int min_stages, int max_stages) const {
+    return microbatches > 0 ? microbatches - max_stages + 1 : 2 * min_stages + 1;
+  }
+  // T = sum c + n_k m + tail >= (other stages) + c + n_k c + c for any stage c <= m.
+  double StageCoefficient(int min_stages, int max_stages, bool may_be_alone) const {
+    const int n_min = MinNk(min_stages, max_stages);
+    if (n_min < 0) return -1;
+    return may_be_alone ? std::min(4, n_min + 2) : n_min + 2;
+  }
+  // For an incomplete suffix x and the prefix P still to come, either k* stays in x
+  // (T = sum P + K(x) [+ 3|P| m without M]) or P holds a stage above m and then, as every
+  // stage after k* costs at most m_final, T >= sum P + 2 total + (M + 2 - S_max) m
+  // (with M) or sum P + 2 total + (2r + 4) m (without M). The bound is the smaller one.
+  double LowerBound(const Label& x, double rest_ms, int /*min_stages*/, int max_stages,
+                    bool complete) const {
+    if (complete) return Final(x);
+    const double k = K(x);
+    if (microbatches > 0) {
+      const int coeff = microbatches + 2 - max_stages;
+      if (coeff < 0) return -std::numeric_limits<double>::infinity();
+      return rest_ms + std::min(k, 2 * x.total + coeff * x.m);
+    }
+    return rest_ms + std::min(3 * x.m + k, 2 * x.total + (2 * x.r + 4) * x.m);
+  }
 };
 
 // --- State space ------------------------------------------------------------------------
@@ -206,8 +241,47 @@ class LabelSearch {
     int16_t gpus;
   };
 
-  LabelSearch(const CostModel& model, const std::vector<NodeMix>& mixes, Objective objective)
-      : model_(model), mixes_(mixes), objective_(objective), space_(model, mixes) {}
+  // beam_width > 0 keeps only that many labels per state (a heuristic that yields valid
+  // templates, used for incumbents); 0 is exact. upper_bounds[i] (may be +inf) is a time
+  // some template of mixes[i] achieves: the exact search drops what cannot beat it.
+  LabelSearch(const CostModel& model, const std::vector<NodeMix>& mixes, Objective objective,
+              int beam_width, const std::vector<double>& upper_bounds)
+      : model_(model),
+        mixes_(mixes),
+        objective_(objective),
+        space_(model, mixes),
+        beam_width_(beam_width) {
+    const int L = model.num_layers();
+    // Cheapest possible compute of each layer on any type and stage size: a lower bound on
+    // the cost sum of the stages that hold a layer range.
+    min_compute_prefix_.assign(L + 1, 0);
+    for (int l = 0; l < L; ++l) {
+      double best = std::numeric_limits<double>::infinity();
+      for (int t = 0; t < model.num_types(); ++t) {
+        for (int g : model.stage_sizes(t)) best = std::min(best, model.ComputeMs(t, g, l, l + 1));
+      }
+      min_compute_prefix_[l + 1] = min_compute_prefix_[l] + best;
+    }
+    // Per multiset: the loosest incumbent and the most stages of any requested mix that
+    // contains it (a state serves all of them).
+    bound_.assign(space_.num_multisets(), -std::numeric_limits<double>::infinity());
+    max_stages_.assign(space_.num_multisets(), 0);
+    for (size_t i = 0; i < mixes.size(); ++i) {
+      const NodeMix& mix = mixes[i];
+      int gpus = 0;
+      for (int t = 0; t < model.num_types(); ++t) gpus += mix[t] * model.node_type(t).gpus_per_node;
+      const double ub = i < upper_bounds.size() ? upper_bounds[i]
+                                                : std::numeric_limits<double>::infinity();
+      for (int u = 0; u < space_.num_multisets(); ++u) {
+        bool inside = true;
+        for (int t = 0; t < model.num_types(); ++t) inside &= space_.count(u, t) <= mix[t];
+        if (!inside) continue;
+        // Relative slack so that rounding never prunes a label that ties the incumbent.
+        bound_[u] = std::max(bound_[u], ub + 1e-9 * std::abs(ub) + 1e-9);
+        max_stages_[u] = std::max(max_stages_[u], std::min(L, gpus));
+      }
+    }
+  }
 
   absl::StatusOr<std::vector<MixResult>> Run(const SearchOptions& options) {
     const int L = model_.num_layers();
@@ -237,14 +311,27 @@ class LabelSearch {
     if (L - a < space_.size(u)) return;  // every node needs at least one stage
     std::vector<Entry>& front = fronts_[space_.Index(a, u, ns)];
     const Link in_link_boundary = a == 0 ? Link::kNone : Link::kInterNode;
+    const double bound = bound_[u];
+    const int min_stages = space_.size(u), max_stages = max_stages_[u];
+    const double rest_ms = min_compute_prefix_[a];
+    const double break_coeff = objective_.StageCoefficient(min_stages, max_stages, a == 0);
 
     // Stages [a, l) of g GPUs on type t whose right neighbour state is (l, u_src, ns_src).
     auto pull = [&](int t, int g, int u_src, int ns_src, Link in, bool new_node_at_right) {
       for (int l = a + 1; l <= L; ++l) {
         if (l == L && (!new_node_at_right || u_src != 0)) continue;
+        // Compute grows with l, so once one stage cannot beat the incumbent no longer stage
+        // can either (with the weakest coefficient any longer stage may have).
+        const double compute = model_.ComputeMs(t, g, a, l);
+        if (break_coeff >= 0 && break_coeff * compute + rest_ms > bound) break;
+        const double coeff = objective_.StageCoefficient(min_stages, max_stages, a == 0 && l == L);
         const int64_t src = space_.Index(l, u_src, ns_src);
         const std::vector<Entry>& sources = fronts_[src];
         if (sources.empty()) continue;
+        if (coeff >= 0 &&
+            coeff * compute + rest_ms + (min_compute_prefix_[L] - min_compute_prefix_[l]) > bound) {
+          continue;
+        }
         const int max_after = model_.MaxStagesFromEnd(t, g, a, l);
         if (max_after < 1) continue;
         const Link out = l == L ? Link::kNone
@@ -253,9 +340,11 @@ class LabelSearch {
         const double c = model_.StageCostMs(t, g, a, l, in, out);
         for (int32_t i = 0; i < static_cast<int32_t>(sources.size()); ++i) {
           if (Objective::Stages(sources[i].label) + 1 > max_after) continue;
-          Insert(front, {objective_.Extend(sources[i].label, c), src, i, static_cast<int16_t>(t),
-                         static_cast<int16_t>(g)},
-                 a);
+          const Label label = objective_.Extend(sources[i].label, c);
+          if (objective_.LowerBound(label, rest_ms, min_stages, max_stages, a == 0) > bound) {
+            continue;
+          }
+          Insert(front, {label, src, i, static_cast<int16_t>(t), static_cast<int16_t>(g)}, a);
         }
       }
     };
@@ -305,6 +394,12 @@ class LabelSearch {
                                }),
                 front.end());
     front.push_back(entry);
+    if (beam_width_ > 0 && static_cast<int>(front.size()) > beam_width_) {
+      auto worst = std::max_element(front.begin(), front.end(), [&](const Entry& x, const Entry& y) {
+        return objective_.Final(x.label) < objective_.Final(y.label);
+      });
+      front.erase(worst);
+    }
   }
 
   MixResult Extract(const NodeMix& mix) const {
@@ -364,6 +459,10 @@ class LabelSearch {
   const std::vector<NodeMix>& mixes_;
   Objective objective_;
   StateSpace space_;
+  int beam_width_;
+  std::vector<double> min_compute_prefix_;
+  std::vector<double> bound_;
+  std::vector<int> max_stages_;
   std::vector<std::vector<Entry>> fronts_;
 };
 
@@ -378,6 +477,27 @@ int MinStagesPerNode(const CostModel& model, int t) {
     }
   }
   return best[G];
+}
+
+// A narrow beam pass finds good templates fast; their times bound the exact pass, which
+// then skips every stage and label that provably cannot beat them.
+template <typename Objective>
+absl::StatusOr<std::vector<MixResult>> BranchAndBound(const CostModel& model,
+                                                      const std::vector<NodeMix>& mixes,
+                                                      Objective objective,
+                                                      const SearchOptions& options) {
+  constexpr int kBeamWidth = 4;
+  std::vector<double> upper_bounds(mixes.size(), std::numeric_limits<double>::infinity());
+  {
+    LabelSearch<Objective> beam(model, mixes, objective, kBeamWidth, upper_bounds);
+    auto incumbents = beam.Run(options);
+    if (!incumbents.ok()) return incumbents.status();
+    for (size_t i = 0; i < mixes.size(); ++i) {
+      if ((*incumbents)[i].feasible) upper_bounds[i] = (*incumbents)[i].best.iteration_time_ms;
+    }
+  }
+  LabelSearch<Objective> exact(model, mixes, objective, 0, upper_bounds);
+  return exact.Run(options);
 }
 
 }  // namespace
@@ -463,13 +583,12 @@ absl::StatusOr<std::vector<MixResult>> SearchTemplates(const CostModel& model,
   if (mixes.empty()) return std::vector<MixResult>{};
   absl::StatusOr<std::vector<MixResult>> results;
   if (model.kind() == CostModelKind::kOneFOneB) {
-    LabelSearch<OneFOneBObjective> search(
-        model, mixes, OneFOneBObjective{model.problem().microbatches, model.memory_can_bind()});
-    results = search.Run(options);
+    results = BranchAndBound(
+        model, mixes, OneFOneBObjective{model.problem().microbatches, model.memory_can_bind()},
+        options);
   } else {
-    LabelSearch<Sosp23Objective> search(model, mixes,
-                                        Sosp23Objective{model.problem().microbatches});
-    results = search.Run(options);
+    results =
+        BranchAndBound(model, mixes, Sosp23Objective{model.problem().microbatches}, options);
   }
   if (!results.ok()) return results;
   for (MixResult& r : *results) {

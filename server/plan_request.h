@@ -1,0 +1,32 @@
+// Validation of a PlanTemplatesRequest and its conversion into core's planning problem:
+// profile resolution (measured or derived) and the list of mixes to plan.
+#ifndef OOBLECK_SERVER_PLAN_REQUEST_H_
+#define OOBLECK_SERVER_PLAN_REQUEST_H_
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/cluster.h"
+#include "core/cost_model.h"
+#include "core/profile_catalog.h"
+#include "oobleck/planner/v1/planner.pb.h"
+
+namespace oobleck::server {
+
+// Bounds the work one request can ask for; larger sweeps are split by the caller.
+inline constexpr int kMaxMixesPerRequest = 4096;
+
+struct TemplateRequest {
+  PlanningProblem problem;
+  std::vector<NodeMix> mixes;  // ordered by size, then counts
+};
+
+// INVALID_ARGUMENT for malformed fields (the message names the field path and the bad
+// value), NOT_FOUND for profiles that are not loaded, FAILED_PRECONDITION when the loaded
+// profiles cannot be combined, RESOURCE_EXHAUSTED above kMaxMixesPerRequest mixes.
+absl::StatusOr<TemplateRequest> ToTemplateRequest(
+    const ::oobleck::planner::v1::PlanTemplatesRequest& request, const ProfileCatalog& catalog);
+
+}  // namespace oobleck::server
+
+#endif  // OOBLECK_SERVER_PLAN_REQUEST_H_

@@ -1,0 +1,164 @@
+#include "server/planner_service.h"
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/cost_model.h"
+#include "core/profile.h"
+#include "server/plan_request.h"
+#include "server/proto_conversion.h"
+#include "server/status_conversion.h"
+
+namespace oobleck::server {
+namespace {
+
+namespace pb = ::oobleck::planner::v1;
+
+double MillisecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+// The profile a LoadProfileRequest describes, before it is stored.
+absl::StatusOr<ModelProfile> ProfileFromRequest(const pb::LoadProfileRequest& request) {
+  if (request.model().empty()) return absl::InvalidArgumentError("model is required");
+  if (request.gpu_type().empty()) return absl::InvalidArgumentError("gpu_type is required");
+  if (request.source_case() == pb::LoadProfileRequest::SOURCE_NOT_SET) {
+    return absl::InvalidArgumentError("source is required: set directory, files or layers");
+  }
+  const int microbatch_size = request.microbatch_size();
+  if (microbatch_size < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("microbatch_size must be >= 0 (got ", microbatch_size, ")"));
+  }
+  // Only a directory can say which micro-batch size it holds.
+  if (request.source_case() != pb::LoadProfileRequest::kDirectory && microbatch_size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("microbatch_size must be >= 1 unless the source is a directory (got ",
+                     microbatch_size, ")"));
+  }
+  ModelProfile profile;
+  profile.key = ProfileKey{request.model(), request.gpu_type(), microbatch_size};
+  switch (request.source_case()) {
+    case pb::LoadProfileRequest::kDirectory:
+      if (request.directory().empty()) {
+        return absl::InvalidArgumentError("directory must not be empty");
+      }
+      return LoadOobleckProfileDir(request.directory(), request.model(), request.gpu_type(),
+                                   microbatch_size);
+    case pb::LoadProfileRequest::kFiles: {
+      const pb::OobleckProfileFiles& files = request.files();
+      absl::StatusOr<std::vector<LayerProfile>> layers =
+          ParseOobleckProfile(files.mb_json(), files.allreduce_in_node_json(),
+                              files.allreduce_across_nodes_json(), "files");
+      if (!layers.ok()) return layers.status();
+      profile.layers = *std::move(layers);
+      return profile;
+    }
+    case pb::LoadProfileRequest::kLayers: {
+      absl::StatusOr<std::vector<LayerProfile>> layers =
+          FromProtoLayers(request.layers(), "layers");
+      if (!layers.ok()) return layers.status();
+      profile.layers = *std::move(layers);
+      return profile;
+    }
+    case pb::LoadProfileRequest::SOURCE_NOT_SET:
+      break;
+  }
+  return absl::InternalError("unhandled LoadProfileRequest source");
+}
+
+}  // namespace
+
+PlannerService::PlannerService(ProfileCatalog* catalog, TemplateCache* cache, int threads)
+    : catalog_(catalog),
+      cache_(cache),
+      planner_(cache, threads),
+      start_time_(std::chrono::steady_clock::now()) {}
+
+grpc::Status PlannerService::LoadProfile(grpc::ServerContext* /*context*/,
+                                         const pb::LoadProfileRequest* request,
+                                         pb::LoadProfileResponse* response) {
+  absl::StatusOr<ModelProfile> profile = ProfileFromRequest(*request);
+  if (!profile.ok()) return ToGrpcStatus(profile.status());
+  pb::ProfileInfo info = ToProfileInfo(*profile);
+  absl::StatusOr<bool> replaced = catalog_->Put(*std::move(profile), request->replace());
+  if (!replaced.ok()) return ToGrpcStatus(replaced.status());
+  *response->mutable_profile() = std::move(info);
+  response->set_replaced(*replaced);
+  return grpc::Status::OK;
+}
+
+grpc::Status PlannerService::ListProfiles(grpc::ServerContext* /*context*/,
+                                          const pb::ListProfilesRequest* request,
+                                          pb::ListProfilesResponse* response) {
+  std::vector<std::shared_ptr<const ModelProfile>> profiles = catalog_->List(request->model());
+  std::sort(profiles.begin(), profiles.end(),
+            [](const auto& a, const auto& b) { return a->key < b->key; });
+  for (const auto& profile : profiles) *response->add_profiles() = ToProfileInfo(*profile);
+  return grpc::Status::OK;
+}
+
+grpc::Status PlannerService::PlanTemplates(grpc::ServerContext* context,
+                                           const pb::PlanTemplatesRequest* request,
+                                           pb::PlanTemplatesResponse* response) {
+  const auto start = std::chrono::steady_clock::now();
+  plan_templates_requests_.fetch_add(1, std::memory_order_relaxed);
+
+  absl::StatusOr<TemplateRequest> converted = ToTemplateRequest(*request, *catalog_);
+  if (!converted.ok()) return ToGrpcStatus(converted.status());
+  absl::StatusOr<CostModel> model = CostModel::Create(std::move(converted->problem));
+  if (!model.ok()) return ToGrpcStatus(model.status());
+
+  // The search polls this; a passed deadline stops it as early as a cancellation does
+  // (gRPC may not have marked the call cancelled yet when the deadline passes).
+  const std::chrono::system_clock::time_point deadline = context->deadline();
+  auto deadline_passed = [deadline] { return std::chrono::system_clock::now() >= deadline; };
+  SearchOptions options;
+  options.cancelled = [context, deadline_passed] {
+    return context->IsCancelled() || deadline_passed();
+  };
+  absl::StatusOr<std::vector<PlannedMix>> planned =
+      planner_.PlanTemplates(*model, converted->mixes, options);
+  if (!planned.ok()) {
+    if (planned.status().code() == absl::StatusCode::kCancelled) {
+      if (deadline_passed()) {
+        return grpc::Status(
+            grpc::StatusCode::DEADLINE_EXCEEDED,
+            absl::StrCat("the deadline passed while planning ", converted->mixes.size(), " mixes"));
+      }
+      return grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled while planning");
+    }
+    return ToGrpcStatus(planned.status());
+  }
+
+  response->set_cost_model(std::string(CostModelName(model->kind())));
+  for (const PlannedMix& mix : *planned) {
+    ToProtoMixTemplate(mix, model->problem(), response->add_results());
+  }
+  response->set_planning_time_ms(MillisecondsSince(start));
+  return grpc::Status::OK;
+}
+
+grpc::Status PlannerService::GetStats(grpc::ServerContext* /*context*/,
+                                      const pb::GetStatsRequest* /*request*/,
+                                      pb::GetStatsResponse* response) {
+  const CacheStats stats = cache_->stats();
+  response->set_cache_hits(stats.hits);
+  response->set_cache_misses(stats.misses);
+  response->set_cache_entries(stats.entries);
+  response->set_cache_bytes(stats.bytes);
+  response->set_cache_evictions(stats.evictions);
+  response->set_cache_capacity_bytes(stats.capacity_bytes);
+  response->set_profiles_loaded(catalog_->size());
+  response->set_plan_templates_requests(plan_templates_requests_.load(std::memory_order_relaxed));
+  response->set_uptime_s(MillisecondsSince(start_time_) / 1000.0);
+  return grpc::Status::OK;
+}
+
+}  // namespace oobleck::server

@@ -1,0 +1,45 @@
+// The oobleck.planner.v1.Planner service: validates requests, converts them, calls core
+// and converts the answers back. Holds no planning logic of its own.
+#ifndef OOBLECK_SERVER_PLANNER_SERVICE_H_
+#define OOBLECK_SERVER_PLANNER_SERVICE_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+#include "core/profile_catalog.h"
+#include "core/template_planner.h"
+#include "oobleck/planner/v1/planner.grpc.pb.h"
+
+namespace oobleck::server {
+
+class PlannerService final : public ::oobleck::planner::v1::Planner::Service {
+ public:
+  // `catalog` and `cache` are shared with the rest of the process and must outlive the
+  // service; `threads` <= 0 plans on all cores.
+  PlannerService(ProfileCatalog* catalog, TemplateCache* cache, int threads);
+
+  grpc::Status LoadProfile(grpc::ServerContext* context,
+                           const ::oobleck::planner::v1::LoadProfileRequest* request,
+                           ::oobleck::planner::v1::LoadProfileResponse* response) override;
+  grpc::Status ListProfiles(grpc::ServerContext* context,
+                            const ::oobleck::planner::v1::ListProfilesRequest* request,
+                            ::oobleck::planner::v1::ListProfilesResponse* response) override;
+  grpc::Status PlanTemplates(grpc::ServerContext* context,
+                             const ::oobleck::planner::v1::PlanTemplatesRequest* request,
+                             ::oobleck::planner::v1::PlanTemplatesResponse* response) override;
+  grpc::Status GetStats(grpc::ServerContext* context,
+                        const ::oobleck::planner::v1::GetStatsRequest* request,
+                        ::oobleck::planner::v1::GetStatsResponse* response) override;
+
+ private:
+  ProfileCatalog* catalog_;
+  TemplateCache* cache_;
+  TemplatePlanner planner_;
+  std::atomic<int64_t> plan_templates_requests_{0};
+  const std::chrono::steady_clock::time_point start_time_;
+};
+
+}  // namespace oobleck::server
+
+#endif  // OOBLECK_SERVER_PLANNER_SERVICE_H_

@@ -1,0 +1,39 @@
+// Conversion between the public API messages and core value types. No validation of
+// request semantics beyond what a conversion itself needs (see plan_request.h).
+#ifndef OOBLECK_SERVER_PROTO_CONVERSION_H_
+#define OOBLECK_SERVER_PROTO_CONVERSION_H_
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "core/cost_model.h"
+#include "core/pipeline_template.h"
+#include "core/profile.h"
+#include "core/template_planner.h"
+#include "oobleck/planner/v1/planner.pb.h"
+
+namespace oobleck::server {
+
+namespace pb = ::oobleck::planner::v1;
+
+pb::ProfileInfo ToProfileInfo(const ModelProfile& profile);
+
+// Layers sent inline. `field` prefixes error messages (e.g. "layers"); all-reduce map
+// keys (GPU or node counts) must be >= 1. Values are checked by core's ValidateProfile.
+absl::StatusOr<std::vector<LayerProfile>> FromProtoLayers(const pb::ProfileLayers& layers,
+                                                          absl::string_view field);
+
+void ToProtoMix(const NodeMix& mix, pb::NodeMix* out);
+
+// Node types are named through problem.node_types; derived_gpu_types lists the GPU types
+// of the template's nodes whose profile was derived (problem.derived_from non-empty).
+void ToProtoTemplate(const PipelineTemplate& tmpl, const PlanningProblem& problem,
+                     pb::PipelineTemplate* out);
+
+void ToProtoMixTemplate(const PlannedMix& planned, const PlanningProblem& problem,
+                        pb::MixTemplate* out);
+
+}  // namespace oobleck::server
+
+#endif  // OOBLECK_SERVER_PROTO_CONVERSION_H_

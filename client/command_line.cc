@@ -1,0 +1,272 @@
+#include "client/command_line.h"
+
+#include <algorithm>
+#include <string_view>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+// Global flags.
+ABSL_FLAG(std::string, server, "127.0.0.1:50051", "planner server address HOST:PORT");
+ABSL_FLAG(bool, json, false,
+          "print the response as proto3 JSON with the proto's field names instead of a table");
+ABSL_FLAG(double, timeout_s, 120, "deadline of each RPC in seconds");
+
+// Profiles.
+ABSL_FLAG(std::string, model, "", "model name, e.g. gpt2-xl");
+ABSL_FLAG(std::string, gpu_type, "",
+          "GPU type of the profile; for templates, empty means the model's only GPU type");
+ABSL_FLAG(int, microbatch_size, 0,
+          "micro-batch size; 0 picks the only mb<m>.json / the model's only size");
+ABSL_FLAG(bool, replace, false,
+          "overwrite a stored profile with the same (model, GPU type, micro-batch size)");
+ABSL_FLAG(bool, server_dir, false,
+          "DIR is a directory on the server: send its path instead of the files' contents");
+
+// Templates.
+ABSL_FLAG(std::string, nodes, "",
+          "pipeline sizes in nodes: A-B or N (homogeneous: required; the cluster has B nodes)");
+ABSL_FLAG(int, gpus_per_node, 1, "GPUs per node (homogeneous)");
+ABSL_FLAG(std::string, cost_model, "1f1b", "cost model: 1f1b or oobleck-sosp23");
+ABSL_FLAG(int, microbatches, 0,
+          "micro-batches per pipeline and iteration (M); required by 1f1b unless the cluster "
+          "file gives microbatches_per_pipeline; 0 = not given");
+ABSL_FLAG(double, gpu_memory_gib, 24, "memory per GPU in GiB (homogeneous)");
+ABSL_FLAG(double, intra_node_bytes_per_s, 25e9,
+          "GPU-to-GPU bandwidth inside a node (homogeneous; default: PCIe 4.0)");
+ABSL_FLAG(double, inter_node_bytes_per_s, 12.5e9,
+          "network bandwidth between nodes (homogeneous; default: 100 Gb/s)");
+ABSL_FLAG(double, optimizer_state_multiplier, 6,
+          "optimizer-state bytes per parameter byte (Oobleck: 6); overrides the cluster file");
+ABSL_FLAG(std::string, missing_allreduce, "skip",
+          "in-node all-reduce times the profile lacks: skip (do not use that stage size) or "
+          "ring (estimate 2(g-1)/g * param_bytes / intra_node_bytes_per_s); overrides the "
+          "cluster file");
+ABSL_FLAG(std::string, cluster, "",
+          "a cluster file (shared/data/README.md format): plan that mixed cluster, uploading "
+          "the profiles it names");
+ABSL_FLAG(bool, all_nodes, false, "with --cluster: plan only the mix of all the cluster's nodes");
+ABSL_FLAG(double, measured_relative_speed, 0,
+          "with --cluster: relative_speed of the profile_measured_on GPU, needed when the "
+          "file's gpu_types do not list it (e.g. 2.94 for rtx4090 on the ditto files' scale)");
+
+namespace oobleck::client {
+namespace {
+
+constexpr std::string_view kCommands[] = {"load-profile", "list-profiles", "templates", "stats"};
+
+struct FlagUse {
+  std::string_view name;
+  std::vector<std::string_view> commands;  // empty: every command
+};
+
+const std::vector<FlagUse>& FlagUses() {
+  static const std::vector<FlagUse> kUses = {
+      {"server", {}},
+      {"json", {}},
+      {"timeout_s", {}},
+      {"model", {"load-profile", "list-profiles", "templates"}},
+      {"gpu_type", {"load-profile", "templates"}},
+      {"microbatch_size", {"load-profile", "templates"}},
+      {"replace", {"load-profile", "templates"}},
+      {"server_dir", {"load-profile"}},
+      {"nodes", {"templates"}},
+      {"gpus_per_node", {"templates"}},
+      {"cost_model", {"templates"}},
+      {"microbatches", {"templates"}},
+      {"gpu_memory_gib", {"templates"}},
+      {"intra_node_bytes_per_s", {"templates"}},
+      {"inter_node_bytes_per_s", {"templates"}},
+      {"optimizer_state_multiplier", {"templates"}},
+      {"missing_allreduce", {"templates"}},
+      {"cluster", {"templates"}},
+      {"all_nodes", {"templates"}},
+      {"measured_relative_speed", {"templates"}},
+  };
+  return kUses;
+}
+
+const FlagUse* FindUse(std::string_view name) {
+  for (const FlagUse& use : FlagUses()) {
+    if (use.name == name) return &use;
+  }
+  return nullptr;
+}
+
+bool Applies(const FlagUse& use, std::string_view command) {
+  return use.commands.empty() ||
+         std::find(use.commands.begin(), use.commands.end(), command) != use.commands.end();
+}
+
+std::string Dashed(std::string_view name) {
+  std::string out(name);
+  std::replace(out.begin(), out.end(), '_', '-');
+  return out;
+}
+
+absl::Status Usage(const std::string& message) { return absl::InvalidArgumentError(message); }
+
+// Word-wraps `text` to lines of at most `width` characters, each starting with `indent`.
+std::string Wrap(absl::string_view text, const std::string& indent, size_t width = 92) {
+  std::string out, line = indent;
+  for (absl::string_view word : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
+    if (line.size() > indent.size() && line.size() + 1 + word.size() > width) {
+      absl::StrAppend(&out, line, "\n");
+      line = indent;
+    }
+    absl::StrAppend(&line, line.size() > indent.size() ? " " : "", word);
+  }
+  absl::StrAppend(&out, line, "\n");
+  return out;
+}
+
+CliOptions ReadFlags() {
+  CliOptions o;
+  o.server = absl::GetFlag(FLAGS_server);
+  o.json = absl::GetFlag(FLAGS_json);
+  o.timeout_s = absl::GetFlag(FLAGS_timeout_s);
+  o.model = absl::GetFlag(FLAGS_model);
+  o.gpu_type = absl::GetFlag(FLAGS_gpu_type);
+  o.microbatch_size = absl::GetFlag(FLAGS_microbatch_size);
+  o.replace = absl::GetFlag(FLAGS_replace);
+  o.server_dir = absl::GetFlag(FLAGS_server_dir);
+  o.nodes = absl::GetFlag(FLAGS_nodes);
+  o.gpus_per_node = absl::GetFlag(FLAGS_gpus_per_node);
+  o.cost_model = absl::GetFlag(FLAGS_cost_model);
+  o.microbatches = absl::GetFlag(FLAGS_microbatches);
+  o.gpu_memory_gib = absl::GetFlag(FLAGS_gpu_memory_gib);
+  o.intra_node_bytes_per_s = absl::GetFlag(FLAGS_intra_node_bytes_per_s);
+  o.inter_node_bytes_per_s = absl::GetFlag(FLAGS_inter_node_bytes_per_s);
+  o.optimizer_state_multiplier = absl::GetFlag(FLAGS_optimizer_state_multiplier);
+  o.missing_allreduce = absl::GetFlag(FLAGS_missing_allreduce);
+  o.cluster = absl::GetFlag(FLAGS_cluster);
+  o.all_nodes = absl::GetFlag(FLAGS_all_nodes);
+  o.measured_relative_speed = absl::GetFlag(FLAGS_measured_relative_speed);
+  return o;
+}
+
+// Positional arguments each command takes.
+absl::Status CheckArgs(const CommandLine& cl) {
+  const size_t want = cl.command == "load-profile" ? 1 : 0;
+  if (cl.args.size() != want) {
+    return Usage(absl::StrCat(cl.command, " takes ",
+                              want == 1 ? "one argument (DIR)" : "no arguments", ", got ",
+                              cl.args.size(), ": ", absl::StrJoin(cl.args, " ")));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
+  CommandLine cl;
+  std::vector<std::string> positional;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--") {
+      for (++i; i < argc; ++i) positional.emplace_back(argv[i]);
+      break;
+    }
+    if (arg.size() < 2 || arg[0] != '-') {
+      positional.emplace_back(arg);
+      continue;
+    }
+    std::string_view body = arg.substr(arg[1] == '-' ? 2 : 1);
+    const size_t eq = body.find('=');
+    std::string name(body.substr(0, eq));
+    std::replace(name.begin(), name.end(), '-', '_');
+    if (name == "help" || name == "h") {
+      cl.help = true;
+      continue;
+    }
+    const bool has_value = eq != std::string_view::npos;
+    std::string value = has_value ? std::string(body.substr(eq + 1)) : "";
+
+    absl::CommandLineFlag* flag = FindUse(name) ? absl::FindCommandLineFlag(name) : nullptr;
+    if (flag == nullptr && absl::StartsWith(name, "no") && FindUse(name.substr(2)) != nullptr) {
+      absl::CommandLineFlag* negated = absl::FindCommandLineFlag(name.substr(2));
+      if (negated != nullptr && negated->IsOfType<bool>() && !has_value) {
+        name = name.substr(2);
+        flag = negated;
+        value = "false";
+      }
+    }
+    if (flag == nullptr) return Usage(absl::StrCat("unknown flag ", std::string(arg)));
+    if (flag->IsOfType<bool>()) {
+      if (!has_value && value.empty()) value = "true";
+    } else if (!has_value) {
+      if (i + 1 >= argc) return Usage(absl::StrCat("flag --", Dashed(name), " needs a value"));
+      value = argv[++i];
+    }
+    std::string error;
+    if (!flag->ParseFrom(value, &error)) {
+      return Usage(absl::StrCat("bad value for --", Dashed(name), ": ", error));
+    }
+    cl.explicit_flags.insert(name);
+  }
+
+  if (positional.empty()) {
+    if (cl.help) return cl;
+    return Usage("missing COMMAND (one of load-profile, list-profiles, templates, stats)");
+  }
+  cl.command = positional.front();
+  cl.args.assign(positional.begin() + 1, positional.end());
+  if (std::find(std::begin(kCommands), std::end(kCommands), cl.command) == std::end(kCommands)) {
+    return Usage(absl::StrCat("unknown command \"", cl.command,
+                              "\" (one of load-profile, list-profiles, templates, stats)"));
+  }
+  if (cl.help) return cl;
+  for (const std::string& name : cl.explicit_flags) {
+    if (!Applies(*FindUse(name), cl.command)) {
+      return Usage(absl::StrCat("flag --", Dashed(name), " does not apply to ", cl.command));
+    }
+  }
+  absl::Status args = CheckArgs(cl);
+  if (!args.ok()) return args;
+  cl.options = ReadFlags();
+  return cl;
+}
+
+std::string UsageText(const std::string& command) {
+  std::string out =
+      "usage: oobleck-plan [flags] COMMAND [args]\n"
+      "\n"
+      "Commands:\n"
+      "  load-profile --model M --gpu-type G [--microbatch-size m] [--replace] [--server-dir] DIR\n"
+      "      Store a profile in Oobleck's layout (mb<m>.json, allreduce_in_node.json,\n"
+      "      allreduce_across_nodes.json). DIR is read here and sent inline, or with\n"
+      "      --server-dir its path is sent for the server to read.\n"
+      "  list-profiles [--model M]\n"
+      "      The stored profiles.\n"
+      "  templates --model M --nodes A-B|N [--gpus-per-node g] [--gpu-type T] ...\n"
+      "      Optimal pipeline template of a homogeneous cluster of B nodes, for every\n"
+      "      pipeline size from A to B nodes.\n"
+      "  templates --cluster FILE [--all-nodes | --nodes A-B] [--cost-model ...]\n"
+      "      Optimal templates of a mixed cluster file; uploads the profiles the file names\n"
+      "      (pass --replace to overwrite different ones on the server). Without --all-nodes\n"
+      "      or --nodes, every mix of 1 to all nodes.\n"
+      "  stats\n"
+      "      Cache and request counters of the server.\n"
+      "\n"
+      "Flags (--a-b and --a_b are the same flag):\n";
+  for (const FlagUse& use : FlagUses()) {
+    if (!command.empty() && !Applies(use, command)) continue;
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(std::string(use.name));
+    if (flag == nullptr) continue;
+    std::string default_value = flag->DefaultValue();
+    if (default_value.empty()) default_value = "\"\"";
+    absl::StrAppend(&out, "  --", Dashed(use.name), "  (default: ", default_value, ")\n",
+                    Wrap(flag->Help(), "      "));
+  }
+  absl::StrAppend(&out,
+                  "\nOutput: tables for people, or --json. Errors go to stderr as "
+                  "\"error: <CODE>: <message>\";\nexit code 1 for errors, 2 for usage errors.\n");
+  return out;
+}
+
+}  // namespace oobleck::client

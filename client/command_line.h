@@ -1,0 +1,63 @@
+// Command line of oobleck-plan: `oobleck-plan [flags] COMMAND [args]`, flags anywhere.
+// Flags are absl flags, but parsed here (not by absl::ParseCommandLine) so that usage
+// errors exit with code 2, flags that do not apply to the command are rejected, and both
+// --gpus-per-node and --gpus_per_node spellings work.
+#ifndef OOBLECK_CLIENT_COMMAND_LINE_H_
+#define OOBLECK_CLIENT_COMMAND_LINE_H_
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace oobleck::client {
+
+// Every flag value, read once after parsing.
+struct CliOptions {
+  // Global.
+  std::string server;
+  bool json = false;
+  double timeout_s = 0;
+  // Profiles.
+  std::string model;
+  std::string gpu_type;
+  int microbatch_size = 0;
+  bool replace = false;
+  bool server_dir = false;
+  // Templates.
+  std::string nodes;
+  int gpus_per_node = 1;
+  std::string cost_model;
+  int microbatches = 0;
+  double gpu_memory_gib = 0;
+  double intra_node_bytes_per_s = 0;
+  double inter_node_bytes_per_s = 0;
+  double optimizer_state_multiplier = 0;
+  std::string missing_allreduce;
+  std::string cluster;
+  bool all_nodes = false;
+  double measured_relative_speed = 0;
+};
+
+struct CommandLine {
+  std::string command;            // "" when only --help was asked for
+  std::vector<std::string> args;  // positional arguments after the command
+  CliOptions options;
+  std::set<std::string> explicit_flags;  // flags given on the command line (underscore names)
+  bool help = false;
+
+  bool IsSet(const std::string& flag) const { return explicit_flags.count(flag) > 0; }
+};
+
+// INVALID_ARGUMENT for usage errors (unknown command or flag, bad value, a flag that does
+// not apply to the command, wrong number of arguments).
+absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv);
+
+// Usage of every command, or of `command` alone; flag defaults come from the flag
+// definitions so the text cannot drift from them.
+std::string UsageText(const std::string& command);
+
+}  // namespace oobleck::client
+
+#endif  // OOBLECK_CLIENT_COMMAND_LINE_H_

@@ -1,0 +1,305 @@
+// oobleck-plan: command-line client of the oobleck-planner service.
+//   oobleck-plan [flags] COMMAND [args]   (oobleck-plan --help for the list)
+// Exit codes: 0 success, 1 error (printed as "error: <CODE>: <message>"), 2 usage error.
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "client/command_line.h"
+#include "client/output.h"
+#include "client/requests.h"
+#include "core/cluster_file.h"
+#include "core/profile.h"
+#include "grpcpp/grpcpp.h"
+#include "oobleck/planner/v1/planner.grpc.pb.h"
+
+namespace oobleck::client {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+absl::Status FromGrpc(const grpc::Status& status) {
+  // grpc::StatusCode and absl::StatusCode share the canonical code numbers.
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+// One channel, one deadline per call.
+class PlannerConnection {
+ public:
+  PlannerConnection(const std::string& address, double timeout_s)
+      : stub_(
+            pb::Planner::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))),
+        timeout_s_(timeout_s) {}
+
+  template <typename Request, typename Response>
+  absl::Status Call(grpc::Status (pb::Planner::Stub::*method)(grpc::ClientContext*, const Request&,
+                                                              Response*),
+                    const Request& request, Response* response) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::microseconds(static_cast<int64_t>(timeout_s_ * 1e6)));
+    return FromGrpc((stub_.get()->*method)(&context, request, response));
+  }
+
+ private:
+  std::unique_ptr<pb::Planner::Stub> stub_;
+  double timeout_s_;
+};
+
+void Print(const CliOptions& options, const google::protobuf::Message& message,
+           const std::string& table) {
+  std::cout << (options.json ? ToJson(message) : table);
+  if (options.json) std::cout << "\n";
+}
+
+// ---------------------------------------------------------------------------------------
+// Usage checks: everything that is wrong with the command line itself (exit code 2).
+
+absl::Status Usage(const std::string& message) { return absl::InvalidArgumentError(message); }
+
+absl::Status CheckUsage(const CommandLine& cl) {
+  const CliOptions& o = cl.options;
+  if (!(o.timeout_s > 0)) return Usage("--timeout_s must be > 0");
+  if (cl.command == "load-profile") {
+    if (o.model.empty()) return Usage("load-profile needs --model");
+    if (o.gpu_type.empty()) return Usage("load-profile needs --gpu-type");
+    if (o.microbatch_size < 0) return Usage("--microbatch-size must be >= 0");
+  }
+  if (cl.command != "templates") return absl::OkStatus();
+
+  if (cl.IsSet("nodes")) {
+    if (absl::StatusOr<NodeRange> r = ParseNodeRange(o.nodes); !r.ok()) return r.status();
+  }
+  if (absl::StatusOr<pb::MissingAllreduce> m = ParseMissingAllreduce(o.missing_allreduce);
+      !m.ok()) {
+    return m.status();
+  }
+  if (o.microbatches < 0) return Usage("--microbatches must be >= 0");
+  if (cl.IsSet("cluster")) {
+    // The cluster file describes the hardware and the model; flags would contradict it.
+    for (const char* flag :
+         {"model", "gpu_type", "microbatch_size", "gpus_per_node", "gpu_memory_gib",
+          "intra_node_bytes_per_s", "inter_node_bytes_per_s"}) {
+      if (cl.IsSet(flag)) {
+        std::string dashed = flag;
+        std::replace(dashed.begin(), dashed.end(), '_', '-');
+        return Usage(
+            absl::StrCat("--", dashed, " does not apply with --cluster (the file sets it)"));
+      }
+    }
+    if (o.all_nodes && cl.IsSet("nodes")) return Usage("pass --all-nodes or --nodes, not both");
+    if (cl.IsSet("measured_relative_speed") && !(o.measured_relative_speed > 0)) {
+      return Usage("--measured-relative-speed must be > 0");
+    }
+    return absl::OkStatus();
+  }
+  for (const char* flag : {"all_nodes", "measured_relative_speed", "replace"}) {
+    if (cl.IsSet(flag)) {
+      std::string dashed = flag;
+      std::replace(dashed.begin(), dashed.end(), '_', '-');
+      return Usage(absl::StrCat("--", dashed, " needs --cluster"));
+    }
+  }
+  if (o.model.empty()) return Usage("templates needs --model (or --cluster FILE)");
+  if (!cl.IsSet("nodes")) return Usage("templates needs --nodes A-B or N (or --cluster FILE)");
+  if (o.gpus_per_node < 1) return Usage("--gpus-per-node must be >= 1");
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------
+// Commands (errors: exit code 1).
+
+absl::Status LoadProfile(const CommandLine& cl, PlannerConnection& server) {
+  const CliOptions& o = cl.options;
+  pb::LoadProfileRequest request;
+  request.set_model(o.model);
+  request.set_gpu_type(o.gpu_type);
+  request.set_replace(o.replace);
+  if (o.server_dir) {
+    request.set_microbatch_size(o.microbatch_size);
+    request.set_directory(cl.args[0]);
+  } else {
+    absl::StatusOr<ProfileDirFiles> dir = ReadProfileDir(cl.args[0], o.microbatch_size);
+    if (!dir.ok()) return dir.status();
+    request.set_microbatch_size(dir->microbatch_size);
+    *request.mutable_files() = std::move(dir->files);
+  }
+  pb::LoadProfileResponse response;
+  if (absl::Status s = server.Call(&pb::Planner::Stub::LoadProfile, request, &response); !s.ok()) {
+    if (s.code() == absl::StatusCode::kAlreadyExists && !o.replace) {
+      return absl::AlreadyExistsError(absl::StrCat(s.message(), " (pass --replace to overwrite)"));
+    }
+    return s;
+  }
+  Print(o, response, FormatProfileLoaded(response));
+  return absl::OkStatus();
+}
+
+absl::Status ListProfiles(const CommandLine& cl, PlannerConnection& server) {
+  pb::ListProfilesRequest request;
+  request.set_model(cl.options.model);
+  pb::ListProfilesResponse response;
+  if (absl::Status s = server.Call(&pb::Planner::Stub::ListProfiles, request, &response); !s.ok()) {
+    return s;
+  }
+  Print(cl.options, response, FormatProfiles(response));
+  return absl::OkStatus();
+}
+
+// Makes sure the server holds `upload`'s profile: uploads it, or accepts an identical one
+// already there (same fingerprint); a different one is only overwritten with --replace.
+absl::Status EnsureProfile(const ProfileUpload& upload, bool replace, PlannerConnection& server) {
+  const std::string key =
+      absl::StrCat(upload.model, "/", upload.gpu_type, "/mb", upload.microbatch_size);
+  absl::StatusOr<ProfileDirFiles> dir = ReadProfileDir(upload.dir, upload.microbatch_size);
+  if (!dir.ok()) return dir.status();
+  // Parsed here too, for the fingerprint and so a broken profile is reported by its path.
+  absl::StatusOr<ModelProfile> local =
+      LoadOobleckProfileDir(upload.dir, upload.model, upload.gpu_type, upload.microbatch_size);
+  if (!local.ok()) return local.status();
+  const std::string local_fingerprint = local->Fingerprint();
+
+  pb::LoadProfileRequest request;
+  request.set_model(upload.model);
+  request.set_gpu_type(upload.gpu_type);
+  request.set_microbatch_size(upload.microbatch_size);
+  request.set_replace(replace);
+  *request.mutable_files() = std::move(dir->files);
+  pb::LoadProfileResponse response;
+  absl::Status s = server.Call(&pb::Planner::Stub::LoadProfile, request, &response);
+  if (s.ok()) {
+    std::cerr << (response.replaced() ? "replaced" : "uploaded") << " profile " << key << " from "
+              << upload.dir << "\n";
+    return absl::OkStatus();
+  }
+  if (s.code() != absl::StatusCode::kAlreadyExists) return s;
+
+  pb::ListProfilesRequest list_request;
+  list_request.set_model(upload.model);
+  pb::ListProfilesResponse list;
+  if (absl::Status ls = server.Call(&pb::Planner::Stub::ListProfiles, list_request, &list);
+      !ls.ok()) {
+    return ls;
+  }
+  for (const pb::ProfileInfo& info : list.profiles()) {
+    if (info.gpu_type() != upload.gpu_type || info.microbatch_size() != upload.microbatch_size) {
+      continue;
+    }
+    if (info.fingerprint() == local_fingerprint) return absl::OkStatus();
+    return absl::AlreadyExistsError(absl::StrCat("the server's profile ", key, " (fingerprint ",
+                                                 info.fingerprint(), ") differs from the one in ",
+                                                 upload.dir, " (fingerprint ", local_fingerprint,
+                                                 "); pass --replace to overwrite it"));
+  }
+  return s;  // ALREADY_EXISTS yet not listed: report the server's own words
+}
+
+absl::Status Templates(const CommandLine& cl, PlannerConnection& server) {
+  const CliOptions& o = cl.options;
+  pb::PlanTemplatesRequest request;
+  if (cl.IsSet("cluster")) {
+    absl::StatusOr<ClusterFile> file = LoadClusterFile(o.cluster);
+    if (!file.ok()) return file.status();
+    ClusterOverrides overrides;
+    overrides.cost_model = o.cost_model;
+    if (cl.IsSet("microbatches")) overrides.microbatches = o.microbatches;
+    if (cl.IsSet("optimizer_state_multiplier")) {
+      overrides.optimizer_state_multiplier = o.optimizer_state_multiplier;
+    }
+    if (cl.IsSet("missing_allreduce")) {
+      overrides.missing_allreduce = *ParseMissingAllreduce(o.missing_allreduce);
+    }
+    if (cl.IsSet("nodes")) overrides.nodes = *ParseNodeRange(o.nodes);
+    overrides.all_nodes = o.all_nodes;
+    overrides.measured_relative_speed = o.measured_relative_speed;
+    absl::StatusOr<ClusterRequest> built = BuildClusterRequest(*file, overrides);
+    if (!built.ok()) {
+      return absl::Status(built.status().code(),
+                          absl::StrCat(o.cluster, ": ", built.status().message()));
+    }
+    for (const ProfileUpload& upload : built->uploads) {
+      if (absl::Status s = EnsureProfile(upload, o.replace, server); !s.ok()) return s;
+    }
+    request = std::move(built->request);
+  } else {
+    HomogeneousOptions h;
+    h.model = o.model;
+    h.gpu_type = o.gpu_type;
+    h.microbatch_size = o.microbatch_size;
+    h.nodes = *ParseNodeRange(o.nodes);
+    h.gpus_per_node = o.gpus_per_node;
+    h.cost_model = o.cost_model;
+    h.microbatches = o.microbatches;
+    h.gpu_memory_bytes = o.gpu_memory_gib * kGiB;
+    h.intra_node_bytes_per_s = o.intra_node_bytes_per_s;
+    h.inter_node_bytes_per_s = o.inter_node_bytes_per_s;
+    h.optimizer_state_multiplier = o.optimizer_state_multiplier;
+    h.missing_allreduce = *ParseMissingAllreduce(o.missing_allreduce);
+    request = BuildHomogeneousRequest(h);
+  }
+  pb::PlanTemplatesResponse response;
+  if (absl::Status s = server.Call(&pb::Planner::Stub::PlanTemplates, request, &response);
+      !s.ok()) {
+    return s;
+  }
+  Print(o, response, FormatTemplates(response));
+  return absl::OkStatus();
+}
+
+absl::Status Stats(const CommandLine& cl, PlannerConnection& server) {
+  pb::GetStatsResponse response;
+  if (absl::Status s = server.Call(&pb::Planner::Stub::GetStats, pb::GetStatsRequest(), &response);
+      !s.ok()) {
+    return s;
+  }
+  Print(cl.options, response, FormatStats(response));
+  return absl::OkStatus();
+}
+
+void PrintError(const absl::Status& status) {
+  std::cerr << "error: " << absl::StatusCodeToString(status.code()) << ": " << status.message()
+            << "\n";
+}
+
+int Main(int argc, char** argv) {
+  absl::StatusOr<CommandLine> cl = ParseCommandLine(argc, argv);
+  if (!cl.ok()) {
+    PrintError(cl.status());
+    std::cerr << "run oobleck-plan --help for usage\n";
+    return 2;
+  }
+  if (cl->help) {
+    std::cout << UsageText(cl->command);
+    return 0;
+  }
+  if (absl::Status usage = CheckUsage(*cl); !usage.ok()) {
+    PrintError(usage);
+    std::cerr << "run oobleck-plan " << cl->command << " --help for usage\n";
+    return 2;
+  }
+  PlannerConnection server(cl->options.server, cl->options.timeout_s);
+  absl::Status status;
+  if (cl->command == "load-profile") {
+    status = LoadProfile(*cl, server);
+  } else if (cl->command == "list-profiles") {
+    status = ListProfiles(*cl, server);
+  } else if (cl->command == "templates") {
+    status = Templates(*cl, server);
+  } else {
+    status = Stats(*cl, server);
+  }
+  if (!status.ok()) {
+    PrintError(status);
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace oobleck::client
+
+int main(int argc, char** argv) { return oobleck::client::Main(argc, argv); }

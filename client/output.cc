@@ -1,0 +1,138 @@
+#include "client/output.h"
+
+#include <algorithm>
+#include <set>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace oobleck::client {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kMiB = 1024.0 * 1024.0;
+
+// Left-aligned columns separated by two spaces; the last column is not padded so long
+// stage lists do not leave trailing blanks.
+std::string RenderTable(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths;
+  for (const auto& row : rows) {
+    if (widths.size() < row.size()) widths.resize(row.size(), 0);
+    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      line += row[c];
+      if (c + 1 < row.size()) line += std::string(widths[c] - row[c].size() + 2, ' ');
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::string Ms(double ms) { return absl::StrFormat("%.2f", ms); }
+
+}  // namespace
+
+std::string ToJson(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.always_print_primitive_fields = true;
+  options.preserve_proto_field_names = true;
+  std::string out;
+  // Printing a valid message cannot fail; the status only reports unresolvable Any types.
+  const auto status = google::protobuf::util::MessageToJsonString(message, &out, options);
+  if (!status.ok()) return absl::StrCat("{\"error\": \"", status.ToString(), "\"}\n");
+  return out;
+}
+
+std::string FormatStage(const pb::Stage& stage) {
+  return absl::StrCat("[", stage.layer_begin(), ",", stage.layer_end(), ")@n", stage.node_index(),
+                      ":", stage.node_type(), "/", stage.gpus(), "g");
+}
+
+std::string FormatTemplates(const pb::PlanTemplatesResponse& response) {
+  std::vector<std::vector<std::string>> rows = {
+      {"MIX", "NODES", "GPUS", "ITERATION_MS", "CACHE", "STAGES"}};
+  std::set<std::string> derived_types;
+  int feasible = 0;
+  for (const pb::MixTemplate& result : response.results()) {
+    int nodes = 0;
+    for (int count : result.mix().counts()) nodes += count;
+    const std::string cache = result.cache_hit() ? "hit" : "miss";
+    if (!result.feasible()) {
+      rows.push_back({result.mix_label(), absl::StrCat(nodes), "-", "-", cache,
+                      absl::StrCat("infeasible: ", result.infeasible_reason())});
+      continue;
+    }
+    ++feasible;
+    const pb::PipelineTemplate& tmpl = result.template_();
+    std::vector<std::string> stages;
+    for (const pb::Stage& stage : tmpl.stages()) stages.push_back(FormatStage(stage));
+    std::string label = result.mix_label();
+    if (tmpl.derived_gpu_types_size() > 0) {
+      label += "*";
+      derived_types.insert(tmpl.derived_gpu_types().begin(), tmpl.derived_gpu_types().end());
+    }
+    rows.push_back({label, absl::StrCat(tmpl.num_nodes()), absl::StrCat(tmpl.num_gpus()),
+                    Ms(tmpl.iteration_time_ms()), cache, absl::StrJoin(stages, " ")});
+  }
+  std::string out = absl::StrFormat("cost model %s: %d mixes, %d feasible, planned in %.1f ms\n",
+                                    response.cost_model(), response.results_size(), feasible,
+                                    response.planning_time_ms());
+  out += RenderTable(rows);
+  out += "stage [a,b)@nK:TYPE/Gg = layers a..b-1 on pipeline node K (node type TYPE), G GPUs\n";
+  if (!derived_types.empty()) {
+    absl::StrAppend(&out, "* uses profiles derived by relative speed, not measured: ",
+                    absl::StrJoin(derived_types, ", "), "\n");
+  }
+  return out;
+}
+
+std::string FormatProfileLoaded(const pb::LoadProfileResponse& response) {
+  const pb::ProfileInfo& p = response.profile();
+  return absl::StrFormat(
+      "%s %s/%s/mb%d: %d layers, forward %.1f ms, backward %.1f ms, params %.2f GiB, "
+      "in-node all-reduce GPUs [%s], fingerprint %s\n",
+      response.replaced() ? "replaced" : "loaded", p.model(), p.gpu_type(), p.microbatch_size(),
+      p.num_layers(), p.total_forward_ms(), p.total_backward_ms(), p.total_param_bytes() / kGiB,
+      absl::StrJoin(p.allreduce_in_node_gpus(), ","), p.fingerprint());
+}
+
+std::string FormatProfiles(const pb::ListProfilesResponse& response) {
+  if (response.profiles_size() == 0) return "no profiles loaded\n";
+  std::vector<std::vector<std::string>> rows = {{"MODEL", "GPU_TYPE", "MB", "LAYERS", "FORWARD_MS",
+                                                 "BACKWARD_MS", "PARAMS_GIB", "ALLREDUCE_GPUS",
+                                                 "FINGERPRINT"}};
+  for (const pb::ProfileInfo& p : response.profiles()) {
+    rows.push_back({p.model(), p.gpu_type(), absl::StrCat(p.microbatch_size()),
+                    absl::StrCat(p.num_layers()), absl::StrFormat("%.1f", p.total_forward_ms()),
+                    absl::StrFormat("%.1f", p.total_backward_ms()),
+                    absl::StrFormat("%.2f", p.total_param_bytes() / kGiB),
+                    absl::StrJoin(p.allreduce_in_node_gpus(), ","), p.fingerprint()});
+  }
+  return RenderTable(rows);
+}
+
+std::string FormatStats(const pb::GetStatsResponse& s) {
+  const int64_t lookups = s.cache_hits() + s.cache_misses();
+  const std::string hit_rate =
+      lookups > 0 ? absl::StrFormat(" (%.1f%% hits)", 100.0 * s.cache_hits() / lookups) : "";
+  return RenderTable({
+      {"profiles loaded", absl::StrCat(s.profiles_loaded())},
+      {"PlanTemplates requests", absl::StrCat(s.plan_templates_requests())},
+      {"cache hits / misses", absl::StrCat(s.cache_hits(), " / ", s.cache_misses(), hit_rate)},
+      {"cache entries", absl::StrCat(s.cache_entries())},
+      {"cache size", absl::StrFormat("%.2f MiB of %.2f MiB", s.cache_bytes() / kMiB,
+                                     s.cache_capacity_bytes() / kMiB)},
+      {"cache evictions", absl::StrCat(s.cache_evictions())},
+      {"uptime", absl::StrFormat("%.1f s", s.uptime_s())},
+  });
+}
+
+}  // namespace oobleck::client

@@ -1,0 +1,88 @@
+// Turns command-line input (flags, profile directories, cluster files) into requests.
+// No RPCs here, so everything is testable without a server.
+#ifndef OOBLECK_CLIENT_REQUESTS_H_
+#define OOBLECK_CLIENT_REQUESTS_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/cluster_file.h"
+#include "oobleck/planner/v1/planner.pb.h"
+
+namespace oobleck::client {
+
+namespace pb = ::oobleck::planner::v1;
+
+struct NodeRange {
+  int min_nodes = 0;
+  int max_nodes = 0;
+};
+
+// "A-B" or "N" (1 <= A <= B).
+absl::StatusOr<NodeRange> ParseNodeRange(const std::string& text);
+
+// "skip" / "ring".
+absl::StatusOr<pb::MissingAllreduce> ParseMissingAllreduce(const std::string& text);
+
+// The files of an Oobleck profile directory, read as text. microbatch_size 0 picks the
+// only mb<m>.json; the size actually read is returned alongside.
+struct ProfileDirFiles {
+  int microbatch_size = 0;
+  pb::OobleckProfileFiles files;
+};
+absl::StatusOr<ProfileDirFiles> ReadProfileDir(const std::string& dir, int microbatch_size);
+
+struct HomogeneousOptions {
+  std::string model;
+  std::string gpu_type;  // "" = the model's only GPU type
+  int microbatch_size = 0;
+  NodeRange nodes;
+  int gpus_per_node = 1;
+  std::string cost_model;
+  int microbatches = 0;
+  double gpu_memory_bytes = 0;
+  double intra_node_bytes_per_s = 0;
+  double inter_node_bytes_per_s = 0;
+  double optimizer_state_multiplier = 0;
+  pb::MissingAllreduce missing_allreduce = pb::MISSING_ALLREDUCE_SKIP_SIZE;
+};
+
+// One node type (named after the GPU type, or "node") with max_nodes nodes.
+pb::PlanTemplatesRequest BuildHomogeneousRequest(const HomogeneousOptions& options);
+
+// Settings a cluster file provides that the command line may override.
+struct ClusterOverrides {
+  std::string cost_model;
+  std::optional<int> microbatches;
+  std::optional<double> optimizer_state_multiplier;
+  std::optional<pb::MissingAllreduce> missing_allreduce;
+  std::optional<NodeRange> nodes;  // unset: every mix of 1..all nodes
+  bool all_nodes = false;          // plan only the mix of all nodes
+  // relative_speed of profile_measured_on when gpu_types does not list it (0 = not given).
+  double measured_relative_speed = 0;
+};
+
+// A profile the request depends on, to be uploaded before planning.
+struct ProfileUpload {
+  std::string dir;  // absolute
+  std::string model;
+  std::string gpu_type;
+  int microbatch_size = 0;
+};
+
+struct ClusterRequest {
+  pb::PlanTemplatesRequest request;
+  std::vector<ProfileUpload> uploads;
+};
+
+// Node types from ClusterFile::NodeTypes(); a GPU type with relative_speed t (other than
+// profile_measured_on itself) is derived from profile_measured_on with speed
+// t / relative_speed(profile_measured_on). Errors name the file's key.
+absl::StatusOr<ClusterRequest> BuildClusterRequest(const ClusterFile& file,
+                                                   const ClusterOverrides& overrides);
+
+}  // namespace oobleck::client
+
+#endif  // OOBLECK_CLIENT_REQUESTS_H_

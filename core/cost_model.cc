@@ -48,7 +48,9 @@ absl::StatusOr<CostModel> CostModel::Create(PlanningProblem problem) {
         "%d node types but %d profiles", num_types, problem.profiles.size()));
   }
   problem.derived_from.resize(num_types);
-  if (!std::isfinite(problem.inter_node_bytes_per_s) || problem.inter_node_bytes_per_s <= 0) {
+  // oobleck-sosp23 ignores transfers, so only 1f1b needs a network bandwidth.
+  if (!std::isfinite(problem.inter_node_bytes_per_s) || problem.inter_node_bytes_per_s < 0 ||
+      (problem.cost_model == CostModelKind::kOneFOneB && problem.inter_node_bytes_per_s == 0)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "inter_node_bytes_per_s must be > 0 (got %g)", problem.inter_node_bytes_per_s));
   }

@@ -503,6 +503,7 @@ absl::StatusOr<std::vector<MixResult>> BranchAndBound(const CostModel& model,
 }  // namespace
 
 std::string ExplainInfeasible(const CostModel& model, const NodeMix& mix) {
+  constexpr double kGiB = 1024.0 * 1024 * 1024;
   const auto& types = model.problem().node_types;
   const int L = model.num_layers();
   int min_stages = 0;
@@ -537,10 +538,10 @@ std::string ExplainInfeasible(const CostModel& model, const NodeMix& mix) {
         for (int t = 0; t < model.num_types(); ++t) {
           if (mix[t] == 0) continue;
           const int g = model.stage_sizes(t).back();
-          absl::StrAppendFormat(&where, "%s%s: %.0f bytes per GPU on %d GPU(s) > %.0f",
+          absl::StrAppendFormat(&where, "%s%s: %.3f GiB per GPU on %d GPU(s) > %.3f GiB",
                                 where.empty() ? "" : "; ", types[t].name,
-                                model.MemoryBytesPerGpu(t, g, l, l + 1, 1), g,
-                                types[t].gpu_memory_bytes);
+                                model.MemoryBytesPerGpu(t, g, l, l + 1, 1) / kGiB, g,
+                                types[t].gpu_memory_bytes / kGiB);
         }
         return absl::StrFormat("layer %d does not fit in GPU memory even alone (%s)", l, where);
       }
@@ -558,9 +559,9 @@ std::string ExplainInfeasible(const CostModel& model, const NodeMix& mix) {
     }
     if (needed > capacity) {
       return absl::StrFormat(
-          "the mix has %.0f bytes of GPU memory in all but the model needs at least %.0f "
+          "the mix has %.2f GiB of GPU memory in all but the model needs at least %.2f GiB "
           "(optimizer state x parameters + activations of one micro-batch)",
-          capacity, needed);
+          capacity / kGiB, needed / kGiB);
     }
     return absl::StrFormat(
         "no layer cut fits: every pipeline over this mix has a stage that exceeds its GPU "

@@ -40,8 +40,11 @@ struct OneFOneBObjective {
   Label Extend(const Label& x, double c) const {
     return {x.sum + c, std::max(x.max, c), std::min(x.stages + 1, microbatches)};
   }
+  // For a prefix P, T = sum + sum P + (M - 1) max(max, max P). a is never worse than b
+  // for every max P iff it is no worse both when max P is large (sum) and when it is small
+  // (sum + (M - 1) max): a larger max can be paid for by a smaller sum.
   bool Dominates(const Label& a, const Label& b, int /*layers_left*/) const {
-    return a.sum <= b.sum && a.max <= b.max && (!track_stages || a.stages <= b.stages);
+    return a.sum <= b.sum && Final(a) <= Final(b) && (!track_stages || a.stages <= b.stages);
   }
   double Final(const Label& x) const { return x.sum + (microbatches - 1) * x.max; }
   static int Stages(const Label& x) { return x.stages; }
@@ -50,9 +53,43 @@ struct OneFOneBObjective {
   double StageCoefficient(int /*min_stages*/, int /*max_stages*/, bool /*may_be_alone*/) const {
     return microbatches;
   }
-  double LowerBound(const Label& x, double rest_ms, int /*min_stages*/, int /*max_stages*/,
-                    bool /*complete*/) const {
-    return x.sum + rest_ms + (microbatches - 1) * x.max;
+  double LowerBound(const Label& x, double rest_ms, double rest_max_ms, int /*min_stages*/,
+                    int /*max_stages*/, bool /*complete*/) const {
+    return x.sum + rest_ms + (microbatches - 1) * std::max(x.max, rest_max_ms);
+  }
+  // The Pareto set of `candidates` under Dominates, by one sort and a sweep: in order of
+  // sum, a label survives iff no earlier survivor with at most as many stages has a final
+  // time at most as large.
+  template <typename E>
+  void ParetoFilter(std::vector<E>& candidates, std::vector<E>& front) const {
+    std::stable_sort(candidates.begin(), candidates.end(), [&](const E& x, const E& y) {
+      if (x.label.sum != y.label.sum) return x.label.sum < y.label.sum;
+      const double fx = Final(x.label), fy = Final(y.label);
+      if (fx != fy) return fx < fy;
+      return x.label.stages < y.label.stages;
+    });
+    if (!track_stages) {
+      double best = std::numeric_limits<double>::infinity();
+      for (const E& e : candidates) {
+        const double f = Final(e.label);
+        if (f < best) {
+          best = f;
+          front.push_back(e);
+        }
+      }
+      return;
+    }
+    int most = 0;
+    for (const E& e : candidates) most = std::max(most, e.label.stages);
+    std::vector<double> best_at(most + 1, std::numeric_limits<double>::infinity());
+    for (const E& e : candidates) {
+      const double f = Final(e.label);
+      bool dominated = false;
+      for (int k = 0; k <= e.label.stages && !dominated; ++k) dominated = best_at[k] <= f;
+      if (dominated) continue;
+      best_at[e.label.stages] = f;
+      front.push_back(e);
+    }
   }
 };
 
@@ -107,6 +144,30 @@ struct Sosp23Objective {
     if (a.m < b.m && (1 + 2 * a.r) * b.m + 2 * a.total > kb) return false;
     return true;
   }
+  // Dominates(a, b) implies SortKey(a) <= SortKey(b), so in key order a survivor can only
+  // be beaten by a later candidate with the same key.
+  double SortKey(const Label& x) const { return microbatches > 0 ? K(x) : 3 * x.m + K(x); }
+  template <typename E>
+  void ParetoFilter(std::vector<E>& candidates, std::vector<E>& front) const {
+    std::stable_sort(candidates.begin(), candidates.end(), [&](const E& x, const E& y) {
+      return SortKey(x.label) < SortKey(y.label);
+    });
+    for (const E& e : candidates) {
+      bool dominated = false;
+      for (const E& kept : front) {
+        if (Dominates(kept.label, e.label, 1)) {
+          dominated = true;
+          break;
+        }
+      }
+      if (dominated) continue;
+      const double key = SortKey(e.label);
+      for (size_t i = front.size(); i-- > 0 && SortKey(front[i].label) == key;) {
+        if (Dominates(e.label, front[i].label, 1)) front.erase(front.begin() + i);
+      }
+      front.push_back(e);
+    }
+  }
   double Final(const Label& x) const {
     if (x.r == 1) return 4 * x.m;  // Oobleck's single-stage base case
     const int n_k = microbatches > 0 ? microbatches - x.q + 1 : 3 * x.r - x.q + 1;
@@ -128,16 +189,20 @@ struct Sosp23Objective {
   // (T = sum P + K(x) [+ 3|P| m without M]) or P holds a stage above m and then, as every
   // stage after k* costs at most m_final, T >= sum P + 2 total + (M + 2 - S_max) m
   // (with M) or sum P + 2 total + (2r + 4) m (without M). The bound is the smaller one.
-  double LowerBound(const Label& x, double rest_ms, int /*min_stages*/, int max_stages,
-                    bool complete) const {
+  // rest_max_ms bounds max P from below; above m it rules out the kept-k* case.
+  double LowerBound(const Label& x, double rest_ms, double rest_max_ms, int /*min_stages*/,
+                    int max_stages, bool complete) const {
     if (complete) return Final(x);
-    const double k = K(x);
+    const double m_final = std::max(x.m, rest_max_ms);
+    const bool k_may_stay = rest_max_ms <= x.m;
+    const double kept = k_may_stay ? (microbatches > 0 ? K(x) : 3 * x.m + K(x))
+                                   : std::numeric_limits<double>::infinity();
     if (microbatches > 0) {
       const int coeff = microbatches + 2 - max_stages;
       if (coeff < 0) return -std::numeric_limits<double>::infinity();
-      return rest_ms + std::min(k, 2 * x.total + coeff * x.m);
+      return rest_ms + std::min(kept, 2 * x.total + coeff * m_final);
     }
-    return rest_ms + std::min(3 * x.m + k, 2 * x.total + (2 * x.r + 4) * x.m);
+    return rest_ms + std::min(kept, 2 * x.total + (2 * x.r + 4) * m_final);
   }
 };
 
@@ -262,10 +327,20 @@ class LabelSearch {
       }
       min_compute_prefix_[l + 1] = min_compute_prefix_[l] + best;
     }
-    // Per multiset: the loosest incumbent and the most stages of any requested mix that
-    // contains it (a state serves all of them).
+    // Single-GPU work of each layer on its fastest type: a stage of g GPUs and cost c does
+    // at most g * c of it, so the stages before position a have a max of at least
+    // work([0, a)) / (GPUs left for them).
+    min_work_prefix_.assign(L + 1, 0);
+    for (int l = 0; l < L; ++l) {
+      double best = std::numeric_limits<double>::infinity();
+      for (int t = 0; t < model.num_types(); ++t) best = std::min(best, model.ComputeMs(t, 1, l, l + 1));
+      min_work_prefix_[l + 1] = min_work_prefix_[l] + best;
+    }
+    // Per multiset: the loosest incumbent, the most stages and the most GPUs left over of
+    // any requested mix that contains it (a state serves all of them).
     bound_.assign(space_.num_multisets(), -std::numeric_limits<double>::infinity());
     max_stages_.assign(space_.num_multisets(), 0);
+    gpus_left_.assign(space_.num_multisets(), -1);
     for (size_t i = 0; i < mixes.size(); ++i) {
       const NodeMix& mix = mixes[i];
       int gpus = 0;
@@ -274,8 +349,13 @@ class LabelSearch {
                                                 : std::numeric_limits<double>::infinity();
       for (int u = 0; u < space_.num_multisets(); ++u) {
         bool inside = true;
-        for (int t = 0; t < model.num_types(); ++t) inside &= space_.count(u, t) <= mix[t];
+        int gpus_used = 0;
+        for (int t = 0; t < model.num_types(); ++t) {
+          inside &= space_.count(u, t) <= mix[t];
+          gpus_used += space_.count(u, t) * model.node_type(t).gpus_per_node;
+        }
         if (!inside) continue;
+        gpus_left_[u] = std::max(gpus_left_[u], gpus - gpus_used);
         // Relative slack so that rounding never prunes a label that ties the incumbent.
         bound_[u] = std::max(bound_[u], ub + 1e-9 * std::abs(ub) + 1e-9);
         max_stages_[u] = std::max(max_stages_[u], std::min(L, gpus));
@@ -310,10 +390,21 @@ class LabelSearch {
     const int L = model_.num_layers();
     if (L - a < space_.size(u)) return;  // every node needs at least one stage
     std::vector<Entry>& front = fronts_[space_.Index(a, u, ns)];
+    thread_local std::vector<Entry> candidates;
+    candidates.clear();
     const Link in_link_boundary = a == 0 ? Link::kNone : Link::kInterNode;
     const double bound = bound_[u];
     const int min_stages = space_.size(u), max_stages = max_stages_[u];
     const double rest_ms = min_compute_prefix_[a];
+    // GPUs the stages before a may use: other nodes of the largest mix, plus the free GPUs
+    // of a partially filled current node.
+    int gpus_left = gpus_left_[u];
+    if (ns != 0) {
+      const auto [t, used] = space_.PartialOf(ns);
+      gpus_left += model_.node_type(t).gpus_per_node - used;
+    }
+    if (a > 0 && gpus_left <= 0) return;
+    const double rest_max_ms = a > 0 ? min_work_prefix_[a] / gpus_left : 0;
     const double break_coeff = objective_.StageCoefficient(min_stages, max_stages, a == 0);
 
     // Stages [a, l) of g GPUs on type t whose right neighbour state is (l, u_src, ns_src).
@@ -341,10 +432,11 @@ class LabelSearch {
         for (int32_t i = 0; i < static_cast<int32_t>(sources.size()); ++i) {
           if (Objective::Stages(sources[i].label) + 1 > max_after) continue;
           const Label label = objective_.Extend(sources[i].label, c);
-          if (objective_.LowerBound(label, rest_ms, min_stages, max_stages, a == 0) > bound) {
+          if (objective_.LowerBound(label, rest_ms, rest_max_ms, min_stages, max_stages, a == 0) >
+              bound) {
             continue;
           }
-          Insert(front, {label, src, i, static_cast<int16_t>(t), static_cast<int16_t>(g)}, a);
+          candidates.push_back({label, src, i, static_cast<int16_t>(t), static_cast<int16_t>(g)});
         }
       }
     };
@@ -372,34 +464,30 @@ class LabelSearch {
         }
       }
     }
+    Reduce(candidates, front, a);
   }
 
   // A complete pipeline (no layers left) has no future: only its final time matters, and
-  // one entry suffices. Otherwise keep the Pareto front under the objective's dominance.
-  void Insert(std::vector<Entry>& front, const Entry& entry, int layers_left) {
+  // one entry suffices. Otherwise keep the Pareto front under the objective's dominance
+  // (the beam keeps only its best few by final time).
+  void Reduce(std::vector<Entry>& candidates, std::vector<Entry>& front, int layers_left) {
+    if (candidates.empty()) return;
     if (layers_left == 0) {
-      if (front.empty()) {
-        front.push_back(entry);
-      } else if (objective_.Final(entry.label) < objective_.Final(front[0].label)) {
-        front[0] = entry;
-      }
+      auto best = std::min_element(candidates.begin(), candidates.end(),
+                                   [&](const Entry& x, const Entry& y) {
+                                     return objective_.Final(x.label) < objective_.Final(y.label);
+                                   });
+      front.push_back(*best);
       return;
     }
-    for (const Entry& e : front) {
-      if (objective_.Dominates(e.label, entry.label, layers_left)) return;
-    }
-    front.erase(std::remove_if(front.begin(), front.end(),
-                               [&](const Entry& e) {
-                                 return objective_.Dominates(entry.label, e.label, layers_left);
-                               }),
-                front.end());
-    front.push_back(entry);
+    objective_.ParetoFilter(candidates, front);
     if (beam_width_ > 0 && static_cast<int>(front.size()) > beam_width_) {
-      auto worst = std::max_element(front.begin(), front.end(), [&](const Entry& x, const Entry& y) {
+      std::stable_sort(front.begin(), front.end(), [&](const Entry& x, const Entry& y) {
         return objective_.Final(x.label) < objective_.Final(y.label);
       });
-      front.erase(worst);
+      front.resize(beam_width_);
     }
+    front.shrink_to_fit();
   }
 
   MixResult Extract(const NodeMix& mix) const {
@@ -460,7 +548,8 @@ class LabelSearch {
   Objective objective_;
   StateSpace space_;
   int beam_width_;
-  std::vector<double> min_compute_prefix_;
+  std::vector<double> min_compute_prefix_, min_work_prefix_;
+  std::vector<int> gpus_left_;
   std::vector<double> bound_;
   std::vector<int> max_stages_;
   std::vector<std::vector<Entry>> fronts_;

@@ -57,6 +57,36 @@ struct OneFOneBObjective {
                     int /*max_stages*/, bool /*complete*/) const {
     return x.sum + rest_ms + (microbatches - 1) * std::max(x.max, rest_max_ms);
   }
+  // Calls use(i) for the source labels whose extension by a stage of cost c may survive.
+  // Where the new max is max(c, rest_max) whatever the source's max, the extension differs
+  // only in sum and stages, so of those sources only the (sum, stages)-minimal ones count.
+  template <typename E, typename Use>
+  void ForUsefulSources(const std::vector<E>& sources, double c, double rest_max_ms,
+                        Use use) const {
+    const double floor = std::max(c, rest_max_ms);
+    thread_local std::vector<int32_t> cheapest;  // per stage count, the min-sum low source
+    cheapest.clear();
+    for (int32_t i = 0; i < static_cast<int32_t>(sources.size()); ++i) {
+      const Label& x = sources[i].label;
+      if (x.max > floor) {
+        use(i);
+        continue;
+      }
+      const int k = track_stages ? x.stages : 0;
+      if (k >= static_cast<int>(cheapest.size())) cheapest.resize(k + 1, -1);
+      if (cheapest[k] < 0 || x.sum < sources[cheapest[k]].label.sum) cheapest[k] = i;
+    }
+    double best = std::numeric_limits<double>::infinity();
+    for (int32_t i : cheapest) {
+      if (i >= 0 && sources[i].label.sum < best) {
+        best = sources[i].label.sum;
+        use(i);
+      }
+    }
+  }
+  // The stages still to place have a max of at least rest_max_ms, so raising the label's
+  // max to it changes no completion's time; labels below it then compare on sum alone.
+  void Clamp(Label& x, double rest_max_ms) const { x.max = std::max(x.max, rest_max_ms); }
   // The Pareto set of `candidates` under Dominates, by one sort and a sweep: in order of
   // sum, a label survives iff no earlier survivor with at most as many stages has a final
   // time at most as large.
@@ -146,6 +176,37 @@ struct Sosp23Objective {
   }
   // Dominates(a, b) implies SortKey(a) <= SortKey(b), so in key order a survivor can only
   // be beaten by a later candidate with the same key.
+  // A stage above the source's m becomes the new k*: the extension then depends only on
+  // the source's total and r, and per r the smallest total dominates the rest.
+  template <typename E, typename Use>
+  void ForUsefulSources(const std::vector<E>& sources, double c, double /*rest_max_ms*/,
+                        Use use) const {
+    thread_local std::vector<int32_t> best_by_r;
+    best_by_r.clear();
+    for (int32_t i = 0; i < static_cast<int32_t>(sources.size()); ++i) {
+      const Label& x = sources[i].label;
+      if (!(c > x.m)) {
+        use(i);
+        continue;
+      }
+      if (x.r >= static_cast<int>(best_by_r.size())) best_by_r.resize(x.r + 1, -1);
+      int32_t& best = best_by_r[x.r];
+      if (best < 0 || x.total < sources[best].label.total) best = i;
+    }
+    for (int32_t i : best_by_r) {
+      if (i >= 0) use(i);
+    }
+  }
+  // If every completion must hold a stage of at least rest_max > m, k* is sure to move into
+  // it and only total and r matter: m, tail and q are set to one canonical value (m just
+  // below rest_max, so that any such stage still resets them exactly as it would the true
+  // ones), which lets labels that differ only there collapse.
+  void Clamp(Label& x, double rest_max_ms) const {
+    if (!(rest_max_ms > x.m)) return;
+    x.m = std::nextafter(rest_max_ms, -std::numeric_limits<double>::infinity());
+    x.tail = x.total;
+    x.q = x.r;
+  }
   double SortKey(const Label& x) const { return microbatches > 0 ? K(x) : 3 * x.m + K(x); }
   template <typename E>
   void ParetoFilter(std::vector<E>& candidates, std::vector<E>& front) const {
@@ -379,6 +440,10 @@ class LabelSearch {
     std::vector<MixResult> results;
     results.reserve(mixes_.size());
     for (const NodeMix& mix : mixes_) results.push_back(Extract(mix));
+    if (options.stats != nullptr) {
+      options.stats->candidates += candidates_;
+      options.stats->labels += labels_;
+    }
     return results;
   }
 
@@ -429,15 +494,16 @@ class LabelSearch {
                          : new_node_at_right ? Link::kInterNode
                                              : Link::kIntraNode;
         const double c = model_.StageCostMs(t, g, a, l, in, out);
-        for (int32_t i = 0; i < static_cast<int32_t>(sources.size()); ++i) {
-          if (Objective::Stages(sources[i].label) + 1 > max_after) continue;
-          const Label label = objective_.Extend(sources[i].label, c);
+        objective_.ForUsefulSources(sources, c, rest_max_ms, [&](int32_t i) {
+          if (Objective::Stages(sources[i].label) + 1 > max_after) return;
+          Label label = objective_.Extend(sources[i].label, c);
+          objective_.Clamp(label, rest_max_ms);
           if (objective_.LowerBound(label, rest_ms, rest_max_ms, min_stages, max_stages, a == 0) >
               bound) {
-            continue;
+            return;
           }
           candidates.push_back({label, src, i, static_cast<int16_t>(t), static_cast<int16_t>(g)});
-        }
+        });
       }
     };
 
@@ -464,7 +530,9 @@ class LabelSearch {
         }
       }
     }
+    candidates_ += static_cast<int64_t>(candidates.size());
     Reduce(candidates, front, a);
+    labels_ += static_cast<int64_t>(front.size());
   }
 
   // A complete pipeline (no layers left) has no future: only its final time matters, and
@@ -548,6 +616,7 @@ class LabelSearch {
   Objective objective_;
   StateSpace space_;
   int beam_width_;
+  std::atomic<int64_t> candidates_{0}, labels_{0};
   std::vector<double> min_compute_prefix_, min_work_prefix_;
   std::vector<int> gpus_left_;
   std::vector<double> bound_;

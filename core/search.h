@@ -2,6 +2,7 @@
 #ifndef OOBLECK_CORE_SEARCH_H_
 #define OOBLECK_CORE_SEARCH_H_
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -19,9 +20,16 @@ struct MixResult {
   std::string infeasible_reason;  // set when not feasible
 };
 
+// Work done by a search (both passes), for benchmarks and tuning.
+struct SearchStats {
+  int64_t candidates = 0;  // labels generated
+  int64_t labels = 0;      // labels kept on Pareto fronts
+};
+
 struct SearchOptions {
   // Polled during the search; returning true aborts it with CANCELLED.
   std::function<bool()> cancelled;
+  SearchStats* stats = nullptr;  // if set, receives the work counters
 };
 
 // The optimal template of every mix under model's cost model (exact). Results are in the

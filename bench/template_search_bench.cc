@@ -4,6 +4,8 @@
 // times it found, so that a change of result shows up next to a change of speed.
 #include <sys/resource.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -59,13 +61,16 @@ void RunSearch(benchmark::State& state, const absl::StatusOr<SearchCase>& search
     return;
   }
   std::vector<MixResult> results;
+  SearchStats stats;
+  SearchOptions options;
+  options.stats = &stats;
   for (auto _ : state) {
     absl::StatusOr<CostModel> model = CostModel::Create(search_case->problem);
     if (!model.ok()) {
       state.SkipWithError(model.status().ToString().c_str());
       break;
     }
-    absl::StatusOr<std::vector<MixResult>> searched = SearchTemplates(*model, search_case->mixes);
+    absl::StatusOr<std::vector<MixResult>> searched = SearchTemplates(*model, search_case->mixes, options);
     if (!searched.ok()) {
       state.SkipWithError(searched.status().ToString().c_str());
       break;
@@ -73,7 +78,13 @@ void RunSearch(benchmark::State& state, const absl::StatusOr<SearchCase>& search
     benchmark::DoNotOptimize(searched->data());
     results = *std::move(searched);
   }
-  if (!state.error_occurred()) ReportResults(state, *search_case, results);
+  if (!state.error_occurred()) {
+    ReportResults(state, *search_case, results);
+    // Work per search, deterministic unlike time: what search changes should move.
+    const double runs = static_cast<double>(std::max<int64_t>(state.iterations(), 1));
+    state.counters["labels"] = static_cast<double>(stats.labels) / runs;
+    state.counters["candidates"] = static_cast<double>(stats.candidates) / runs;
+  }
 }
 
 // Registers a case whose problem is built (outside the timed loop) by `make_case`.
@@ -178,6 +189,13 @@ void RegisterAll() {
   }
   // 1000 layers, 3 GPU types, a 16-node cluster (6 V100 + 5 RTX 3090 + 5 RTX 4090 nodes of
   // 2 GPUs): its single full mix, and every mix of 1..16 of its nodes. Slow: one iteration.
+  // Growing pipelines of the same model show how the exact search scales with nodes.
+  Register("Synthetic1000x3Types/1f1b-M50/2gpu/full3", [] {
+    return Synthetic1000ThreeTypesCase({1, 1, 1}, 3, 3);
+  })->Iterations(1);
+  Register("Synthetic1000x3Types/1f1b-M50/2gpu/full6", [] {
+    return Synthetic1000ThreeTypesCase({2, 2, 2}, 6, 6);
+  })->Iterations(1);
   Register("Synthetic1000x3Types/1f1b-M50/2gpu/full16", [] {
     return Synthetic1000ThreeTypesCase({6, 5, 5}, 16, 16);
   })->Iterations(1);

@@ -7,11 +7,17 @@
 namespace oobleck {
 namespace {
 
-TEST(TemplatePlannerTest, SecondRequestIsServedFromCache) {
+// GPT-2 XL on 1-GPU nodes under 1f1b with M micro-batches.
+absl::StatusOr<CostModel> Gpt2XlModel(int microbatches) {
   auto profile = testing::LoadGpt2Xl();
-  ASSERT_NE(profile, nullptr);
-  auto model = CostModel::Create(testing::Homogeneous(profile, 1, CostModelKind::kOneFOneB, 8));
-  ASSERT_TRUE(model.ok());
+  if (profile == nullptr) return absl::NotFoundError("GPT-2 XL profile missing");
+  return CostModel::Create(
+      testing::Homogeneous(profile, 1, CostModelKind::kOneFOneB, microbatches));
+}
+
+TEST(TemplatePlannerTest, SecondRequestIsServedFromCache) {
+  auto model = Gpt2XlModel(8);
+  ASSERT_TRUE(model.ok()) << model.status();
   TemplateCache cache(1 << 20);
   TemplatePlanner planner(&cache, 1);
   auto first = planner.PlanTemplates(*model, EnumerateMixes({3}, 1, 3));
@@ -32,12 +38,10 @@ TEST(TemplatePlannerTest, SecondRequestIsServedFromCache) {
 }
 
 TEST(TemplatePlannerTest, DifferentProblemsDoNotShareEntries) {
-  auto profile = testing::LoadGpt2Xl();
-  ASSERT_NE(profile, nullptr);
   TemplateCache cache(1 << 20);
   TemplatePlanner planner(&cache, 0);
-  auto m8 = CostModel::Create(testing::Homogeneous(profile, 1, CostModelKind::kOneFOneB, 8));
-  auto m16 = CostModel::Create(testing::Homogeneous(profile, 1, CostModelKind::kOneFOneB, 16));
+  auto m8 = Gpt2XlModel(8);
+  auto m16 = Gpt2XlModel(16);
   ASSERT_TRUE(m8.ok() && m16.ok());
   ASSERT_TRUE(planner.PlanTemplates(*m8, {{2}}).ok());
   auto other = planner.PlanTemplates(*m16, {{2}});
@@ -46,10 +50,8 @@ TEST(TemplatePlannerTest, DifferentProblemsDoNotShareEntries) {
 }
 
 TEST(TemplatePlannerTest, CancelledSearchCachesNothing) {
-  auto profile = testing::LoadGpt2Xl();
-  ASSERT_NE(profile, nullptr);
-  auto model = CostModel::Create(testing::Homogeneous(profile, 1, CostModelKind::kOneFOneB, 8));
-  ASSERT_TRUE(model.ok());
+  auto model = Gpt2XlModel(8);
+  ASSERT_TRUE(model.ok()) << model.status();
   TemplateCache cache(1 << 20);
   TemplatePlanner planner(&cache, 1);
   SearchOptions cancelled;

@@ -388,20 +388,33 @@ class LabelSearch {
       }
       min_compute_prefix_[l + 1] = min_compute_prefix_[l] + best;
     }
-    // Single-GPU work of each layer on its fastest type: a stage of g GPUs and cost c does
-    // at most g * c of it, so the stages before position a have a max of at least
-    // work([0, a)) / (GPUs left for them).
+    // Single-GPU work of each layer on its fastest type. A stage of g GPUs of type t with
+    // cost c does at most g * c of its own type's work, which is at most g * c * speed_[t]
+    // of the fastest type's (speed_[t] <= 1: the type's best ratio over all layers). So the
+    // stages before position a have a max of at least work([0, a)) / (speed-weighted GPUs
+    // left for them).
     min_work_prefix_.assign(L + 1, 0);
+    std::vector<double> min_work(L);
     for (int l = 0; l < L; ++l) {
       double best = std::numeric_limits<double>::infinity();
       for (int t = 0; t < model.num_types(); ++t) best = std::min(best, model.ComputeMs(t, 1, l, l + 1));
+      min_work[l] = best;
       min_work_prefix_[l + 1] = min_work_prefix_[l] + best;
     }
-    // Per multiset: the loosest incumbent, the most stages and the most GPUs left over of
-    // any requested mix that contains it (a state serves all of them).
+    speed_.assign(model.num_types(), 0);
+    for (int t = 0; t < model.num_types(); ++t) {
+      for (int l = 0; l < L; ++l) {
+        if (min_work[l] > 0) {
+          speed_[t] = std::max(speed_[t], min_work[l] / model.ComputeMs(t, 1, l, l + 1));
+        }
+      }
+      if (speed_[t] == 0) speed_[t] = 1;  // no work anywhere: the bound is 0 anyway
+    }
+    // Per multiset: the loosest incumbent, the most stages and the most weighted GPUs left
+    // over of any requested mix that contains it (a state serves all of them).
     bound_.assign(space_.num_multisets(), -std::numeric_limits<double>::infinity());
     max_stages_.assign(space_.num_multisets(), 0);
-    gpus_left_.assign(space_.num_multisets(), -1);
+    capacity_left_.assign(space_.num_multisets(), 0);
     for (size_t i = 0; i < mixes.size(); ++i) {
       const NodeMix& mix = mixes[i];
       int gpus = 0;
@@ -410,13 +423,13 @@ class LabelSearch {
                                                 : std::numeric_limits<double>::infinity();
       for (int u = 0; u < space_.num_multisets(); ++u) {
         bool inside = true;
-        int gpus_used = 0;
+        double capacity = 0;
         for (int t = 0; t < model.num_types(); ++t) {
           inside &= space_.count(u, t) <= mix[t];
-          gpus_used += space_.count(u, t) * model.node_type(t).gpus_per_node;
+          capacity += (mix[t] - space_.count(u, t)) * model.node_type(t).gpus_per_node * speed_[t];
         }
         if (!inside) continue;
-        gpus_left_[u] = std::max(gpus_left_[u], gpus - gpus_used);
+        capacity_left_[u] = std::max(capacity_left_[u], capacity);
         // Relative slack so that rounding never prunes a label that ties the incumbent.
         bound_[u] = std::max(bound_[u], ub + 1e-9 * std::abs(ub) + 1e-9);
         max_stages_[u] = std::max(max_stages_[u], std::min(L, gpus));
@@ -461,15 +474,15 @@ class LabelSearch {
     const double bound = bound_[u];
     const int min_stages = space_.size(u), max_stages = max_stages_[u];
     const double rest_ms = min_compute_prefix_[a];
-    // GPUs the stages before a may use: other nodes of the largest mix, plus the free GPUs
-    // of a partially filled current node.
-    int gpus_left = gpus_left_[u];
+    // Weighted GPUs the stages before a may use: other nodes of the largest mix, plus the
+    // free GPUs of a partially filled current node.
+    double capacity_left = capacity_left_[u];
     if (ns != 0) {
       const auto [t, used] = space_.PartialOf(ns);
-      gpus_left += model_.node_type(t).gpus_per_node - used;
+      capacity_left += (model_.node_type(t).gpus_per_node - used) * speed_[t];
     }
-    if (a > 0 && gpus_left <= 0) return;
-    const double rest_max_ms = a > 0 ? min_work_prefix_[a] / gpus_left : 0;
+    if (a > 0 && !(capacity_left > 0)) return;
+    const double rest_max_ms = a > 0 ? min_work_prefix_[a] / capacity_left : 0;
     const double break_coeff = objective_.StageCoefficient(min_stages, max_stages, a == 0);
 
     // Stages [a, l) of g GPUs on type t whose right neighbour state is (l, u_src, ns_src).
@@ -618,7 +631,7 @@ class LabelSearch {
   int beam_width_;
   std::atomic<int64_t> candidates_{0}, labels_{0};
   std::vector<double> min_compute_prefix_, min_work_prefix_;
-  std::vector<int> gpus_left_;
+  std::vector<double> speed_, capacity_left_;
   std::vector<double> bound_;
   std::vector<int> max_stages_;
   std::vector<std::vector<Entry>> fronts_;

@@ -47,6 +47,7 @@ struct OneFOneBObjective {
     return a.sum <= b.sum && Final(a) <= Final(b) && (!track_stages || a.stages <= b.stages);
   }
   double Final(const Label& x) const { return x.sum + (microbatches - 1) * x.max; }
+  static double Primary(const Label& x) { return x.sum; }
   static int Stages(const Label& x) { return x.stages; }
   // Lower bounds for branch and bound. rest_ms bounds the cost sum of the stages still to
   // place; a stage of cost c alone forces T >= M c.
@@ -229,6 +230,7 @@ struct Sosp23Objective {
       front.push_back(e);
     }
   }
+  static double Primary(const Label& x) { return x.total; }
   double Final(const Label& x) const {
     if (x.r == 1) return 4 * x.m;  // Oobleck's single-stage base case
     const int n_k = microbatches > 0 ? microbatches - x.q + 1 : 3 * x.r - x.q + 1;
@@ -470,6 +472,8 @@ class LabelSearch {
     std::vector<Entry>& front = fronts_[space_.Index(a, u, ns)];
     thread_local std::vector<Entry> candidates;
     candidates.clear();
+    Label best_final{}, best_primary{};
+    bool have_sentinels = false;
     const Link in_link_boundary = a == 0 ? Link::kNone : Link::kInterNode;
     const double bound = bound_[u];
     const int min_stages = space_.size(u), max_stages = max_stages_[u];
@@ -514,6 +518,20 @@ class LabelSearch {
           if (objective_.LowerBound(label, rest_ms, rest_max_ms, min_stages, max_stages, a == 0) >
               bound) {
             return;
+          }
+          if (a > 0) {
+            // Most candidates lose to the best two seen so far (by final time and by
+            // primary cost); checking those first keeps the sort small.
+            for (const Label* s : {&best_final, &best_primary}) {
+              if (have_sentinels && objective_.Dominates(*s, label, a)) return;
+            }
+            if (!have_sentinels || objective_.Final(label) < objective_.Final(best_final)) {
+              best_final = label;
+            }
+            if (!have_sentinels || objective_.Primary(label) < objective_.Primary(best_primary)) {
+              best_primary = label;
+            }
+            have_sentinels = true;
           }
           candidates.push_back({label, src, i, static_cast<int16_t>(t), static_cast<int16_t>(g)});
         });

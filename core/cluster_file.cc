@@ -242,7 +242,7 @@ absl::StatusOr<ClusterFile> ParseClusterFile(std::string_view json, const std::s
   Json root;
   try {
     root = Json::parse(json.begin(), json.end());
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // parse_error, and out_of_range for 1e999
     return absl::InvalidArgumentError(absl::StrCat("not valid JSON: ", e.what()));
   }
   if (!root.is_object()) return Invalid("the cluster file", "must be a JSON object", root);

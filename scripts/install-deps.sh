@@ -9,6 +9,7 @@ packages=(
   libabsl-dev libtbb-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-grpcio python3-protobuf grpc-proto
+  openssl prometheus-cpp-dev
 )
 
 missing=()

@@ -1,12 +1,13 @@
-// oobleck-planner: the planning service. Loads profiles from --profile_dir, serves
-// oobleck.planner.v1.Planner plus health and reflection, and drains in-flight calls on
-// SIGTERM/SIGINT.
+// oobleck-planner: the planning service. Loads profiles from --profile_dir and --data_dir,
+// serves oobleck.planner.v1.Planner plus health and reflection (optionally over TLS with a
+// bearer token), and drains in-flight calls on SIGTERM/SIGINT.
 #include <pthread.h>
 #include <signal.h>
 
 #include <chrono>
 #include <cstdint>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -14,9 +15,14 @@
 #include "absl/flags/parse.h"
 #include "core/profile_catalog.h"
 #include "core/template_planner.h"
+#include "server/metrics.h"
 #include "server/planner_server.h"
 #include "server/planner_service.h"
+#include "server/profile_store.h"
 #include "server/profile_tree.h"
+#include "server/search_gate.h"
+#include "server/server_security.h"
+#include "server/service_options.h"
 
 ABSL_FLAG(std::string, address, "127.0.0.1:50051",
           "Address to listen on; a port of 0 picks a free one (printed at start).");
@@ -25,6 +31,24 @@ ABSL_FLAG(std::string, profile_dir, "",
           "Oobleck's mb<m>.json, allreduce_in_node.json, allreduce_across_nodes.json.");
 ABSL_FLAG(int, threads, 0, "Planning threads per request; 0 = all cores.");
 ABSL_FLAG(int64_t, cache_mb, 256, "Memory budget of the shared template cache, in MiB.");
+ABSL_FLAG(std::string, data_dir, "",
+          "Directory where profiles loaded over RPC are persisted (one file each, written "
+          "atomically) and reloaded from at start; empty: they live in memory only.");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain; with --tls_key, serve over TLS.");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "File holding a bearer token every call but health checks must present as "
+          "\"authorization: Bearer <token>\" (needs --tls_cert/--tls_key).");
+ABSL_FLAG(bool, log_requests, true,
+          "Log one line per RPC (method, request id, status code, latency) to stderr.");
+ABSL_FLAG(std::string, metrics_address, "",
+          "HOST:PORT to serve Prometheus metrics on (http://HOST:PORT/metrics); a port of 0 "
+          "picks a free one (printed at start); empty: no metrics.");
+ABSL_FLAG(int, max_concurrent_searches, 2,
+          "PlanTemplates calls planning at once; more wait for a slot, and get "
+          "RESOURCE_EXHAUSTED when none frees before their deadline.");
+ABSL_FLAG(double, max_search_queue_wait_s, 30,
+          "Longest wait for a search slot of a call without a deadline, in seconds.");
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
@@ -36,6 +60,24 @@ int main(int argc, char** argv) {
   }
   if (cache_mb < 1 || cache_mb > (int64_t{1} << 30)) {
     std::cerr << "--cache_mb must be between 1 and 2^30 (got " << cache_mb << ")\n";
+    return 2;
+  }
+  const int max_concurrent_searches = absl::GetFlag(FLAGS_max_concurrent_searches);
+  if (max_concurrent_searches < 1) {
+    std::cerr << "--max_concurrent_searches must be >= 1 (got " << max_concurrent_searches << ")\n";
+    return 2;
+  }
+  const double max_queue_wait_s = absl::GetFlag(FLAGS_max_search_queue_wait_s);
+  if (!(max_queue_wait_s >= 0 && max_queue_wait_s <= 86400)) {
+    std::cerr << "--max_search_queue_wait_s must be between 0 and 86400 (got " << max_queue_wait_s
+              << ")\n";
+    return 2;
+  }
+  absl::StatusOr<oobleck::server::ServerSecurity> security = oobleck::server::ReadServerSecurity(
+      absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
+      absl::GetFlag(FLAGS_auth_token_file));
+  if (!security.ok()) {
+    std::cerr << security.status().message() << "\n";
     return 2;
   }
 
@@ -57,10 +99,49 @@ int main(int argc, char** argv) {
     }
     std::cerr << "loaded " << report.loaded.size() << " profile(s) from " << profile_dir << "\n";
   }
+  // After --profile_dir: profiles loaded over RPC (possibly replacing those) are newer.
+  std::unique_ptr<oobleck::server::ProfileStore> store;
+  if (const std::string data_dir = absl::GetFlag(FLAGS_data_dir); !data_dir.empty()) {
+    absl::StatusOr<std::unique_ptr<oobleck::server::ProfileStore>> opened =
+        oobleck::server::ProfileStore::Open(data_dir, &catalog);
+    if (!opened.ok()) {
+      std::cerr << "--data_dir: " << opened.status().message() << "\n";
+      return 2;
+    }
+    store = *std::move(opened);
+    const oobleck::server::ProfileStoreReport report = store->LoadAll();
+    for (const std::string& error : report.errors) {
+      std::cerr << "skipped stored profile: " << error << "\n";
+    }
+    std::cerr << "reloaded " << report.loaded.size() << " stored profile(s) from " << data_dir
+              << "\n";
+  }
   oobleck::TemplateCache cache(cache_mb << 20);
-  oobleck::server::PlannerService service(&catalog, &cache, threads);
+  oobleck::server::SearchGate search_gate(max_concurrent_searches, absl::Seconds(max_queue_wait_s));
+  oobleck::server::ServiceOptions options;
+  options.profile_store = store.get();
+  options.search_gate = &search_gate;
+  oobleck::server::PlannerService service(&catalog, &cache, threads, options);
 
-  auto running = oobleck::server::StartPlannerServer(absl::GetFlag(FLAGS_address), &service);
+  std::unique_ptr<oobleck::server::ServerMetrics> metrics;
+  if (const std::string metrics_address = absl::GetFlag(FLAGS_metrics_address);
+      !metrics_address.empty()) {
+    absl::StatusOr<std::unique_ptr<oobleck::server::ServerMetrics>> started =
+        oobleck::server::ServerMetrics::Start(metrics_address, {&cache, &catalog, &search_gate});
+    if (!started.ok()) {
+      std::cerr << "--metrics_address: " << started.status().message() << "\n";
+      return 1;
+    }
+    metrics = *std::move(started);
+    const std::string host = metrics_address.substr(0, metrics_address.rfind(':'));
+    std::cerr << "metrics on http://" << host << ":" << metrics->port() << "/metrics\n";
+  }
+  oobleck::server::ServerOptions server_options;
+  server_options.security = *std::move(security);
+  server_options.log_requests = absl::GetFlag(FLAGS_log_requests);
+  server_options.metrics = metrics.get();
+  auto running =
+      oobleck::server::StartPlannerServer(absl::GetFlag(FLAGS_address), &service, server_options);
   if (!running.ok()) {
     std::cerr << running.status().message() << "\n";
     return 1;

@@ -10,11 +10,19 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "server/metrics.h"
+#include "server/server_security.h"
 
 namespace oobleck::server {
 
 // Requests may carry whole profiles inline.
 inline constexpr int kMaxReceiveMessageBytes = 64 << 20;
+
+struct ServerOptions {
+  ServerSecurity security;           // plaintext by default
+  bool log_requests = false;         // one line per RPC on stderr (server/request_log.h)
+  ServerMetrics* metrics = nullptr;  // --metrics_address; must outlive the server
+};
 
 struct RunningServer {
   std::unique_ptr<grpc::Server> server;
@@ -23,10 +31,11 @@ struct RunningServer {
   int port = 0;
 };
 
-// Listens (insecure credentials) on `address` and starts serving `service`, which must
-// outlive the server. UNAVAILABLE when the address cannot be bound.
-absl::StatusOr<RunningServer> StartPlannerServer(const std::string& address,
-                                                 grpc::Service* service);
+// Listens on `address` (TLS and token check as options.security says) and starts serving
+// `service`, which must outlive the server. UNAVAILABLE when the address cannot be bound
+// (or the TLS key and certificate are rejected).
+absl::StatusOr<RunningServer> StartPlannerServer(const std::string& address, grpc::Service* service,
+                                                 const ServerOptions& options = {});
 
 }  // namespace oobleck::server
 

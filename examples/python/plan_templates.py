@@ -15,6 +15,8 @@ Setup (Debian 12; everything from scripts/install-deps.sh):
            --cost-model oobleck-sosp23 --microbatches 0   # Oobleck's published figures
 
 --stubs DIR points at stubs generated elsewhere (the e2e tests pass the build tree's).
+Against a server started with --tls_cert/--tls_key (and --auth_token_file), pass
+--tls-ca CERT.pem (and --auth-token-file TOKEN_FILE).
 """
 
 import argparse
@@ -39,7 +41,27 @@ def parse_args():
                         help="micro-batches per pipeline and iteration (M); 0 = not given, "
                         "which oobleck-sosp23 allows (Oobleck's own formula has no M)")
     parser.add_argument("--timeout-s", type=float, default=60)
+    parser.add_argument("--tls-ca", default="",
+                        help="PEM certificate(s) to trust: connect over TLS")
+    parser.add_argument("--auth-token-file", default="",
+                        help="file holding the server's bearer token (needs --tls-ca)")
     return parser.parse_args()
+
+
+def open_channel(grpc, args):
+    """Plaintext by default; TLS with --tls-ca; plus a bearer token with --auth-token-file
+    (gRPC sends call credentials over TLS only, as the server accepts them)."""
+    if not args.tls_ca:
+        if args.auth_token_file:
+            sys.exit("error: --auth-token-file needs --tls-ca")
+        return grpc.insecure_channel(args.server)
+    with open(args.tls_ca, "rb") as ca:
+        credentials = grpc.ssl_channel_credentials(root_certificates=ca.read())
+    if args.auth_token_file:
+        with open(args.auth_token_file) as token:
+            credentials = grpc.composite_channel_credentials(
+                credentials, grpc.access_token_call_credentials(token.read().strip()))
+    return grpc.secure_channel(args.server, credentials)
 
 
 def main():
@@ -64,7 +86,7 @@ def main():
         min_nodes=1, max_nodes=args.nodes,
         cluster=pb.Cluster(node_types=[node_type], inter_node_bytes_per_s=12.5e9))
 
-    with grpc.insecure_channel(args.server) as channel:
+    with open_channel(grpc, args) as channel:
         planner = planner_pb2_grpc.PlannerStub(channel)
         try:
             response = planner.PlanTemplates(request, timeout=args.timeout_s)

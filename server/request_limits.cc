@@ -1,0 +1,35 @@
+#include "server/request_limits.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace oobleck::server {
+
+absl::Status CheckProfileLimits(const ModelProfile& profile) {
+  if (profile.num_layers() > kMaxLayersPerProfile) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "profile ", profile.key.ToString(), " has ", profile.num_layers(),
+        " layers, more than the limit of ", kMaxLayersPerProfile, " layers per profile"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckPlanTemplatesLimits(const ::oobleck::planner::v1::PlanTemplatesRequest& request) {
+  const int types = request.cluster().node_types_size();
+  if (types > kMaxNodeTypesPerRequest) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cluster.node_types has ", types, " entries, more than the limit of ",
+                     kMaxNodeTypesPerRequest, " node types per request"));
+  }
+  int64_t nodes = 0;
+  for (const auto& type : request.cluster().node_types()) {
+    nodes += type.count() > 0 ? type.count() : 0;  // negative counts are INVALID_ARGUMENT later
+  }
+  if (nodes > kMaxNodesPerRequest) {
+    return absl::ResourceExhaustedError(absl::StrCat("cluster.node_types counts add up to ", nodes,
+                                                     " nodes, more than the limit of ",
+                                                     kMaxNodesPerRequest, " nodes per request"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace oobleck::server

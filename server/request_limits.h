@@ -1,0 +1,32 @@
+// Size limits on what one request may ask for, so that a single call cannot take the
+// server's memory or cores from everyone else. Each violation is RESOURCE_EXHAUSTED with a
+// message naming the limit, its value and what the request had; docs/ERRORS.md lists them.
+// (kMaxMixesPerRequest lives with the mix enumeration in plan_request.h; the message size
+// limit with the server in planner_server.h.)
+#ifndef OOBLECK_SERVER_REQUEST_LIMITS_H_
+#define OOBLECK_SERVER_REQUEST_LIMITS_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "core/profile.h"
+#include "oobleck/planner/v1/planner.pb.h"
+
+namespace oobleck::server {
+
+// Real models have tens to a few hundred layers, but profiles well beyond gRPC's default
+// 4 MiB message are accepted on purpose. Inline profiles are bounded by the message size
+// already; this bounds profiles read from a server-side `directory`, which is not.
+inline constexpr int kMaxLayersPerProfile = 1 << 18;
+// Node types in one cluster (each adds a dimension to the mix space).
+inline constexpr int kMaxNodeTypesPerRequest = 256;
+// Nodes in one cluster (sum of node_types[].count). A template never has more nodes than
+// the model has layers, so this is far above anything plannable.
+inline constexpr int64_t kMaxNodesPerRequest = 1 << 20;
+
+absl::Status CheckProfileLimits(const ModelProfile& profile);
+absl::Status CheckPlanTemplatesLimits(const ::oobleck::planner::v1::PlanTemplatesRequest& request);
+
+}  // namespace oobleck::server
+
+#endif  // OOBLECK_SERVER_REQUEST_LIMITS_H_

@@ -1,0 +1,20 @@
+// Optional production machinery injected into PlannerService by main(); each is null when
+// its flag is not given (and in tests that do not need it).
+#ifndef OOBLECK_SERVER_SERVICE_OPTIONS_H_
+#define OOBLECK_SERVER_SERVICE_OPTIONS_H_
+
+#include "server/profile_store.h"
+#include "server/search_gate.h"
+
+namespace oobleck::server {
+
+struct ServiceOptions {
+  // --data_dir: LoadProfile persists through it before acknowledging.
+  ProfileStore* profile_store = nullptr;
+  // --max_concurrent_searches: PlanTemplates takes a slot before planning.
+  SearchGate* search_gate = nullptr;
+};
+
+}  // namespace oobleck::server
+
+#endif  // OOBLECK_SERVER_SERVICE_OPTIONS_H_

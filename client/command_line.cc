@@ -1,6 +1,7 @@
 #include "client/command_line.h"
 
 #include <algorithm>
+#include <map>
 #include <string_view>
 
 #include "absl/flags/flag.h"
@@ -16,6 +17,10 @@ ABSL_FLAG(std::string, server, "127.0.0.1:50051", "planner server address HOST:P
 ABSL_FLAG(bool, json, false,
           "print the response as proto3 JSON with the proto's field names instead of a table");
 ABSL_FLAG(double, timeout_s, 120, "deadline of each RPC in seconds");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM certificate(s) to trust: connect over TLS (the server runs with --tls_cert)");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "file holding the bearer token the server's --auth_token_file expects (needs --tls-ca)");
 
 // Profiles.
 ABSL_FLAG(std::string, model, "", "model name, e.g. gpt2-xl");
@@ -55,10 +60,29 @@ ABSL_FLAG(double, measured_relative_speed, 0,
           "with --cluster: relative_speed of the profile_measured_on GPU, needed when the "
           "file's gpu_types do not list it (e.g. 2.94 for rtx4090 on the ditto files' scale)");
 
+// Plan and Replan.
+ABSL_FLAG(std::vector<std::string>, global_batch, {},
+          "plan: global batch sizes in micro-batches, e.g. --global-batch 64 128 256 (the first "
+          "is the plan shown; all are planned and compared with data parallelism)");
+ABSL_FLAG(int, min_nodes_per_pipeline, 0, "plan: smallest pipeline in nodes (0: 1)");
+ABSL_FLAG(int, max_nodes_per_pipeline, 0,
+          "plan: largest pipeline in nodes (0: min(cluster nodes, 4)); larger values search "
+          "many more templates");
+ABSL_FLAG(std::string, plan, "",
+          "replan: the current plan, a file with the --json output of plan or replan");
+ABSL_FLAG(std::vector<std::string>, fail, {}, "replan: ids of the nodes that failed");
+ABSL_FLAG(std::vector<std::string>, join, {},
+          "replan: nodes that joined, as ID:TYPE with TYPE a node type of the plan's cluster");
+ABSL_FLAG(double, tolerance, 0.01,
+          "replan: plans within this fraction of the fastest compete on bytes copied");
+
 namespace oobleck::client {
 namespace {
 
-constexpr std::string_view kCommands[] = {"load-profile", "list-profiles", "templates", "stats"};
+constexpr std::string_view kCommands[] = {"load-profile", "list-profiles", "templates", "plan",
+                                          "replan", "stats"};
+// Flags that take several values: --global-batch 64 128, --fail a b, --join x:t y:t.
+constexpr std::string_view kListFlags[] = {"global_batch", "fail", "join"};
 
 struct FlagUse {
   std::string_view name;
@@ -70,23 +94,32 @@ const std::vector<FlagUse>& FlagUses() {
       {"server", {}},
       {"json", {}},
       {"timeout_s", {}},
+      {"tls_ca", {}},
+      {"auth_token_file", {}},
       {"model", {"load-profile", "list-profiles", "templates"}},
       {"gpu_type", {"load-profile", "templates"}},
       {"microbatch_size", {"load-profile", "templates"}},
-      {"replace", {"load-profile", "templates"}},
+      {"replace", {"load-profile", "templates", "plan"}},
       {"server_dir", {"load-profile"}},
       {"nodes", {"templates"}},
       {"gpus_per_node", {"templates"}},
-      {"cost_model", {"templates"}},
-      {"microbatches", {"templates"}},
+      {"cost_model", {"templates", "plan"}},
+      {"microbatches", {"templates", "plan"}},
       {"gpu_memory_gib", {"templates"}},
       {"intra_node_bytes_per_s", {"templates"}},
       {"inter_node_bytes_per_s", {"templates"}},
-      {"optimizer_state_multiplier", {"templates"}},
-      {"missing_allreduce", {"templates"}},
-      {"cluster", {"templates"}},
+      {"optimizer_state_multiplier", {"templates", "plan"}},
+      {"missing_allreduce", {"templates", "plan"}},
+      {"cluster", {"templates", "plan"}},
       {"all_nodes", {"templates"}},
-      {"measured_relative_speed", {"templates"}},
+      {"measured_relative_speed", {"templates", "plan"}},
+      {"global_batch", {"plan"}},
+      {"min_nodes_per_pipeline", {"plan"}},
+      {"max_nodes_per_pipeline", {"plan"}},
+      {"plan", {"replan"}},
+      {"fail", {"replan"}},
+      {"join", {"replan"}},
+      {"tolerance", {"replan"}},
   };
   return kUses;
 }
@@ -130,6 +163,8 @@ CliOptions ReadFlags() {
   o.server = absl::GetFlag(FLAGS_server);
   o.json = absl::GetFlag(FLAGS_json);
   o.timeout_s = absl::GetFlag(FLAGS_timeout_s);
+  o.tls_ca = absl::GetFlag(FLAGS_tls_ca);
+  o.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
   o.model = absl::GetFlag(FLAGS_model);
   o.gpu_type = absl::GetFlag(FLAGS_gpu_type);
   o.microbatch_size = absl::GetFlag(FLAGS_microbatch_size);
@@ -147,6 +182,13 @@ CliOptions ReadFlags() {
   o.cluster = absl::GetFlag(FLAGS_cluster);
   o.all_nodes = absl::GetFlag(FLAGS_all_nodes);
   o.measured_relative_speed = absl::GetFlag(FLAGS_measured_relative_speed);
+  o.global_batch = absl::GetFlag(FLAGS_global_batch);
+  o.min_nodes_per_pipeline = absl::GetFlag(FLAGS_min_nodes_per_pipeline);
+  o.max_nodes_per_pipeline = absl::GetFlag(FLAGS_max_nodes_per_pipeline);
+  o.plan = absl::GetFlag(FLAGS_plan);
+  o.fail = absl::GetFlag(FLAGS_fail);
+  o.join = absl::GetFlag(FLAGS_join);
+  o.tolerance = absl::GetFlag(FLAGS_tolerance);
   return o;
 }
 
@@ -166,6 +208,10 @@ absl::Status CheckArgs(const CommandLine& cl) {
 absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
   CommandLine cl;
   std::vector<std::string> positional;
+  std::map<std::string, std::vector<std::string>> lists;  // values of kListFlags
+  auto is_command = [](std::string_view word) {
+    return std::find(std::begin(kCommands), std::end(kCommands), word) != std::end(kCommands);
+  };
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     if (arg == "--") {
@@ -203,22 +249,42 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
       if (i + 1 >= argc) return Usage(absl::StrCat("flag --", Dashed(name), " needs a value"));
       value = argv[++i];
     }
+    if (std::find(std::begin(kListFlags), std::end(kListFlags), name) != std::end(kListFlags)) {
+      // This value and every following argument up to the next flag (or, before the
+      // command, up to the command) belong to the list; repeating the flag appends.
+      std::vector<std::string>& values = lists[name];
+      values.push_back(value);
+      while (i + 1 < argc && argv[i + 1][0] != '-' &&
+             !(positional.empty() && is_command(argv[i + 1]))) {
+        values.emplace_back(argv[++i]);
+      }
+      cl.explicit_flags.insert(name);
+      continue;
+    }
     std::string error;
     if (!flag->ParseFrom(value, &error)) {
       return Usage(absl::StrCat("bad value for --", Dashed(name), ": ", error));
     }
     cl.explicit_flags.insert(name);
   }
+  for (const auto& [name, values] : lists) {
+    std::string error;
+    if (!absl::FindCommandLineFlag(name)->ParseFrom(absl::StrJoin(values, ","), &error)) {
+      return Usage(absl::StrCat("bad value for --", Dashed(name), ": ", error));
+    }
+  }
 
   if (positional.empty()) {
     if (cl.help) return cl;
-    return Usage("missing COMMAND (one of load-profile, list-profiles, templates, stats)");
+    return Usage(
+        "missing COMMAND (one of load-profile, list-profiles, templates, plan, replan, stats)");
   }
   cl.command = positional.front();
   cl.args.assign(positional.begin() + 1, positional.end());
   if (std::find(std::begin(kCommands), std::end(kCommands), cl.command) == std::end(kCommands)) {
     return Usage(absl::StrCat("unknown command \"", cl.command,
-                              "\" (one of load-profile, list-profiles, templates, stats)"));
+                              "\" (one of load-profile, list-profiles, templates, plan, replan, "
+                              "stats)"));
   }
   if (cl.help) return cl;
   for (const std::string& name : cl.explicit_flags) {
@@ -250,6 +316,13 @@ std::string UsageText(const std::string& command) {
       "      Optimal templates of a mixed cluster file; uploads the profiles the file names\n"
       "      (pass --replace to overwrite different ones on the server). Without --all-nodes\n"
       "      or --nodes, every mix of 1 to all nodes.\n"
+      "  plan --cluster FILE --global-batch N [N ...] [--max-nodes-per-pipeline n] ...\n"
+      "      Pipelines bound to the file's node ids and the split of each global batch (in\n"
+      "      micro-batches) minimising the iteration time, next to data parallelism. Its\n"
+      "      --json output is what replan --plan reads.\n"
+      "  replan --plan PLAN.json [--fail ID ...] [--join ID:TYPE ...] [--tolerance f]\n"
+      "      A new plan after nodes fail or join, and the layers to copy where. Its --json\n"
+      "      output is again a valid --plan.\n"
       "  stats\n"
       "      Cache and request counters of the server.\n"
       "\n"

@@ -19,6 +19,8 @@ struct CliOptions {
   std::string server;
   bool json = false;
   double timeout_s = 0;
+  std::string tls_ca;           // empty: plaintext
+  std::string auth_token_file;  // empty: no token
   // Profiles.
   std::string model;
   std::string gpu_type;
@@ -38,6 +40,14 @@ struct CliOptions {
   std::string cluster;
   bool all_nodes = false;
   double measured_relative_speed = 0;
+  // Plan and Replan (client/plan_commands.h).
+  std::vector<std::string> global_batch;  // --global-batch N [N ...]
+  int min_nodes_per_pipeline = 0;
+  int max_nodes_per_pipeline = 0;
+  std::string plan;               // --plan FILE: the --json output of plan or replan
+  std::vector<std::string> fail;  // --fail ID [ID ...]
+  std::vector<std::string> join;  // --join ID:TYPE [ID:TYPE ...]
+  double tolerance = 0.01;
 };
 
 struct CommandLine {

@@ -9,8 +9,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "client/channel_security.h"
 #include "client/command_line.h"
 #include "client/output.h"
+#include "client/plan_commands.h"
 #include "client/requests.h"
 #include "core/cluster_file.h"
 #include "core/profile.h"
@@ -30,9 +32,9 @@ absl::Status FromGrpc(const grpc::Status& status) {
 // One channel, one deadline per call.
 class PlannerConnection {
  public:
-  PlannerConnection(const std::string& address, double timeout_s)
-      : stub_(
-            pb::Planner::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))),
+  PlannerConnection(const std::string& address, double timeout_s,
+                    const std::shared_ptr<grpc::ChannelCredentials>& credentials)
+      : stub_(pb::Planner::NewStub(grpc::CreateChannel(address, credentials))),
         timeout_s_(timeout_s) {}
 
   template <typename Request, typename Response>
@@ -69,6 +71,7 @@ absl::Status CheckUsage(const CommandLine& cl) {
     if (o.gpu_type.empty()) return Usage("load-profile needs --gpu-type");
     if (o.microbatch_size < 0) return Usage("--microbatch-size must be >= 0");
   }
+  if (cl.command == "plan" || cl.command == "replan") return CheckPlanUsage(cl);
   if (cl.command != "templates") return absl::OkStatus();
 
   if (cl.IsSet("nodes")) {
@@ -281,7 +284,13 @@ int Main(int argc, char** argv) {
     std::cerr << "run oobleck-plan " << cl->command << " --help for usage\n";
     return 2;
   }
-  PlannerConnection server(cl->options.server, cl->options.timeout_s);
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      ChannelCredentialsFromFiles(cl->options.tls_ca, cl->options.auth_token_file);
+  if (!credentials.ok()) {
+    PrintError(credentials.status());
+    return 2;
+  }
+  PlannerConnection server(cl->options.server, cl->options.timeout_s, *credentials);
   absl::Status status;
   if (cl->command == "load-profile") {
     status = LoadProfile(*cl, server);
@@ -289,6 +298,22 @@ int Main(int argc, char** argv) {
     status = ListProfiles(*cl, server);
   } else if (cl->command == "templates") {
     status = Templates(*cl, server);
+  } else if (cl->command == "plan" || cl->command == "replan") {
+    // client/plan_commands.cc; the calls go through this connection.
+    PlanCalls calls;
+    calls.plan = [&server](const pb::PlanRequest& r, pb::PlanResponse* out) {
+      return server.Call(&pb::Planner::Stub::Plan, r, out);
+    };
+    calls.replan = [&server](const pb::ReplanRequest& r, pb::ReplanResponse* out) {
+      return server.Call(&pb::Planner::Stub::Replan, r, out);
+    };
+    calls.ensure_profile = [&](const ProfileUpload& upload) {
+      return EnsureProfile(upload, cl->options.replace, server);
+    };
+    calls.print = [&](const google::protobuf::Message& m, const std::string& table) {
+      Print(cl->options, m, table);
+    };
+    status = cl->command == "plan" ? RunPlan(*cl, calls) : RunReplan(*cl, calls);
   } else {
     status = Stats(*cl, server);
   }

@@ -168,13 +168,45 @@ double CostModel::StageCostMs(int t, int gpus, int begin, int end, Link in, Link
   return ComputeMs(t, gpus, begin, end) + TransferMs(t, begin - 1, in) + TransferMs(t, end - 1, out);
 }
 
-double CostModel::MemoryBytesPerGpu(int t, int gpus, int begin, int end,
-                                    int stages_from_end) const {
+double CostModel::MemoryBytesInFlight(int t, int gpus, int begin, int end, int in_flight) const {
   const TypeTables& tables = types_[t];
   const double params = tables.param_prefix[end] - tables.param_prefix[begin];
   const double acts = tables.activation_prefix[end] - tables.activation_prefix[begin];
-  const int in_flight = std::min(std::max(problem_.microbatches, 1), stages_from_end);
   return problem_.optimizer_state_multiplier * params / gpus + acts * in_flight;
+}
+
+double CostModel::MemoryBytesPerGpu(int t, int gpus, int begin, int end,
+                                    int stages_from_end) const {
+  const int in_flight = std::min(std::max(problem_.microbatches, 1), stages_from_end);
+  return MemoryBytesInFlight(t, gpus, begin, end, in_flight);
+}
+
+int CostModel::MaxMicrobatches(const PipelineTemplate& tmpl) const {
+  if (kind() != CostModelKind::kOneFOneB) return kNoMicrobatchLimit;
+  const int S = static_cast<int>(tmpl.stages.size());
+  int limit = kNoMicrobatchLimit;
+  for (int s = 0; s < S; ++s) {
+    const Stage& st = tmpl.stages[s];
+    const double memory = problem_.node_types[st.node_type].gpu_memory_bytes;
+    auto fits = [&](int in_flight) {
+      return MemoryBytesInFlight(st.node_type, st.gpus, st.layer_begin, st.layer_end,
+                                 in_flight) <= memory;
+    };
+    if (fits(S - s)) continue;  // min(x, S - s) never exceeds S - s
+    if (!fits(0)) return 0;
+    // Largest y < S - s that fits; then x <= y.
+    int lo = 0, hi = S - s - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (fits(mid)) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    limit = std::min(limit, lo);
+  }
+  return limit;
 }
 
 int CostModel::MaxStagesFromEnd(int t, int gpus, int begin, int end) const {
@@ -200,12 +232,16 @@ bool CostModel::Fits(int t, int gpus, int begin, int end, int stages_from_end) c
 }
 
 double CostModel::PipelineTimeMs(const std::vector<double>& stage_costs) const {
+  return PipelineTimeMs(stage_costs, problem_.microbatches);
+}
+
+double CostModel::PipelineTimeMs(const std::vector<double>& stage_costs, int microbatches) const {
   double sum = 0;
   for (double c : stage_costs) sum += c;
   if (stage_costs.empty()) return 0;
   if (kind() == CostModelKind::kOneFOneB) {
     const double max_cost = *std::max_element(stage_costs.begin(), stage_costs.end());
-    return sum + (problem_.microbatches - 1) * max_cost;
+    return sum + (microbatches - 1) * max_cost;
   }
   const int S = static_cast<int>(stage_costs.size());
   if (S == 1) return 4 * stage_costs[0];  // Oobleck's base case: t1 + t2 + t3 = c + 2c + c.
@@ -213,7 +249,7 @@ double CostModel::PipelineTimeMs(const std::vector<double>& stage_costs) const {
   for (int i = 1; i < S; ++i) {
     if (stage_costs[i] >= stage_costs[kstar]) kstar = i;
   }
-  const int M = problem_.microbatches;
+  const int M = microbatches;
   const int n_k = M > 0 ? M - S + kstar + 1 : 2 * S + kstar + 1;
   double tail = 0;
   for (int i = kstar; i < S; ++i) tail += stage_costs[i];

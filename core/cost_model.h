@@ -78,6 +78,16 @@ class CostModel {
 
   // Pipeline time of stage costs in pipeline order under the selected model.
   double PipelineTimeMs(const std::vector<double>& stage_costs) const;
+  // The same for `microbatches` in place of the problem's M: a plan gives every pipeline
+  // its own share of the global batch (core/plan.h). 0 = oobleck-sosp23's no-M formula.
+  double PipelineTimeMs(const std::vector<double>& stage_costs, int microbatches) const;
+
+  // The most micro-batches per iteration the evaluated template `tmpl` can run with every
+  // stage s (0-based, of S) within its GPU memory while keeping min(x, S - s) micro-batches
+  // in flight; kNoMicrobatchLimit when memory never binds (always for oobleck-sosp23), 0
+  // when some stage does not fit at all.
+  static constexpr int kNoMicrobatchLimit = 1 << 29;
+  int MaxMicrobatches(const PipelineTemplate& tmpl) const;
 
   // Recomputes every figure of `tmpl` from node_order and stages (which must be a valid
   // pipeline over tmpl.mix: every node used once, GPUs of each node split without idle
@@ -93,6 +103,8 @@ class CostModel {
   };
   CostModel() = default;
   int SizeIndex(int t, int gpus) const;
+  // k * params / g + activations * in_flight: the one memory expression.
+  double MemoryBytesInFlight(int t, int gpus, int begin, int end, int in_flight) const;
 
   PlanningProblem problem_;
   int num_layers_ = 0;

@@ -11,7 +11,9 @@
 #include "core/cost_model.h"
 #include "core/profile.h"
 #include "server/plan_request.h"
+#include "server/plan_rpc.h"
 #include "server/proto_conversion.h"
+#include "server/request_limits.h"
 #include "server/status_conversion.h"
 
 namespace oobleck::server {
@@ -75,10 +77,13 @@ absl::StatusOr<ModelProfile> ProfileFromRequest(const pb::LoadProfileRequest& re
 
 }  // namespace
 
-PlannerService::PlannerService(ProfileCatalog* catalog, TemplateCache* cache, int threads)
+PlannerService::PlannerService(ProfileCatalog* catalog, TemplateCache* cache, int threads,
+                               const ServiceOptions& options)
     : catalog_(catalog),
+      options_(options),
       cache_(cache),
       planner_(cache, threads),
+      cluster_planner_(&planner_, threads),
       start_time_(std::chrono::steady_clock::now()) {}
 
 grpc::Status PlannerService::LoadProfile(grpc::ServerContext* /*context*/,
@@ -86,8 +91,15 @@ grpc::Status PlannerService::LoadProfile(grpc::ServerContext* /*context*/,
                                          pb::LoadProfileResponse* response) {
   absl::StatusOr<ModelProfile> profile = ProfileFromRequest(*request);
   if (!profile.ok()) return ToGrpcStatus(profile.status());
+  if (absl::Status limits = CheckProfileLimits(*profile); !limits.ok()) {
+    return ToGrpcStatus(limits);
+  }
   pb::ProfileInfo info = ToProfileInfo(*profile);
-  absl::StatusOr<bool> replaced = catalog_->Put(*std::move(profile), request->replace());
+  // With a store the profile is on disk before the call is acknowledged.
+  absl::StatusOr<bool> replaced =
+      options_.profile_store != nullptr
+          ? options_.profile_store->Put(*std::move(profile), request->replace())
+          : catalog_->Put(*std::move(profile), request->replace());
   if (!replaced.ok()) return ToGrpcStatus(replaced.status());
   *response->mutable_profile() = std::move(info);
   response->set_replaced(*replaced);
@@ -110,10 +122,18 @@ grpc::Status PlannerService::PlanTemplates(grpc::ServerContext* context,
   const auto start = std::chrono::steady_clock::now();
   plan_templates_requests_.fetch_add(1, std::memory_order_relaxed);
 
+  if (absl::Status limits = CheckPlanTemplatesLimits(*request); !limits.ok()) {
+    return ToGrpcStatus(limits);
+  }
   absl::StatusOr<TemplateRequest> converted = ToTemplateRequest(*request, *catalog_);
   if (!converted.ok()) return ToGrpcStatus(converted.status());
   absl::StatusOr<CostModel> model = CostModel::Create(std::move(converted->problem));
   if (!model.ok()) return ToGrpcStatus(model.status());
+  // Held until the response is built: a bounded number of searches run at once.
+  absl::StatusOr<SearchGate::Slot> slot =
+      options_.search_gate != nullptr ? options_.search_gate->AcquireForCall(context)
+                                      : SearchGate::Slot();
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
 
   // The search polls this; a passed deadline stops it as early as a cancellation does
   // (gRPC may not have marked the call cancelled yet when the deadline passes).
@@ -143,6 +163,18 @@ grpc::Status PlannerService::PlanTemplates(grpc::ServerContext* context,
   }
   response->set_planning_time_ms(MillisecondsSince(start));
   return grpc::Status::OK;
+}
+
+grpc::Status PlannerService::Plan(grpc::ServerContext* context, const pb::PlanRequest* request,
+                                  pb::PlanResponse* response) {
+  return HandlePlan(context, *request, response,
+                    {catalog_, &cluster_planner_, options_.search_gate});
+}
+
+grpc::Status PlannerService::Replan(grpc::ServerContext* context, const pb::ReplanRequest* request,
+                                    pb::ReplanResponse* response) {
+  return HandleReplan(context, *request, response,
+                      {catalog_, &cluster_planner_, options_.search_gate});
 }
 
 grpc::Status PlannerService::GetStats(grpc::ServerContext* /*context*/,

@@ -7,17 +7,21 @@
 #include <chrono>
 #include <cstdint>
 
+#include "core/plan.h"
 #include "core/profile_catalog.h"
 #include "core/template_planner.h"
 #include "oobleck/planner/v1/planner.grpc.pb.h"
+#include "server/service_options.h"
 
 namespace oobleck::server {
 
 class PlannerService final : public ::oobleck::planner::v1::Planner::Service {
  public:
   // `catalog` and `cache` are shared with the rest of the process and must outlive the
-  // service; `threads` <= 0 plans on all cores.
-  PlannerService(ProfileCatalog* catalog, TemplateCache* cache, int threads);
+  // service; `threads` <= 0 plans on all cores. `options` (profile store, search gate)
+  // must outlive the service too.
+  PlannerService(ProfileCatalog* catalog, TemplateCache* cache, int threads,
+                 const ServiceOptions& options = {});
 
   grpc::Status LoadProfile(grpc::ServerContext* context,
                            const ::oobleck::planner::v1::LoadProfileRequest* request,
@@ -28,14 +32,23 @@ class PlannerService final : public ::oobleck::planner::v1::Planner::Service {
   grpc::Status PlanTemplates(grpc::ServerContext* context,
                              const ::oobleck::planner::v1::PlanTemplatesRequest* request,
                              ::oobleck::planner::v1::PlanTemplatesResponse* response) override;
+  // Plan and Replan live in server/plan_rpc.cc.
+  grpc::Status Plan(grpc::ServerContext* context,
+                    const ::oobleck::planner::v1::PlanRequest* request,
+                    ::oobleck::planner::v1::PlanResponse* response) override;
+  grpc::Status Replan(grpc::ServerContext* context,
+                      const ::oobleck::planner::v1::ReplanRequest* request,
+                      ::oobleck::planner::v1::ReplanResponse* response) override;
   grpc::Status GetStats(grpc::ServerContext* context,
                         const ::oobleck::planner::v1::GetStatsRequest* request,
                         ::oobleck::planner::v1::GetStatsResponse* response) override;
 
  private:
   ProfileCatalog* catalog_;
+  const ServiceOptions options_;
   TemplateCache* cache_;
   TemplatePlanner planner_;
+  ClusterPlanner cluster_planner_;  // uses planner_ (and so the shared cache)
   std::atomic<int64_t> plan_templates_requests_{0};
   const std::chrono::steady_clock::time_point start_time_;
 };

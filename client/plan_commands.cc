@@ -1,0 +1,313 @@
+#include "client/plan_commands.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "client/output.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace oobleck::client {
+namespace {
+
+absl::Status Usage(const std::string& message) { return absl::InvalidArgumentError(message); }
+
+// Left-aligned columns separated by two spaces (the last column unpadded).
+std::string Table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths;
+  for (const auto& row : rows) {
+    if (widths.size() < row.size()) widths.resize(row.size(), 0);
+    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size(); ++c) {
+      out += row[c];
+      if (c + 1 < row.size()) out += std::string(widths[c] - row[c].size() + 2, ' ');
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+std::string Ms(double ms) { return absl::StrFormat("%.2f", ms); }
+
+std::string Bytes(double bytes) {
+  if (bytes >= 1e9) return absl::StrFormat("%.2f GB", bytes / 1e9);
+  if (bytes >= 1e6) return absl::StrFormat("%.1f MB", bytes / 1e6);
+  return absl::StrFormat("%.0f B", bytes);
+}
+
+absl::StatusOr<std::vector<int>> ParseGlobalBatches(const std::vector<std::string>& values) {
+  std::vector<int> out;
+  for (const std::string& v : values) {
+    int n = 0;
+    if (!absl::SimpleAtoi(v, &n) || n < 1) {
+      return Usage(absl::StrCat("--global-batch values must be integers >= 1 (got \"", v, "\")"));
+    }
+    out.push_back(n);
+  }
+  return out;
+}
+
+std::string FormatClusterPlan(const pb::ClusterPlan& plan) {
+  std::vector<std::vector<std::string>> rows = {
+      {"PIPELINE", "MIX", "NODES", "MICROBATCHES", "TIME_MS", "STAGES"}};
+  for (int i = 0; i < plan.pipelines_size(); ++i) {
+    const pb::PlannedPipeline& p = plan.pipelines(i);
+    std::vector<std::string> stages;
+    for (const pb::Stage& s : p.template_().stages()) stages.push_back(FormatStage(s));
+    rows.push_back({absl::StrCat(i), p.template_().mix_label(), absl::StrJoin(p.node_ids(), ","),
+                    absl::StrCat(p.microbatches()), Ms(p.time_ms()), absl::StrJoin(stages, " ")});
+  }
+  std::string out = Table(rows);
+  if (!plan.idle_nodes().empty()) {
+    std::vector<std::vector<std::string>> idle = {{"IDLE_NODE", "TYPE", "REASON"}};
+    for (const pb::IdleNode& n : plan.idle_nodes())
+      idle.push_back({n.node_id(), n.node_type(), n.reason()});
+    absl::StrAppend(&out, "\n", Table(idle));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::Status CheckPlanUsage(const CommandLine& cl) {
+  const CliOptions& o = cl.options;
+  if (cl.command == "plan") {
+    if (o.cluster.empty()) return Usage("plan needs --cluster FILE");
+    if (o.global_batch.empty()) return Usage("plan needs --global-batch N [N ...]");
+    if (absl::StatusOr<std::vector<int>> b = ParseGlobalBatches(o.global_batch); !b.ok()) {
+      return b.status();
+    }
+    if (o.min_nodes_per_pipeline < 0) return Usage("--min-nodes-per-pipeline must be >= 0");
+    if (o.max_nodes_per_pipeline < 0) return Usage("--max-nodes-per-pipeline must be >= 0");
+    if (absl::StatusOr<pb::MissingAllreduce> m = ParseMissingAllreduce(o.missing_allreduce);
+        !m.ok()) {
+      return m.status();
+    }
+    if (o.microbatches < 0) return Usage("--microbatches must be >= 0");
+    if (cl.IsSet("measured_relative_speed") && !(o.measured_relative_speed > 0)) {
+      return Usage("--measured-relative-speed must be > 0");
+    }
+  }
+  if (cl.command == "replan") {
+    if (o.plan.empty()) return Usage("replan needs --plan PLAN.json (the --json output of plan)");
+    if (o.fail.empty() && o.join.empty()) {
+      return Usage("replan needs --fail ID ... and/or --join ID:TYPE ...");
+    }
+    for (const std::string& j : o.join) {
+      const size_t colon = j.rfind(':');
+      if (colon == std::string::npos || colon == 0 || colon + 1 == j.size()) {
+        return Usage(absl::StrCat("--join values must be ID:TYPE (got \"", j, "\")"));
+      }
+    }
+    if (!(o.tolerance >= 0 && o.tolerance <= 1)) return Usage("--tolerance must be in [0, 1]");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<pb::PlanRequest> BuildPlanRequest(const ClusterFile& file,
+                                                 const ClusterOverrides& overrides,
+                                                 const std::vector<int>& global_batches,
+                                                 int min_nodes_per_pipeline,
+                                                 int max_nodes_per_pipeline,
+                                                 std::vector<ProfileUpload>* uploads) {
+  absl::StatusOr<ClusterRequest> built = BuildClusterRequest(file, overrides);
+  if (!built.ok()) return built.status();
+  const pb::PlanTemplatesRequest& t = built->request;
+  pb::PlanRequest request;
+  request.set_model(t.model());
+  request.set_microbatch_size(t.microbatch_size());
+  *request.mutable_cluster() = t.cluster();
+  request.set_cost_model(t.cost_model());
+  request.set_microbatches(t.microbatches());
+  request.set_optimizer_state_multiplier(t.optimizer_state_multiplier());
+  request.set_missing_allreduce_in_node(t.missing_allreduce_in_node());
+  // Node types are one per (gpu, gpus_per_node), as ClusterFile::NodeTypes() names them.
+  const std::vector<NodeType> types = file.NodeTypes();
+  for (size_t g = 0; g < file.node_groups.size(); ++g) {
+    const ClusterFileNodeGroup& group = file.node_groups[g];
+    auto type = std::find_if(types.begin(), types.end(), [&](const NodeType& nt) {
+      return nt.gpu_type == group.gpu && nt.gpus_per_node == group.gpus_per_node;
+    });
+    if (type == types.end()) {
+      return absl::InternalError(absl::StrCat("node_groups[", g, "] has no node type"));
+    }
+    for (const std::string& id : group.node_ids) {
+      pb::Node* node = request.add_nodes();
+      node->set_id(id);
+      node->set_node_type(type->name);
+    }
+  }
+  for (int b : global_batches) request.add_global_batch(b);
+  request.set_min_nodes_per_pipeline(min_nodes_per_pipeline);
+  request.set_max_nodes_per_pipeline(max_nodes_per_pipeline);
+  if (uploads != nullptr) *uploads = built->uploads;
+  return request;
+}
+
+absl::StatusOr<pb::ReplanRequest> BuildReplanRequest(const std::string& plan_json,
+                                                     const std::string& source,
+                                                     const std::vector<std::string>& fail,
+                                                     const std::vector<std::string>& join,
+                                                     std::optional<double> tolerance) {
+  pb::ReplanRequest request;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;  // a PlanResponse/ReplanResponse has more fields
+  const auto parsed = google::protobuf::util::JsonStringToMessage(plan_json, &request, options);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, " is not the JSON of a plan: ", parsed.ToString()));
+  }
+  if (!request.has_request() || !request.has_plan()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source,
+                     " has no \"request\" and \"plan\": pass the --json output of "
+                     "oobleck-plan plan or replan"));
+  }
+  request.clear_failed_node_ids();
+  request.clear_joined_nodes();
+  request.clear_tolerance();
+  for (const std::string& id : fail) request.add_failed_node_ids(id);
+  for (const std::string& j : join) {
+    const size_t colon = j.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == j.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--join values must be ID:TYPE (got \"", j, "\")"));
+    }
+    pb::Node* node = request.add_joined_nodes();
+    node->set_id(j.substr(0, colon));
+    node->set_node_type(j.substr(colon + 1));
+  }
+  if (tolerance.has_value()) request.set_tolerance(*tolerance);
+  return request;
+}
+
+std::string FormatPlan(const pb::PlanResponse& response) {
+  const pb::ClusterPlan& plan = response.plan();
+  const pb::PlanRequest& request = response.request();
+  std::string out = absl::StrFormat(
+      "%s on %d nodes, cost model %s, global batch %d micro-batches: iteration %s ms\n",
+      request.model(), request.nodes_size(), response.cost_model(), plan.global_batch(),
+      Ms(plan.iteration_time_ms()));
+  absl::StrAppend(&out, "  = slowest pipeline ", Ms(plan.pipeline_time_ms()), " ms + all-reduce ",
+                  Ms(plan.allreduce_ms()), " ms over ", plan.pipelines_size(), " pipeline(s)");
+  if (!response.sweep().empty()) {
+    const pb::BatchSizePlan& first = response.sweep(0);
+    if (first.data_parallel_iteration_time_ms() > 0) {
+      absl::StrAppend(&out, "; data parallel ", Ms(first.data_parallel_iteration_time_ms()),
+                      " ms (speed-up ", absl::StrFormat("%.2fx", first.speedup()), ")");
+    } else {
+      absl::StrAppend(&out, "; data parallel n/a: ", first.data_parallel_unavailable_reason());
+    }
+  }
+  absl::StrAppendFormat(&out, "\n  planned in %.1f ms from %d pipeline templates (%d cached)\n\n",
+                        response.planning_time_ms(), response.mixes_planned(),
+                        response.mixes_from_cache());
+  absl::StrAppend(&out, FormatClusterPlan(plan));
+  if (response.sweep_size() > 1) {
+    std::vector<std::vector<std::string>> rows = {
+        {"GLOBAL_BATCH", "ITERATION_MS", "PIPELINES", "DATA_PARALLEL_MS", "SPEEDUP"}};
+    for (const pb::BatchSizePlan& size : response.sweep()) {
+      if (!size.feasible()) {
+        rows.push_back(
+            {absl::StrCat(size.global_batch()), "infeasible", "-", "-", size.infeasible_reason()});
+        continue;
+      }
+      rows.push_back({absl::StrCat(size.global_batch()), Ms(size.plan().iteration_time_ms()),
+                      absl::StrCat(size.plan().pipelines_size()),
+                      size.data_parallel_iteration_time_ms() > 0
+                          ? Ms(size.data_parallel_iteration_time_ms())
+                          : "n/a",
+                      size.speedup() > 0 ? absl::StrFormat("%.2fx", size.speedup()) : "n/a"});
+    }
+    absl::StrAppend(&out, "\n", Table(rows));
+  }
+  return out;
+}
+
+std::string FormatReplan(const pb::ReplanResponse& response) {
+  const pb::ClusterPlan& plan = response.plan();
+  std::string out = absl::StrFormat(
+      "replan (%s): iteration %s ms, was %s ms; fastest found %s ms; Oobleck's fallback rule %s\n",
+      response.strategy(), Ms(plan.iteration_time_ms()), Ms(response.old_iteration_time_ms()),
+      Ms(response.fastest_iteration_time_ms()),
+      response.oobleck_fallback_iteration_time_ms() > 0
+          ? absl::StrCat(Ms(response.oobleck_fallback_iteration_time_ms()), " ms")
+          : absl::StrCat("finds no plan (", response.oobleck_fallback_failure(), ")"));
+  absl::StrAppendFormat(
+      &out, "  %d node(s), %d pipeline(s), %d kept; %d copies (%s); planned in %.2f ms\n",
+      response.request().nodes_size(), plan.pipelines_size(), response.pipelines_kept(),
+      response.copies_size(), Bytes(response.copy_bytes()), response.planning_time_ms());
+  if (!response.ignored_failed_node_ids().empty() || !response.ignored_joined_node_ids().empty()) {
+    absl::StrAppend(&out, "  already applied (ignored): failed [",
+                    absl::StrJoin(response.ignored_failed_node_ids(), ", "), "], joined [",
+                    absl::StrJoin(response.ignored_joined_node_ids(), ", "), "]\n");
+  }
+  if (!response.copies().empty()) {
+    std::vector<std::vector<std::string>> rows = {{"COPY_TO", "FROM", "LAYERS", "BYTES"}};
+    for (const pb::LayerCopy& c : response.copies()) {
+      rows.push_back({c.dest_node_id(), c.source_node_id(),
+                      absl::StrFormat("[%d,%d)", c.layer_begin(), c.layer_end()),
+                      Bytes(c.param_bytes())});
+    }
+    absl::StrAppend(&out, "\n", Table(rows));
+  }
+  absl::StrAppend(&out, "\n", FormatClusterPlan(plan));
+  return out;
+}
+
+absl::Status RunPlan(const CommandLine& cl, const PlanCalls& calls) {
+  const CliOptions& o = cl.options;
+  absl::StatusOr<ClusterFile> file = LoadClusterFile(o.cluster);
+  if (!file.ok()) return file.status();
+  ClusterOverrides overrides;
+  overrides.cost_model = o.cost_model;
+  if (cl.IsSet("microbatches")) overrides.microbatches = o.microbatches;
+  if (cl.IsSet("optimizer_state_multiplier")) {
+    overrides.optimizer_state_multiplier = o.optimizer_state_multiplier;
+  }
+  if (cl.IsSet("missing_allreduce")) {
+    overrides.missing_allreduce = *ParseMissingAllreduce(o.missing_allreduce);
+  }
+  overrides.measured_relative_speed = o.measured_relative_speed;
+  std::vector<ProfileUpload> uploads;
+  absl::StatusOr<pb::PlanRequest> request =
+      BuildPlanRequest(*file, overrides, *ParseGlobalBatches(o.global_batch),
+                       o.min_nodes_per_pipeline, o.max_nodes_per_pipeline, &uploads);
+  if (!request.ok()) {
+    return absl::Status(request.status().code(),
+                        absl::StrCat(o.cluster, ": ", request.status().message()));
+  }
+  for (const ProfileUpload& upload : uploads) {
+    if (absl::Status s = calls.ensure_profile(upload); !s.ok()) return s;
+  }
+  pb::PlanResponse response;
+  if (absl::Status s = calls.plan(*request, &response); !s.ok()) return s;
+  calls.print(response, FormatPlan(response));
+  return absl::OkStatus();
+}
+
+absl::Status RunReplan(const CommandLine& cl, const PlanCalls& calls) {
+  const CliOptions& o = cl.options;
+  std::ifstream in(o.plan, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", o.plan));
+  std::ostringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<pb::ReplanRequest> request =
+      BuildReplanRequest(text.str(), o.plan, o.fail, o.join,
+                         cl.IsSet("tolerance") ? std::optional<double>(o.tolerance) : std::nullopt);
+  if (!request.ok()) return request.status();
+  pb::ReplanResponse response;
+  if (absl::Status s = calls.replan(*request, &response); !s.ok()) return s;
+  calls.print(response, FormatReplan(response));
+  return absl::OkStatus();
+}
+
+}  // namespace oobleck::client

@@ -1,0 +1,404 @@
+#include "core/plan.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "tbb/parallel_for.h"
+#include "tbb/task_arena.h"
+
+namespace oobleck {
+namespace {
+
+NodeMix SingleNode(int num_types, int t) {
+  NodeMix mix(num_types, 0);
+  mix[t] = 1;
+  return mix;
+}
+
+// Why no pipeline of the template set can use a node of type t ("" if some can).
+std::vector<std::string> UnusableTypeReasons(const CostModel& model, const TemplateSet& set,
+                                             const std::vector<PipelineShape>& shapes,
+                                             const NodeMix& available,
+                                             const PipelineSizeLimits& limits) {
+  const int T = model.num_types();
+  std::vector<std::string> reasons(T);
+  for (int t = 0; t < T; ++t) {
+    if (available[t] == 0) continue;
+    bool used = false;
+    for (const PipelineShape& s : shapes) used |= s.mix[t] > 0;
+    if (used) continue;
+    std::string reason =
+        absl::StrFormat("no feasible pipeline template of %d..%d nodes includes a %s node",
+                        limits.min_nodes, limits.max_nodes, model.node_type(t).name);
+    const MixResult* single = set.Find(SingleNode(T, t));
+    if (single != nullptr && !single->feasible) {
+      absl::StrAppend(&reason, " (one node alone: ", single->infeasible_reason, ")");
+    } else if (single != nullptr && model.MaxMicrobatches(single->best) < 1) {
+      absl::StrAppend(&reason, " (one node alone cannot hold a micro-batch in GPU memory)");
+    }
+    reasons[t] = std::move(reason);
+  }
+  return reasons;
+}
+
+struct DataParallelEstimate {
+  std::optional<double> ms;
+  std::string unavailable;
+};
+
+// Every node a 1-node pipeline, the batch split optimally (COST_MODEL.md).
+DataParallelEstimate DataParallel(const CostModel& model, const TemplateSet& set,
+                                  const std::vector<ClusterNode>& nodes, const NodeMix& counts,
+                                  const std::vector<double>& allreduce_ms, int global_batch) {
+  const int T = model.num_types();
+  const int N = static_cast<int>(nodes.size());
+  DataParallelEstimate out;
+  std::vector<std::vector<double>> costs(T);
+  std::vector<int> limit(T, 0);
+  for (int t = 0; t < T; ++t) {
+    if (counts[t] == 0) continue;
+    const MixResult* single = set.Find(SingleNode(T, t));
+    if (single == nullptr || !single->feasible) {
+      out.unavailable =
+          absl::StrCat("a 1-node ", model.node_type(t).name, " pipeline has no template",
+                       single ? absl::StrCat(": ", single->infeasible_reason) : "");
+      return out;
+    }
+    costs[t] = StageCosts(single->best);
+    limit[t] = model.MaxMicrobatches(single->best);
+  }
+  if (N > global_batch) {
+    out.unavailable = absl::StrFormat(
+        "%d nodes need at least %d micro-batches (one each), the global batch has %d", N, N,
+        global_batch);
+    return out;
+  }
+  std::vector<PipelineLoad> loads;
+  loads.reserve(N);
+  for (const ClusterNode& node : nodes) loads.push_back({&costs[node.type], limit[node.type]});
+  absl::StatusOr<std::vector<int>> split = SplitBatch(model, loads, global_batch);
+  if (!split.ok()) {
+    out.unavailable = std::string(split.status().message());
+    return out;
+  }
+  double makespan = 0;
+  for (int i = 0; i < N; ++i) {
+    makespan = std::max(makespan, model.PipelineTimeMs(*loads[i].stage_costs, (*split)[i]));
+  }
+  out.ms = makespan + allreduce_ms[N];
+  return out;
+}
+
+// Binds a solution to concrete nodes: pipelines larger first, nodes of each type in the
+// order the request lists them.
+ClusterPlan BindFreshPlan(const CostModel& model, const std::vector<ClusterNode>& nodes,
+                          const std::vector<PipelineShape>& shapes,
+                          const PipelineSetSolution& solution, int global_batch,
+                          const std::vector<std::string>& type_reasons) {
+  const int T = model.num_types();
+  std::vector<size_t> order(solution.chosen.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const NodeMix& ma = shapes[solution.chosen[a]].mix;
+    const NodeMix& mb = shapes[solution.chosen[b]].mix;
+    const int sa = MixSize(ma), sb = MixSize(mb);
+    return sa != sb ? sa > sb : ma > mb;
+  });
+  std::vector<std::vector<size_t>> queue(T);
+  for (size_t i = nodes.size(); i-- > 0;) queue[nodes[i].type].push_back(i);  // back = first
+  ClusterPlan plan;
+  plan.global_batch = global_batch;
+  for (size_t k : order) {
+    const PipelineShape& shape = shapes[solution.chosen[k]];
+    PlannedPipeline p;
+    p.tmpl = *shape.tmpl;
+    for (int type : p.tmpl.node_order) {
+      p.node_ids.push_back(nodes[queue[type].back()].id);
+      queue[type].pop_back();
+    }
+    p.microbatches = solution.chosen_microbatches[k];
+    p.time_ms = model.PipelineTimeMs(shape.stage_costs, p.microbatches);
+    plan.pipelines.push_back(std::move(p));
+  }
+  for (int t = 0; t < T; ++t) {
+    for (size_t i = queue[t].size(); i-- > 0;) {
+      const ClusterNode& node = nodes[queue[t][i]];
+      plan.idle.push_back(
+          {node.id, node.type,
+           !type_reasons[t].empty()
+               ? type_reasons[t]
+               : "not used: every plan that uses it is slower (its pipelines would be slower "
+                 "or add all-reduce time)"});
+    }
+  }
+  plan.pipeline_time_ms = solution.pipeline_time_ms;
+  plan.allreduce_ms = solution.allreduce_ms;
+  plan.iteration_time_ms = solution.iteration_time_ms;
+  return plan;
+}
+
+}  // namespace
+
+const MixResult* TemplateSet::Find(const NodeMix& mix) const {
+  for (size_t i = 0; i < mixes.size(); ++i) {
+    if (mixes[i] == mix) return results[i].get();
+  }
+  return nullptr;
+}
+
+absl::Status ValidateNodes(const CostModel& model, const std::vector<ClusterNode>& nodes) {
+  if (nodes.empty()) return absl::InvalidArgumentError("nodes must not be empty");
+  if (nodes.size() > static_cast<size_t>(kMaxClusterNodes)) {
+    return absl::InvalidArgumentError(absl::StrFormat("nodes must have at most %d entries (got %d)",
+                                                      kMaxClusterNodes, nodes.size()));
+  }
+  std::map<std::string, size_t> seen;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const ClusterNode& node = nodes[i];
+    if (node.id.empty())
+      return absl::InvalidArgumentError(absl::StrCat("nodes[", i, "].id is empty"));
+    if (node.type < 0 || node.type >= model.num_types()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("nodes[", i, "] (\"", node.id, "\") has no valid node type"));
+    }
+    auto [it, inserted] = seen.emplace(node.id, i);
+    if (!inserted) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("nodes[", i, "].id \"", node.id, "\" repeats nodes[", it->second, "].id"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PipelineSizeLimits> ResolveLimits(const PipelineSizeLimits& limits,
+                                                 int total_nodes) {
+  if (limits.min_nodes < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("min_nodes_per_pipeline must be >= 0 (got ", limits.min_nodes, ")"));
+  }
+  if (limits.max_nodes < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_nodes_per_pipeline must be >= 0 (got ", limits.max_nodes, ")"));
+  }
+  PipelineSizeLimits out;
+  out.min_nodes = std::max(1, limits.min_nodes);
+  if (out.min_nodes > total_nodes) {
+    return absl::FailedPreconditionError(absl::StrCat("min_nodes_per_pipeline = ", out.min_nodes,
+                                                      " is more than the cluster's ", total_nodes,
+                                                      " node(s)"));
+  }
+  if (limits.max_nodes > 0 && limits.max_nodes < out.min_nodes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_nodes_per_pipeline must be >= ", "min_nodes_per_pipeline = ", out.min_nodes, " (got ",
+        limits.max_nodes, ")"));
+  }
+  // A limit above the cluster size is no limit (a replan of a shrunken cluster keeps it).
+  out.max_nodes = limits.max_nodes > 0
+                      ? std::min(limits.max_nodes, total_nodes)
+                      : std::min(total_nodes, std::max(kDefaultMaxNodesPerPipeline, out.min_nodes));
+  return out;
+}
+
+absl::StatusOr<TemplateSet> PlanTemplateSet(TemplatePlanner& planner, const CostModel& model,
+                                            const NodeMix& available,
+                                            const PipelineSizeLimits& limits,
+                                            const SearchOptions& options) {
+  TemplateSet set;
+  set.mixes = EnumerateMixes(available, limits.min_nodes, limits.max_nodes);
+  if (limits.min_nodes > 1) {
+    for (int t = 0; t < model.num_types(); ++t) {
+      if (available[t] > 0) set.mixes.push_back(SingleNode(model.num_types(), t));
+    }
+  }
+  absl::StatusOr<std::vector<PlannedMix>> planned =
+      planner.PlanTemplates(model, set.mixes, options);
+  if (!planned.ok()) return planned.status();
+  for (PlannedMix& p : *planned) {
+    set.from_cache += p.cache_hit ? 1 : 0;
+    set.results.push_back(std::move(p.result));
+  }
+  return set;
+}
+
+std::vector<PipelineShape> FeasibleShapes(const CostModel& model, const TemplateSet& set,
+                                          const PipelineSizeLimits& limits) {
+  std::vector<PipelineShape> shapes;
+  for (size_t i = 0; i < set.mixes.size(); ++i) {
+    const int size = MixSize(set.mixes[i]);
+    const MixResult& r = *set.results[i];
+    if (size < limits.min_nodes || size > limits.max_nodes || !r.feasible) continue;
+    const int max_microbatches = model.MaxMicrobatches(r.best);
+    if (max_microbatches < 1) continue;
+    shapes.push_back({set.mixes[i], &r.best, StageCosts(r.best), max_microbatches});
+  }
+  return shapes;
+}
+
+absl::StatusOr<ClusterPlan> EvaluatePlan(const CostModel& model,
+                                         const std::vector<ClusterNode>& nodes, ClusterPlan plan) {
+  if (absl::Status s = ValidateNodes(model, nodes); !s.ok()) return s;
+  std::map<std::string, int> type_of;
+  for (const ClusterNode& node : nodes) type_of[node.id] = node.type;
+  if (plan.pipelines.empty()) return absl::InvalidArgumentError("pipelines must not be empty");
+  if (plan.global_batch < 1 || plan.global_batch > kMaxGlobalBatch) {
+    return absl::InvalidArgumentError(absl::StrFormat("global_batch must be in [1, %d] (got %d)",
+                                                      kMaxGlobalBatch, plan.global_batch));
+  }
+  std::map<std::string, std::string> placed;  // id -> where
+  int64_t total = 0;
+  plan.pipeline_time_ms = 0;
+  for (size_t i = 0; i < plan.pipelines.size(); ++i) {
+    PlannedPipeline& p = plan.pipelines[i];
+    const std::string field = absl::StrCat("pipelines[", i, "]");
+    absl::StatusOr<PipelineTemplate> tmpl = model.Evaluate(p.tmpl);
+    if (!tmpl.ok()) {
+      return absl::Status(tmpl.status().code(),
+                          absl::StrCat(field, ".template: ", tmpl.status().message()));
+    }
+    p.tmpl = *std::move(tmpl);
+    if (static_cast<int>(p.node_ids.size()) != p.tmpl.num_nodes()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s.node_ids has %d ids but the template has %d nodes", field,
+                          p.node_ids.size(), p.tmpl.num_nodes()));
+    }
+    for (size_t j = 0; j < p.node_ids.size(); ++j) {
+      const std::string& id = p.node_ids[j];
+      const std::string where = absl::StrCat(field, ".node_ids[", j, "]");
+      auto it = type_of.find(id);
+      if (it == type_of.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, " \"", id, "\" is not a node of the cluster"));
+      }
+      if (it->second != p.tmpl.node_order[j]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, " \"", id, "\" is a ", model.node_type(it->second).name,
+                         " node but the template has a ",
+                         model.node_type(p.tmpl.node_order[j]).name, " node there"));
+      }
+      auto [prev, inserted] = placed.emplace(id, where);
+      if (!inserted) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, " \"", id, "\" is already used by ", prev->second));
+      }
+    }
+    const int limit = model.MaxMicrobatches(p.tmpl);
+    if (p.microbatches < 1 || p.microbatches > std::min(limit, plan.global_batch)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s.microbatches must be in [1, %d] (the template's GPU memory and the global batch "
+          "allow that many; got %d)",
+          field, std::min(limit, plan.global_batch), p.microbatches));
+    }
+    total += p.microbatches;
+    p.time_ms = model.PipelineTimeMs(StageCosts(p.tmpl), p.microbatches);
+    plan.pipeline_time_ms = std::max(plan.pipeline_time_ms, p.time_ms);
+  }
+  if (total != plan.global_batch) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "pipelines[].microbatches add up to %d, not global_batch = %d", total, plan.global_batch));
+  }
+  const int P = static_cast<int>(plan.pipelines.size());
+  plan.allreduce_ms = CrossPipelineAllreduceMs(model, P)[P];
+  plan.iteration_time_ms = plan.pipeline_time_ms + plan.allreduce_ms;
+  std::map<std::string, std::string> reasons;
+  for (const IdleNode& idle : plan.idle) reasons[idle.id] = idle.reason;
+  plan.idle.clear();
+  for (const ClusterNode& node : nodes) {
+    if (placed.count(node.id)) continue;
+    auto it = reasons.find(node.id);
+    plan.idle.push_back(
+        {node.id, node.type,
+         it != reasons.end() && !it->second.empty() ? it->second : "not in any pipeline"});
+  }
+  return plan;
+}
+
+ClusterPlanner::ClusterPlanner(TemplatePlanner* templates, int threads)
+    : templates_(templates), threads_(threads) {}
+
+absl::StatusOr<PlanResult> ClusterPlanner::Plan(const CostModel& model,
+                                                const std::vector<ClusterNode>& nodes,
+                                                const std::vector<int>& global_batches,
+                                                const PlanOptions& options) const {
+  if (absl::Status s = ValidateNodes(model, nodes); !s.ok()) return s;
+  if (global_batches.empty()) {
+    return absl::InvalidArgumentError("global_batch must list at least one size");
+  }
+  if (global_batches.size() > static_cast<size_t>(kMaxGlobalBatchSizes)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("global_batch must list at most %d sizes (got %d)", kMaxGlobalBatchSizes,
+                        global_batches.size()));
+  }
+  for (size_t i = 0; i < global_batches.size(); ++i) {
+    if (global_batches[i] < 1 || global_batches[i] > kMaxGlobalBatch) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("global_batch[%d] must be in [1, %d] micro-batches (got %d)", i,
+                          kMaxGlobalBatch, global_batches[i]));
+    }
+  }
+  const int T = model.num_types();
+  const int N = static_cast<int>(nodes.size());
+  NodeMix counts(T, 0);
+  for (const ClusterNode& node : nodes) ++counts[node.type];
+  absl::StatusOr<PipelineSizeLimits> limits = ResolveLimits(options.limits, N);
+  if (!limits.ok()) return limits.status();
+  absl::StatusOr<TemplateSet> set =
+      PlanTemplateSet(*templates_, model, counts, *limits, options.search);
+  if (!set.ok()) return set.status();
+  const std::vector<PipelineShape> shapes = FeasibleShapes(model, *set, *limits);
+  const std::vector<std::string> type_reasons =
+      UnusableTypeReasons(model, *set, shapes, counts, *limits);
+  const std::vector<double> allreduce_ms = CrossPipelineAllreduceMs(model, N);
+
+  PlanResult result;
+  result.limits = *limits;
+  result.mixes_planned = static_cast<int>(set->mixes.size());
+  result.mixes_from_cache = set->from_cache;
+  result.sizes.resize(global_batches.size());
+  auto plan_one = [&](size_t i) {
+    BatchSizePlan& out = result.sizes[i];
+    out.global_batch = global_batches[i];
+    PipelineSetProblem problem;
+    problem.model = &model;
+    problem.available = counts;
+    problem.shapes = shapes;
+    problem.global_batch = out.global_batch;
+    problem.allreduce_ms = &allreduce_ms;
+    problem.search = options.search;
+    absl::StatusOr<PipelineSetSolution> solution = SolvePipelineSet(problem);
+    if (!solution.ok()) {
+      std::string why(solution.status().message());
+      if (shapes.empty()) {
+        why = "no pipeline template fits any mix of the cluster's nodes";
+        for (const std::string& r : type_reasons) {
+          if (!r.empty()) absl::StrAppend(&why, "; ", r);
+        }
+      }
+      out.status = absl::Status(solution.status().code(), why);
+    } else {
+      out.plan = BindFreshPlan(model, nodes, shapes, *solution, out.global_batch, type_reasons);
+    }
+    DataParallelEstimate dp =
+        DataParallel(model, *set, nodes, counts, allreduce_ms, out.global_batch);
+    out.data_parallel_ms = dp.ms;
+    out.data_parallel_unavailable = dp.unavailable;
+    if (out.status.ok() && dp.ms.has_value() && out.plan.iteration_time_ms > 0) {
+      out.speedup = *dp.ms / out.plan.iteration_time_ms;
+    }
+  };
+  if (global_batches.size() == 1) {
+    plan_one(0);
+  } else {
+    tbb::task_arena arena(threads_ > 0 ? threads_ : tbb::task_arena::automatic);
+    arena.execute([&] { tbb::parallel_for(size_t{0}, global_batches.size(), plan_one); });
+  }
+  for (const BatchSizePlan& size : result.sizes) {
+    if (size.status.code() == absl::StatusCode::kCancelled) return size.status;
+  }
+  return result;
+}
+
+}  // namespace oobleck

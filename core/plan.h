@@ -1,0 +1,210 @@
+// Instantiation of a concrete cluster (docs/COST_MODEL.md#plan-iteration-time): a set of
+// pipelines, each the optimal template of its node mix bound to concrete node ids, and the
+// split of the global batch across them that minimises the plan's iteration time
+//
+//   iteration_time = max_i T_i(M_i) + allreduce(P),   sum_i M_i = B, M_i >= 1,
+//
+// exactly with respect to the template set (the optimal template of every mix of
+// min..max nodes); see docs/ARCHITECTURE.md#plan for the algorithm. Replanning after node
+// failures and joins lives in core/replan.h.
+#ifndef OOBLECK_CORE_PLAN_H_
+#define OOBLECK_CORE_PLAN_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/cost_model.h"
+#include "core/pipeline_template.h"
+#include "core/search.h"
+#include "core/template_planner.h"
+
+namespace oobleck {
+
+// One machine of the cluster: a stable id (e.g. its IP) and its node type (an index into
+// the problem's node types).
+struct ClusterNode {
+  std::string id;
+  int type = 0;
+};
+
+// Pipeline sizes the plan may use. Every mix of min..max nodes is a candidate pipeline.
+struct PipelineSizeLimits {
+  int min_nodes = 1;
+  int max_nodes = 0;  // 0: min(cluster nodes, kDefaultMaxNodesPerPipeline)
+};
+// The template search over every mix grows quickly with the pipeline size: for GPT-2 XL on
+// 3 node types of 4 GPUs, every mix of up to 4 nodes (34 mixes) takes about 0.1 s cold on
+// 2 cores, up to 8 nodes (164 mixes) 0.7 s, up to 16 nodes (968 mixes) 3.4 s, and the plan
+// search grows with the mixes too (docs/API.md#plan). Requests that need larger pipelines
+// (models that do not fit in 4 nodes) raise the limit.
+inline constexpr int kDefaultMaxNodesPerPipeline = 4;
+// Bounds of one request's work.
+inline constexpr int kMaxGlobalBatch = 1 << 20;
+inline constexpr int kMaxGlobalBatchSizes = 64;
+inline constexpr int kMaxClusterNodes = 4096;
+
+struct PlannedPipeline {
+  PipelineTemplate tmpl;              // evaluated; figures at the problem's M
+  std::vector<std::string> node_ids;  // node_ids[i] runs template position i
+  int microbatches = 0;               // this pipeline's share M_i of the global batch
+  double time_ms = 0;                 // T_i(M_i)
+};
+
+struct IdleNode {
+  std::string id;
+  int type = 0;
+  std::string reason;
+};
+
+struct ClusterPlan {
+  int global_batch = 0;  // B, in micro-batches
+  std::vector<PlannedPipeline> pipelines;
+  std::vector<IdleNode> idle;
+  double pipeline_time_ms = 0;   // max_i T_i(M_i)
+  double allreduce_ms = 0;       // cross-pipeline gradient all-reduce for P pipelines
+  double iteration_time_ms = 0;  // the sum of both
+};
+
+// One global batch size of a Plan request.
+struct BatchSizePlan {
+  int global_batch = 0;
+  absl::Status status;  // not OK: no plan for this size; the message says why
+  ClusterPlan plan;     // when status is OK
+  // Every node a 1-node pipeline (the optimal 1-node template of its type), the batch split
+  // optimally: the data-parallel baseline; unset with a reason when it does not exist.
+  std::optional<double> data_parallel_ms;
+  std::string data_parallel_unavailable;
+  double speedup = 0;  // data_parallel_ms / plan.iteration_time_ms (0 when unavailable)
+};
+
+struct PlanResult {
+  std::vector<BatchSizePlan> sizes;  // in request order
+  PipelineSizeLimits limits;         // effective limits
+  int mixes_planned = 0;
+  int mixes_from_cache = 0;
+};
+
+struct PlanOptions {
+  PipelineSizeLimits limits;
+  SearchOptions search;  // cancellation, polled by the template search and the plan search
+};
+
+// The cross-pipeline gradient all-reduce of a plan of P pipelines (COST_MODEL.md): per
+// layer the slowest node type's time (measured allreduce_across_nodes_ms[P], else a ring
+// estimate 2(P-1)/P * param_bytes / inter_node_bytes_per_s), summed over layers; 0 for
+// P <= 1; never less than for fewer pipelines. Entry P of the result, P = 0..max_pipelines.
+std::vector<double> CrossPipelineAllreduceMs(const CostModel& model, int max_pipelines);
+
+// The split of `global_batch` micro-batches over pipelines (stage costs in pipeline order
+// and memory limits from CostModel::MaxMicrobatches) that minimises max_i T_i(M_i) with
+// M_i >= 1; ties go to lower pipeline indices. Error if no split exists (more pipelines than
+// micro-batches, or the memory limits hold fewer than the batch).
+struct PipelineLoad {
+  const std::vector<double>* stage_costs = nullptr;
+  int max_microbatches = CostModel::kNoMicrobatchLimit;
+};
+absl::StatusOr<std::vector<int>> SplitBatch(const CostModel& model,
+                                            const std::vector<PipelineLoad>& pipelines,
+                                            int global_batch);
+
+// Stage costs of an evaluated template, in pipeline order.
+std::vector<double> StageCosts(const PipelineTemplate& tmpl);
+
+// Recomputes a plan's figures (times, shares kept) after checking it is a valid plan over
+// `nodes`: every pipeline's template evaluates under `model`, its node ids exist, have the
+// template's node types and appear once; shares are >= 1, sum to global_batch and fit
+// memory. Idle nodes are the ones in no pipeline (reasons kept where given).
+absl::StatusOr<ClusterPlan> EvaluatePlan(const CostModel& model,
+                                         const std::vector<ClusterNode>& nodes, ClusterPlan plan);
+
+// Checks ids (non-empty, unique) and types; errors name "nodes[i]".
+absl::Status ValidateNodes(const CostModel& model, const std::vector<ClusterNode>& nodes);
+
+class ClusterPlanner {
+ public:
+  // `templates` (and its cache) must outlive the planner. threads <= 0: all cores.
+  ClusterPlanner(TemplatePlanner* templates, int threads);
+
+  // Plans `nodes` for every global batch size (in parallel). The templates of every mix
+  // come from the shared cache or one search.
+  absl::StatusOr<PlanResult> Plan(const CostModel& model, const std::vector<ClusterNode>& nodes,
+                                  const std::vector<int>& global_batches,
+                                  const PlanOptions& options) const;
+
+  TemplatePlanner* templates() const { return templates_; }
+  int threads() const { return threads_; }
+
+ private:
+  TemplatePlanner* templates_;
+  int threads_;
+};
+
+// ---- building blocks shared with core/replan.cc -----------------------------------------
+
+// The effective limits for a cluster of `total_nodes` (errors name the field).
+absl::StatusOr<PipelineSizeLimits> ResolveLimits(const PipelineSizeLimits& limits, int total_nodes);
+
+// The template set of a cluster: the optimal template of every mix of `limits` within
+// `available`, from the cache or one search. Also holds each 1-node mix (for the
+// data-parallel baseline and for idle reasons) even outside the limits.
+struct TemplateSet {
+  std::vector<NodeMix> mixes;
+  std::vector<std::shared_ptr<const MixResult>> results;  // parallel to mixes
+  int from_cache = 0;
+
+  // nullptr when the mix was not planned.
+  const MixResult* Find(const NodeMix& mix) const;
+};
+absl::StatusOr<TemplateSet> PlanTemplateSet(TemplatePlanner& planner, const CostModel& model,
+                                            const NodeMix& available,
+                                            const PipelineSizeLimits& limits,
+                                            const SearchOptions& options);
+
+// A pipeline a plan search may place: its mix, template and memory limit.
+struct PipelineShape {
+  NodeMix mix;
+  const PipelineTemplate* tmpl = nullptr;
+  std::vector<double> stage_costs;
+  int max_microbatches = 0;
+};
+
+// The feasible shapes of `set` with min..max nodes (shapes whose memory cannot hold even
+// one micro-batch are left out).
+std::vector<PipelineShape> FeasibleShapes(const CostModel& model, const TemplateSet& set,
+                                          const PipelineSizeLimits& limits);
+
+// The exact search (docs/ARCHITECTURE.md#plan): choose a multiset of shapes using at most
+// `available` nodes, in addition to the `fixed` pipelines every solution keeps, and split
+// the batch, minimising max T + allreduce_ms[P]. allreduce_ms must be non-decreasing and
+// cover P up to fixed + available nodes.
+struct PipelineSetProblem {
+  const CostModel* model = nullptr;
+  NodeMix available;
+  std::vector<PipelineShape> shapes;
+  std::vector<PipelineShape> fixed;
+  int global_batch = 0;
+  const std::vector<double>* allreduce_ms = nullptr;
+  SearchOptions search;
+  // A makespan (ms) the answer is probably near, e.g. the current plan's when replanning;
+  // it orders the search (0: none) and never changes the answer.
+  double makespan_hint_ms = 0;
+};
+struct PipelineSetSolution {
+  std::vector<int> chosen;               // shape indices, one per new pipeline
+  std::vector<int> fixed_microbatches;   // parallel to problem.fixed
+  std::vector<int> chosen_microbatches;  // parallel to chosen
+  double pipeline_time_ms = 0;
+  double allreduce_ms = 0;
+  double iteration_time_ms = 0;
+  int evaluations = 0;  // DP passes the search needed (for benchmarks)
+};
+// FAILED_PRECONDITION when no plan exists (the message says why); CANCELLED.
+absl::StatusOr<PipelineSetSolution> SolvePipelineSet(const PipelineSetProblem& problem);
+
+}  // namespace oobleck
+
+#endif  // OOBLECK_CORE_PLAN_H_

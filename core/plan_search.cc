@@ -1,0 +1,911 @@
+// The exact plan search (docs/ARCHITECTURE.md#plan) and the batch split.
+//
+// For a makespan tau every pipeline shape j absorbs k_j(tau) micro-batches (the most x with
+// T_j(x) <= tau within its memory limit). A set of pipelines can run the batch within tau
+// iff every pipeline absorbs at least one and their sum reaches B. So for a fixed tau the
+// question "how many micro-batches can p pipelines over the available nodes absorb" is a
+// knapsack over node-type counts with a cardinality, solved by a DP over (used counts u,
+// pipelines p). The optimum is a pair (tau, P) with tau one of the finitely many values
+// T_j(x): the search finds the smallest feasible tau without regard to P (a cheaper DP over u
+// alone; a plan with more than B pipelines can always drop its weakest ones), then branch and
+// bound over tau: P_min(tau) never increases with tau and the all-reduce never decreases
+// with P, so an interval of tau whose two ends need p_lo >= p_hi pipelines costs at least
+// (first tau in it) + allreduce(p_hi), and intervals whose ends agree on P are done.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <map>
+#include <queue>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/plan.h"
+#include "tbb/blocked_range.h"
+#include "tbb/parallel_for.h"
+
+namespace oobleck {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+// States of the DP over node-type counts (its tables hold this many rows).
+constexpr int64_t kMaxPlanStates = int64_t{1} << 22;
+// Sums of absorbed micro-batches saturate here (far above any global batch).
+constexpr int kSaturated = 1 << 29;
+
+// T(x) of one pipeline under the model's formula with x micro-batches, x in [1, limit].
+class LoadCurve {
+ public:
+  LoadCurve(const CostModel* model, const std::vector<double>* costs, int max_microbatches,
+            int global_batch)
+      : model_(model), costs_(costs), limit_(std::min(max_microbatches, global_batch)) {}
+
+  // Memoised for small x: the searches ask for the same few values many times.
+  double Time(int x) const {
+    if (x >= kMemo) return model_->PipelineTimeMs(*costs_, x);
+    if (memo_.empty()) memo_.assign(std::min(kMemo, limit_ + 2), -1);
+    if (x >= static_cast<int>(memo_.size())) return model_->PipelineTimeMs(*costs_, x);
+    if (memo_[x] < 0) memo_[x] = model_->PipelineTimeMs(*costs_, x);
+    return memo_[x];
+  }
+  int limit() const { return limit_; }
+  // The most micro-batches with T <= tau; 0 when even one exceeds tau. T is
+  // non-decreasing in x (also in floating point), so binary search is exact.
+  int Absorb(double tau) const {
+    if (limit_ < 1 || Time(1) > tau) return 0;
+    int lo = 1, hi = limit_;
+    while (lo < hi) {
+      const int mid = lo + (hi - lo + 1) / 2;
+      if (Time(mid) <= tau) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    return lo;
+  }
+  // The smallest value T(x) > tau, +inf if none.
+  double NextAbove(double tau) const {
+    const int k = Absorb(tau);
+    return k < limit_ ? Time(k + 1) : kInf;
+  }
+  // The largest value T(x) <= tau, -inf if none.
+  double AtOrBelow(double tau) const {
+    const int k = Absorb(tau);
+    return k >= 1 ? Time(k) : -kInf;
+  }
+
+ private:
+  static constexpr int kMemo = 4096;
+  const CostModel* model_;
+  const std::vector<double>* costs_;
+  int limit_;
+  mutable std::vector<double> memo_;  // -1: not computed (times are >= 0)
+};
+
+double NextAbove(const std::vector<LoadCurve>& curves, double tau) {
+  double best = kInf;
+  for (const LoadCurve& c : curves) best = std::min(best, c.NextAbove(tau));
+  return best;
+}
+
+double AtOrBelow(const std::vector<LoadCurve>& curves, double tau) {
+  double best = -kInf;
+  for (const LoadCurve& c : curves) best = std::max(best, c.AtOrBelow(tau));
+  return best;
+}
+
+// The smallest candidate value (some T_j(x) of `curves`) in (bad, good] at which `feasible`
+// holds, given that it holds at the candidate `good` and at no tau <= bad. feasible must
+// be monotone in tau and depend on tau only through the curves' Absorb values (so it is
+// constant between consecutive candidates).
+absl::StatusOr<double> SmallestFeasible(
+    const std::vector<LoadCurve>& curves, double bad, double good,
+    const std::function<absl::StatusOr<bool>(double)>& feasible) {
+  while (true) {
+    const double next = NextAbove(curves, bad);
+    if (next >= good) return good;
+    // Some tau in [next, good) that makes progress either way.
+    double mid = std::isinf(bad) ? next : bad + (good - bad) / 2;
+    if (!(mid < good) || mid < next) mid = next;
+    absl::StatusOr<bool> ok = feasible(mid);
+    if (!ok.ok()) return ok.status();
+    if (*ok) {
+      good = AtOrBelow(curves, mid);
+    } else {
+      bad = mid;
+    }
+  }
+}
+
+// max sum_j c_j y_j  s.t.  sum_j a_j[r] y_j <= b[r] for every row r, y >= 0, with a, b >= 0
+// (a packing LP: the zero vector is feasible, the optimum is finite when every column has a
+// positive entry): an upper bound on it (its value up to rounding, +inf when none is found).
+// Dense simplex with Bland's rule, which cannot cycle. Tiny here: one row per node type.
+double PackingLpMax(const std::vector<std::vector<double>>& columns, const std::vector<double>& c,
+                    const std::vector<double>& b) {
+  const int R = static_cast<int>(b.size());
+  const int J = static_cast<int>(columns.size());
+  const int W = J + R + 1;  // structural, slack, right-hand side
+  constexpr double kEps = 1e-12;
+  std::vector<double> tab((R + 1) * W, 0.0);
+  auto at = [&](int r, int j) -> double& { return tab[r * W + j]; };
+  std::vector<int> basis(R);
+  for (int r = 0; r < R; ++r) {
+    for (int j = 0; j < J; ++j) at(r, j) = columns[j][r];
+    at(r, J + r) = 1;
+    at(r, W - 1) = b[r];
+    basis[r] = J + r;
+  }
+  for (int j = 0; j < J; ++j) at(R, j) = -c[j];
+  for (int iteration = 0; iteration < 10000; ++iteration) {
+    int enter = -1;
+    for (int j = 0; j < J + R && enter < 0; ++j) {
+      if (at(R, j) < -kEps) enter = j;
+    }
+    if (enter < 0) break;
+    int leave = -1;
+    double best_ratio = kInf;
+    for (int r = 0; r < R; ++r) {
+      if (at(r, enter) <= kEps) continue;
+      const double ratio = at(r, W - 1) / at(r, enter);
+      if (ratio < best_ratio || (ratio == best_ratio && basis[r] < basis[leave])) {
+        best_ratio = ratio;
+        leave = r;
+      }
+    }
+    if (leave < 0) return kInf;  // unbounded
+    const double pivot = at(leave, enter);
+    for (int j = 0; j < W; ++j) at(leave, j) /= pivot;
+    for (int r = 0; r <= R; ++r) {
+      if (r == leave) continue;
+      const double f = at(r, enter);
+      if (f == 0) continue;
+      for (int j = 0; j < W; ++j) at(r, j) -= f * at(leave, j);
+    }
+    basis[leave] = enter;
+  }
+  // The answer is an upper bound by weak duality, whatever rounding did to the tableau: the
+  // final duals (objective-row entries of the slacks), clamped at 0 and scaled until every
+  // column's constraint holds, are dual feasible, so b . y bounds every packing.
+  std::vector<double> y(R);
+  for (int r = 0; r < R; ++r) y[r] = std::max(0.0, at(R, J + r));
+  double scale = 1;
+  for (int j = 0; j < J; ++j) {
+    if (c[j] <= 0) continue;
+    double covered = 0;
+    for (int r = 0; r < R; ++r) covered += columns[j][r] * y[r];
+    if (!(covered > 0)) return kInf;  // no bound from these duals
+    scale = std::max(scale, c[j] / covered);
+  }
+  double bound = 0;
+  for (int r = 0; r < R; ++r) bound += b[r] * y[r];
+  return bound * scale;
+}
+
+// State space of the DPs: u_t in [-pad_t, available_t] per node type, so that u - mix never
+// leaves the array (padding states are "impossible"); only real states (u >= 0) are
+// computed, in index order, which puts every state after all states it is built from.
+class PlanSearch {
+ public:
+  explicit PlanSearch(const PipelineSetProblem& problem)
+      : problem_(problem), model_(problem.model), B_(problem.global_batch) {
+    for (const PipelineShape& f : problem.fixed) {
+      fixed_.emplace_back(model_, &f.stage_costs, f.max_microbatches, B_);
+    }
+    for (const PipelineShape& s : problem.shapes) {
+      shapes_.emplace_back(model_, &s.stage_costs, s.max_microbatches, B_);
+    }
+    all_ = fixed_;
+    all_.insert(all_.end(), shapes_.begin(), shapes_.end());
+    const int T = static_cast<int>(problem.available.size());
+    std::vector<int> pad(T, 1);  // at least one: idle steps go to u - e_t
+    for (const PipelineShape& s : problem.shapes) {
+      for (int t = 0; t < T; ++t)
+        pad[t] = std::max(pad[t], std::min(s.mix[t], problem.available[t] + 1));
+    }
+    strides_.assign(T, 1);
+    num_states_ = 1;
+    for (int t = 0; t < T; ++t) {
+      strides_[t] = num_states_;
+      num_states_ *= problem.available[t] + 1 + pad[t];
+    }
+    int64_t origin = 0;
+    for (int t = 0; t < T; ++t) origin += pad[t] * strides_[t];
+    full_ = origin + Offset(problem.available);
+    // Real states in index order (odometer over u, first type fastest).
+    std::vector<int> digits(T, 0);
+    int64_t idx = origin;
+    int size = 0;
+    while (true) {
+      real_states_.push_back(idx);
+      real_sizes_.push_back(size);
+      int t = 0;
+      for (; t < T; ++t) {
+        if (digits[t] < problem.available[t]) {
+          ++digits[t];
+          idx += strides_[t];
+          ++size;
+          break;
+        }
+        idx -= digits[t] * strides_[t];
+        size -= digits[t];
+        digits[t] = 0;
+      }
+      if (t == T) break;
+    }
+    // Real states grouped by size (number of nodes), for the wavefront of FillRows.
+    const int max_size = MixSize(problem.available);
+    level_starts_.assign(max_size + 2, 0);
+    for (int size_of : real_sizes_) ++level_starts_[size_of + 1];
+    for (int l = 1; l <= max_size + 1; ++l) level_starts_[l] += level_starts_[l - 1];
+    by_size_.resize(real_states_.size());
+    {
+      std::vector<size_t> next(level_starts_.begin(), level_starts_.end() - 1);
+      for (size_t r = 0; r < real_states_.size(); ++r) by_size_[next[real_sizes_[r]]++] = r;
+    }
+    total_free_ = MixSize(problem.available);
+    min_shape_nodes_ = total_free_ + 1;
+    for (const PipelineShape& s : problem.shapes) {
+      min_shape_nodes_ = std::min(min_shape_nodes_, MixSize(s.mix));
+      offsets_.push_back(Offset(s.mix));
+      fits_.push_back(true);
+      for (int t = 0; t < T; ++t) fits_.back() = fits_.back() && s.mix[t] <= problem.available[t];
+    }
+    const int num_shapes = static_cast<int>(problem.shapes.size());
+    submixes_.resize(num_shapes);
+    for (int a = 0; a < num_shapes; ++a) {
+      for (int b = 0; b < num_shapes; ++b) {
+        bool within = b != a;
+        for (int t = 0; t < T && within; ++t)
+          within = problem.shapes[b].mix[t] <= problem.shapes[a].mix[t];
+        if (within) submixes_[a].push_back(b);
+      }
+    }
+  }
+
+  absl::StatusOr<PipelineSetSolution> Solve() {
+    const int num_fixed = static_cast<int>(fixed_.size());
+    if (B_ < 1) return absl::InvalidArgumentError("global_batch must be >= 1");
+    if (num_fixed > B_) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("the plan keeps %d pipelines but the global batch has only %d "
+                          "micro-batches (every pipeline needs at least one)",
+                          num_fixed, B_));
+    }
+    for (int f = 0; f < num_fixed; ++f) {
+      if (fixed_[f].limit() < 1) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("kept pipeline ", f, " cannot hold even one micro-batch in GPU memory"));
+      }
+    }
+    if (num_fixed == 0 && shapes_.empty()) {
+      return absl::FailedPreconditionError("no pipeline template fits the available nodes");
+    }
+    const int max_pipelines_free = std::min(B_ - num_fixed, MaxFreePipelines());
+    // Largest useful tau: every pipeline at its limit.
+    double top = -kInf;
+    for (const LoadCurve& c : all_) {
+      if (c.limit() >= 1) top = std::max(top, c.Time(c.limit()));
+    }
+    {
+      int64_t capacity = 0;
+      for (const LoadCurve& c : fixed_) capacity += c.limit();
+      absl::StatusOr<Unconstrained> free = FreeAbsorbUnconstrained(top, kSaturated);
+      if (!free.ok()) return free.status();
+      capacity += free->absorbed;
+      if (capacity < B_) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "the available pipelines hold at most %d micro-batches per iteration within GPU "
+            "memory, fewer than the global batch of %d",
+            capacity, B_));
+      }
+    }
+    int pipelines_bound = max_pipelines_free;  // P_min at the smallest tau is at most this
+    auto exact = [&](double tau) -> absl::StatusOr<bool> {
+      const int need = Need(tau);
+      if (need == kImpossible) return false;
+      if (need <= 0) return true;
+      // The fewest pipelines that absorb enough bound the table's width.
+      absl::StatusOr<Unconstrained> free = FreeAbsorbUnconstrained(tau, need);
+      if (!free.ok()) return free.status();
+      if (free->absorbed < need) return false;
+      pipelines_bound = std::min(max_pipelines_free, free->pipelines);
+      return true;
+    };
+    // The LP relaxation bounds what the pipelines absorb from above, so no tau below its
+    // smallest feasible one is feasible; the exact optimum is usually a few candidates on.
+    // (Small clusters skip it: there the exact DP costs less than the LP's bisection.)
+    double bad = -kInf, good = top;
+    const double hint = problem_.makespan_hint_ms;
+    if (num_states_ * static_cast<int64_t>(shapes_.size()) > kSmallSearch) {
+      absl::StatusOr<double> tau_lp = SmallestFeasible(
+          all_, -kInf, top,
+          [&](double tau) -> absl::StatusOr<bool> { return RelaxedFeasible(tau); });
+      if (!tau_lp.ok()) return tau_lp.status();
+      bad = std::nextafter(*tau_lp, -kInf);
+      // Gallop up from the LP bound with growing steps (in ms), then bisect what is left.
+      for (double step = std::max(1e-6 * std::abs(*tau_lp), 1e-9);; step *= 4) {
+        const double probe = NextAbove(all_, std::nextafter(bad + step, -kInf));
+        if (probe >= good) break;
+        absl::StatusOr<bool> ok = exact(probe);
+        if (!ok.ok()) return ok.status();
+        if (*ok) {
+          good = probe;
+          break;
+        }
+        bad = probe;
+      }
+    } else if (hint > 0 && std::isfinite(hint)) {
+      // Small searches: bracket tau_inf around the hint (a replan's old makespan is usually
+      // within a few percent) with relative steps that double; only the search order changes.
+      double probe = AtOrBelow(all_, hint);
+      if (probe == -kInf) probe = NextAbove(all_, -kInf);
+      absl::StatusOr<bool> ok = probe < good ? exact(probe) : absl::StatusOr<bool>(true);
+      if (!ok.ok()) return ok.status();
+      if (probe < good && *ok) good = probe;
+      if (probe < good && !*ok) bad = probe;
+      for (double f = 0.01; f < 1e6; f *= 2) {
+        const bool down = bad == -kInf;  // still looking for an infeasible tau below
+        const double next =
+            down ? AtOrBelow(all_, std::nextafter(good * (1 - std::min(f, 0.999)), -kInf))
+                 : NextAbove(all_, std::nextafter(bad * (1 + f), -kInf));
+        if (down ? next == -kInf : next >= good) break;
+        absl::StatusOr<bool> at = exact(next);
+        if (!at.ok()) return at.status();
+        if (*at) {
+          good = next;
+          if (!down) break;
+        } else {
+          bad = next;
+          if (down) break;
+        }
+      }
+    }
+    absl::StatusOr<double> tau_inf = SmallestFeasible(all_, bad, good, exact);
+    if (!tau_inf.ok()) return tau_inf.status();
+    if (int64_t{num_states_} * (pipelines_bound + 1) > kMaxTableEntries) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "the exact plan search over this cluster needs a table of %d node-count states x %d "
+          "pipeline counts, more than the limit of %d entries; raise min_nodes_per_pipeline "
+          "or plan fewer nodes or node types at once",
+          num_states_, pipelines_bound + 1, kMaxTableEntries));
+    }
+
+    absl::StatusOr<int> p_inf = MinPipelines(*tau_inf, pipelines_bound);
+    if (!p_inf.ok()) return p_inf.status();
+    if (*p_inf < 0)
+      return absl::InternalError("plan search: no pipeline count at the smallest makespan");
+    best_ = *tau_inf + Allreduce(*p_inf);
+    best_tau_ = *tau_inf;
+    best_p_ = *p_inf;
+    std::swap(best_table_, table_);
+
+    // Candidates at or above best cannot improve on it (the all-reduce is >= 0). The
+    // largest one below needs the fewest pipelines of all, which bounds the rest.
+    const double top_tau = AtOrBelow(all_, std::nextafter(best_, -kInf));
+    if (top_tau > *tau_inf) {
+      absl::StatusOr<int> p_top = MinPipelines(top_tau, *p_inf);
+      if (!p_top.ok()) return p_top.status();
+      Consider(top_tau, *p_top);
+      absl::Status s = Search(*tau_inf, *p_inf, top_tau, *p_top);
+      if (!s.ok()) return s;
+    }
+    return Reconstruct();
+  }
+
+ private:
+  static constexpr int kImpossible = std::numeric_limits<int>::max();
+  // The search keeps two tables (the current one and the best one's): at most 64 MiB each
+  // as int32. 128 nodes of 3 types with up to 128 pipelines need 10.7M entries.
+  static constexpr int64_t kMaxTableEntries = int64_t{1} << 24;
+  // The int16 table holds sums up to this (with room for one addition before clamping).
+  static constexpr int kMaxInt16Need = (1 << 14) - 1;
+  // Below this many (state, shape) pairs a DP pass costs microseconds.
+  static constexpr int64_t kSmallSearch = 20000;
+  // Table fills below this many row-element updates stay on one thread.
+  static constexpr int64_t kParallelWork = int64_t{1} << 24;
+
+  int64_t Offset(const NodeMix& mix) const {
+    int64_t off = 0;
+    for (size_t t = 0; t < mix.size(); ++t) off += mix[t] * strides_[t];
+    return off;
+  }
+  int MaxFreePipelines() const { return shapes_.empty() ? 0 : total_free_ / min_shape_nodes_; }
+  double Allreduce(int free_pipelines) const {
+    return (*problem_.allreduce_ms)[fixed_.size() + free_pipelines];
+  }
+  void Consider(double tau, int p) {
+    if (p < 0) return;
+    const double value = tau + Allreduce(p);
+    if (value < best_) {
+      best_ = value;
+      best_tau_ = tau;
+      best_p_ = p;
+      std::swap(best_table_, table_);  // the table MinPipelines just filled at tau
+    }
+  }
+  absl::Status Cancelled() const {
+    if (problem_.search.cancelled && problem_.search.cancelled()) {
+      return absl::CancelledError("plan search cancelled");
+    }
+    return absl::OkStatus();
+  }
+
+  // Micro-batches the free pipelines must absorb at tau; kImpossible if a kept pipeline
+  // cannot take even one.
+  int Need(double tau) const {
+    int64_t need = B_;
+    for (const LoadCurve& c : fixed_) {
+      const int k = c.Absorb(tau);
+      if (k == 0) return kImpossible;
+      need -= k;
+    }
+    return static_cast<int>(std::max<int64_t>(need, 0));
+  }
+
+  // Shapes usable at tau with what they absorb, dropping every shape some smaller shape
+  // (fewer nodes of every type) absorbs at least as much as: swapping them keeps the
+  // pipeline count and frees nodes, so no optimum needs them.
+  struct Usable {
+    int shape;
+    int32_t absorb;
+  };
+  // The answer lives in a member buffer, valid until the next call.
+  const std::vector<Usable>& UsableShapes(double tau) const {
+    std::vector<Usable>& all = usable_all_;
+    all.clear();
+    for (int j = 0; j < static_cast<int>(shapes_.size()); ++j) {
+      if (!fits_[j]) continue;
+      const int k = shapes_[j].Absorb(tau);
+      if (k > 0) all.push_back({j, k});
+    }
+    std::vector<Usable>& kept = usable_kept_;
+    kept.clear();
+    std::vector<int32_t>& absorb = absorb_by_shape_;  // 0: not usable at tau
+    absorb.assign(shapes_.size(), 0);
+    for (const Usable& a : all) absorb[a.shape] = a.absorb;
+    for (const Usable& a : all) {
+      bool dominated = false;
+      for (int b : submixes_[a.shape]) {
+        if (absorb[b] >= a.absorb) {
+          dominated = true;
+          break;
+        }
+      }
+      if (!dominated) kept.push_back(a);
+    }
+    return kept;
+  }
+
+  // False only if no set of pipelines can run the batch within tau: the free pipelines'
+  // LP relaxation (fractional pipelines) is below what they must absorb.
+  bool RelaxedFeasible(double tau) const {
+    const int need = Need(tau);
+    if (need == kImpossible) return false;
+    if (need <= 0) return true;
+    std::vector<std::vector<double>> columns;
+    std::vector<double> gains, rows(problem_.available.begin(), problem_.available.end());
+    for (const Usable& s : UsableShapes(tau)) {
+      const NodeMix& mix = problem_.shapes[s.shape].mix;
+      columns.emplace_back(mix.begin(), mix.end());
+      gains.push_back(s.absorb);
+    }
+    if (columns.empty()) return false;
+    const double bound = PackingLpMax(columns, gains, rows);
+    // Rounding in the simplex must not make the bound smaller than the true optimum.
+    return bound * (1 + 1e-9) + 1e-6 >= need;
+  }
+
+  // The most micro-batches (saturated at `cap`) any number of free pipelines absorb at tau,
+  // and the fewest pipelines that reach that much.
+  struct Unconstrained {
+    int64_t absorbed = 0;
+    int pipelines = 0;
+  };
+  absl::StatusOr<Unconstrained> FreeAbsorbUnconstrained(double tau, int cap) {
+    if (absl::Status s = Cancelled(); !s.ok()) return s;
+    ++evaluations_;
+    const std::vector<Usable>& usable = UsableShapes(tau);
+    if (usable.empty()) return Unconstrained{};
+    // One int64 per state orders (more absorbed, then fewer pipelines): absorbed << 21 |
+    // (kMask - pipelines), so a plain max does both, branch-free. Impossible states are so
+    // negative that no addition brings them above the all-idle key.
+    constexpr int kShift = 21;
+    constexpr int64_t kMask = (int64_t{1} << kShift) - 1;
+    constexpr int64_t kImpossible = -(int64_t{1} << 60);
+    std::vector<int64_t>& w = keys_;
+    w.assign(num_states_, kImpossible);
+    const int T = static_cast<int>(strides_.size());
+    const int64_t cap64 = cap;
+    for (int64_t u : real_states_) {
+      int64_t best = kMask;  // nothing absorbed, no pipeline
+      for (int t = 0; t < T; ++t) best = std::max(best, w[u - strides_[t]]);
+      for (const Usable& s : usable) {
+        const int64_t src = w[u - offsets_[s.shape]];
+        const int64_t absorbed = std::min((src >> kShift) + s.absorb, cap64);
+        best = std::max(best, (absorbed << kShift) | ((src & kMask) - 1));
+      }
+      w[u] = best;
+    }
+    const int64_t at_full = w[full_];
+    return Unconstrained{at_full >> kShift, static_cast<int>(kMask - (at_full & kMask))};
+  }
+
+  // table[u][p] = most micro-batches (saturated at `cap`) exactly p free pipelines within u
+  // absorb at tau; kNeg when p pipelines do not fit. The rows are computed with straight
+  // loops over p so that they vectorise (int16 lanes when cap allows).
+  template <typename V>
+  void FillRows(std::vector<V>& table, const std::vector<Usable>& usable, int pcap, int cap) {
+    constexpr V kNegV = std::numeric_limits<V>::min() / 2;
+    const int width = pcap + 1;
+    table.assign(num_states_ * width, kNegV);
+    const int T = static_cast<int>(strides_.size());
+    const int min_nodes = std::max(1, min_shape_nodes_);
+    const V capv = static_cast<V>(cap);
+    auto row = [&](size_t r) {
+      const int64_t u = real_states_[r];
+      V* __restrict dst = &table[u * width];
+      dst[0] = 0;
+      const int pmax = std::min(pcap, real_sizes_[r] / min_nodes);
+      for (int t = 0; t < T; ++t) {
+        const V* __restrict src = &table[(u - strides_[t]) * width];
+        MaxRow(dst, src, pmax);
+      }
+      for (const Usable& s : usable) {
+        const V* __restrict src = &table[(u - offsets_[s.shape]) * width];
+        AddMaxRow(dst, src, static_cast<V>(std::min(s.absorb, cap)), capv, pmax);
+      }
+      ClampRow(dst, kNegV, pmax);
+    };
+    if (static_cast<int64_t>(real_states_.size()) * width *
+            static_cast<int64_t>(usable.size() + T) <
+        kParallelWork) {
+      for (size_t r = 0; r < real_states_.size(); ++r) row(by_size_[r]);
+      return;
+    }
+    // Every state is built from states with fewer nodes: one size level at a time, the
+    // states of a level in parallel (each row written by one thread: deterministic).
+    for (size_t level = 0; level + 1 < level_starts_.size(); ++level) {
+      tbb::parallel_for(
+          tbb::blocked_range<size_t>(level_starts_[level], level_starts_[level + 1], 64),
+          [&](const tbb::blocked_range<size_t>& range) {
+            for (size_t i = range.begin(); i != range.end(); ++i) row(by_size_[i]);
+          });
+    }
+  }
+  template <typename V>
+  static void MaxRow(V* __restrict dst, const V* __restrict src, int pmax) {
+    for (int p = 1; p <= pmax; ++p) dst[p] = std::max(dst[p], src[p]);
+  }
+  // dst[p] = max(dst[p], min(src[p - 1] + k, cap)); src + k cannot overflow V because
+  // src >= kNeg and k <= cap <= max(V) / 2.
+  template <typename V>
+  static void AddMaxRow(V* __restrict dst, const V* __restrict src, V k, V cap, int pmax) {
+    for (int p = 1; p <= pmax; ++p) {
+      dst[p] = std::max(dst[p], std::min(static_cast<V>(src[p - 1] + k), cap));
+    }
+  }
+  // A sum built on an impossible entry stays below 0; reset it so it cannot grow back.
+  template <typename V>
+  static void ClampRow(V* __restrict dst, V neg, int pmax) {
+    for (int p = 1; p <= pmax; ++p) dst[p] = dst[p] < 0 ? neg : dst[p];
+  }
+
+  absl::Status FillTable(double tau, int pcap, int cap) {
+    if (absl::Status s = Cancelled(); !s.ok()) return s;
+    ++evaluations_;
+    const std::vector<Usable>& usable = UsableShapes(tau);
+    table_.int16 = cap <= kMaxInt16Need;
+    table_.width = pcap + 1;
+    if (table_.int16) {
+      FillRows(table_.v16, usable, pcap, cap);
+    } else {
+      FillRows(table_.v32, usable, pcap, cap);
+    }
+    return absl::OkStatus();
+  }
+  struct Table {
+    std::vector<int16_t> v16;
+    std::vector<int32_t> v32;
+    bool int16 = true;
+    int width = 1;
+    int32_t At(int64_t u, int p) const { return int16 ? v16[u * width + p] : v32[u * width + p]; }
+  };
+
+  // The fewest free pipelines (<= pcap) that run the batch within tau; -1 if none.
+  absl::StatusOr<int> MinPipelines(double tau, int pcap) {
+    const int need = Need(tau);
+    if (need == kImpossible) return -1;
+    if (need <= 0) return 0;
+    pcap = std::min(pcap, MaxFreePipelines());
+    if (pcap < 1) return -1;
+    if (absl::Status s = FillTable(tau, pcap, need); !s.ok()) return s;
+    for (int p = 1; p <= pcap; ++p) {
+      if (table_.At(full_, p) >= need) return p;
+    }
+    return -1;
+  }
+
+  // Branch and bound over (a, b): a and b evaluated, P_min in [pb, pa] in between. Only
+  // tau < best - allreduce(pb) can improve on the incumbent, so the bisection runs over
+  // (a, min(b, that)); the all-reduce differs little between pipeline counts, so this
+  // range is usually a few candidates wide.
+  absl::Status Search(double a, int pa, double b, int pb) {
+    if (pa == pb) return absl::OkStatus();  // same P: every tau in (a, b) is worse than a
+    const double hi = std::min(b, best_ - Allreduce(pb));
+    const double first = NextAbove(all_, a);
+    if (first >= hi) return absl::OkStatus();
+    const double mid = a + (hi - a) / 2;
+    double c = AtOrBelow(all_, mid);
+    if (c <= a) c = first;
+    absl::StatusOr<int> pc = MinPipelines(c, pa);
+    if (!pc.ok()) return pc.status();
+    if (*pc < 0) return absl::InternalError("plan search: P_min increased with the makespan");
+    Consider(c, *pc);
+    if (absl::Status s = Search(a, pa, c, *pc); !s.ok()) return s;
+    return Search(c, *pc, b, pb);
+  }
+
+  absl::StatusOr<PipelineSetSolution> Reconstruct() {
+    PipelineSetSolution solution;
+    const int need = Need(best_tau_);
+    if (best_p_ > 0) {
+      // best_table_ was filled at best_tau_ with room for at least best_p_ pipelines.
+      const std::vector<Usable>& usable = UsableShapes(best_tau_);
+      const Table& table = best_table_;
+      if (table.width <= best_p_ || table.At(full_, best_p_) < need) {
+        return absl::InternalError("plan search: the optimum does not reconstruct");
+      }
+      const int T = static_cast<int>(strides_.size());
+      int64_t u = full_;
+      int q = best_p_;
+      while (q > 0) {
+        const int32_t value = table.At(u, q);
+        bool stepped = false;
+        for (const Usable& s : usable) {
+          const int32_t src = table.At(u - offsets_[s.shape], q - 1);
+          if (src < 0 || std::min(src + std::min(s.absorb, need), need) != value) continue;
+          solution.chosen.push_back(s.shape);
+          u -= offsets_[s.shape];
+          --q;
+          stepped = true;
+          break;
+        }
+        for (int t = 0; t < T && !stepped; ++t) {
+          if (table.At(u - strides_[t], q) == value) {
+            u -= strides_[t];
+            stepped = true;
+          }
+        }
+        if (!stepped) return absl::InternalError("plan search: broken DP trace");
+      }
+    }
+    std::vector<PipelineLoad> loads;
+    for (const PipelineShape& f : problem_.fixed)
+      loads.push_back({&f.stage_costs, f.max_microbatches});
+    for (int j : solution.chosen) {
+      const PipelineShape& s = problem_.shapes[j];
+      loads.push_back({&s.stage_costs, s.max_microbatches});
+    }
+    absl::StatusOr<std::vector<int>> split = SplitBatch(*model_, loads, B_);
+    if (!split.ok()) return split.status();
+    const size_t num_fixed = fixed_.size();
+    solution.fixed_microbatches.assign(split->begin(), split->begin() + num_fixed);
+    solution.chosen_microbatches.assign(split->begin() + num_fixed, split->end());
+    for (size_t i = 0; i < loads.size(); ++i) {
+      solution.pipeline_time_ms = std::max(
+          solution.pipeline_time_ms, model_->PipelineTimeMs(*loads[i].stage_costs, (*split)[i]));
+    }
+    solution.allreduce_ms = (*problem_.allreduce_ms)[loads.size()];
+    solution.iteration_time_ms = solution.pipeline_time_ms + solution.allreduce_ms;
+    solution.evaluations = evaluations_;
+    return solution;
+  }
+
+  const PipelineSetProblem& problem_;
+  const CostModel* model_;
+  const int B_;
+  std::vector<LoadCurve> fixed_, shapes_, all_;
+  std::vector<int64_t> strides_;
+  int64_t num_states_ = 1;
+  int64_t full_ = 0;                  // the state u = available
+  std::vector<int64_t> real_states_;  // u >= 0, in index order
+  std::vector<int> real_sizes_;       // |u| of each
+  std::vector<size_t> by_size_;       // indices into real_states_, by size then index
+  std::vector<size_t> level_starts_;  // by_size_[level_starts_[s]...] have size s
+  std::vector<int64_t> offsets_;      // per shape
+  std::vector<bool> fits_;            // per shape: fits the available nodes at all
+  int total_free_ = 0;
+  int min_shape_nodes_ = 1;
+  std::vector<std::vector<int>> submixes_;  // per shape: shapes with fewer nodes of every type
+  std::vector<int64_t> keys_;
+  Table table_, best_table_;
+  mutable std::vector<Usable> usable_all_, usable_kept_;
+  mutable std::vector<int32_t> absorb_by_shape_;
+  double best_ = kInf;
+  double best_tau_ = kInf;
+  int best_p_ = -1;
+  int evaluations_ = 0;
+};
+
+}  // namespace
+
+std::vector<double> CrossPipelineAllreduceMs(const CostModel& model, int max_pipelines) {
+  const PlanningProblem& problem = model.problem();
+  std::vector<double> allreduce(std::max(max_pipelines, 1) + 1, 0.0);
+  // A profile has the same all-reduce keys on every layer (ValidateProfile), so layer 0
+  // says which P are measured; for a P no profile measured, every layer takes the ring
+  // estimate of its largest parameter size.
+  double max_params = 0;
+  for (int l = 0; l < model.num_layers(); ++l) {
+    double largest = 0;
+    for (const auto& profile : problem.profiles)
+      largest = std::max(largest, profile->layers[l].param_bytes);
+    max_params += largest;
+  }
+  for (int P = 2; P <= max_pipelines; ++P) {
+    bool measured = false;
+    for (const auto& profile : problem.profiles) {
+      measured |=
+          !profile->layers.empty() && profile->layers[0].allreduce_across_nodes_ms.count(P) > 0;
+    }
+    double sum = 0;
+    if (!measured) {
+      sum = 2.0 * (P - 1) / P * max_params / problem.inter_node_bytes_per_s * 1e3;
+    } else {
+      for (int l = 0; l < model.num_layers(); ++l) {
+        double slowest = 0;
+        for (const auto& profile : problem.profiles) {
+          const LayerProfile& layer = profile->layers[l];
+          auto it = layer.allreduce_across_nodes_ms.find(P);
+          const double ms =
+              it != layer.allreduce_across_nodes_ms.end()
+                  ? it->second
+                  : 2.0 * (P - 1) / P * layer.param_bytes / problem.inter_node_bytes_per_s * 1e3;
+          slowest = std::max(slowest, ms);
+        }
+        sum += slowest;
+      }
+    }
+    allreduce[P] = std::max(allreduce[P - 1], sum);
+  }
+  return allreduce;
+}
+
+std::vector<double> StageCosts(const PipelineTemplate& tmpl) {
+  std::vector<double> costs;
+  costs.reserve(tmpl.stages.size());
+  for (const Stage& s : tmpl.stages) costs.push_back(s.cost_ms);
+  return costs;
+}
+
+absl::StatusOr<std::vector<int>> SplitBatch(const CostModel& model,
+                                            const std::vector<PipelineLoad>& pipelines,
+                                            int global_batch) {
+  const int P = static_cast<int>(pipelines.size());
+  if (P == 0) return absl::FailedPreconditionError("no pipelines to split the batch over");
+  if (P > global_batch) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%d pipelines need at least %d micro-batches, the global batch has %d", P,
+                        P, global_batch));
+  }
+  // Pipelines with the same stage costs and limit share one curve (e.g. every node of a
+  // type in the data-parallel baseline).
+  std::map<std::pair<const std::vector<double>*, int>, int> curve_of;
+  std::vector<LoadCurve> curves;
+  std::vector<int> group(P), multiplicity;
+  for (int i = 0; i < P; ++i) {
+    auto key = std::make_pair(pipelines[i].stage_costs, pipelines[i].max_microbatches);
+    auto [it, inserted] = curve_of.emplace(key, static_cast<int>(curves.size()));
+    if (inserted) {
+      curves.emplace_back(&model, pipelines[i].stage_costs, pipelines[i].max_microbatches,
+                          global_batch);
+      multiplicity.push_back(0);
+    }
+    group[i] = it->second;
+    ++multiplicity[it->second];
+  }
+  int64_t capacity = 0;
+  double top = -kInf;
+  for (size_t g = 0; g < curves.size(); ++g) {
+    if (curves[g].limit() < 1) {
+      return absl::FailedPreconditionError("a pipeline cannot hold one micro-batch in GPU memory");
+    }
+    capacity += int64_t{curves[g].limit()} * multiplicity[g];
+    top = std::max(top, curves[g].Time(curves[g].limit()));
+  }
+  if (capacity < global_batch) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the pipelines hold at most %d micro-batches within GPU memory, fewer than %d", capacity,
+        global_batch));
+  }
+  auto absorbed = [&](double tau) -> int64_t {
+    int64_t sum = 0;
+    for (size_t g = 0; g < curves.size(); ++g) {
+      const int k = curves[g].Absorb(tau);
+      if (k == 0) return -1;
+      sum += int64_t{k} * multiplicity[g];
+    }
+    return sum;
+  };
+  absl::StatusOr<double> tau = SmallestFeasible(
+      curves, -kInf, top,
+      [&](double t) -> absl::StatusOr<bool> { return absorbed(t) >= global_batch; });
+  if (!tau.ok()) return tau.status();
+  // Everything strictly below tau, then values equal to tau in pipeline order.
+  const double below = AtOrBelow(curves, std::nextafter(*tau, -kInf));
+  std::vector<int> below_k(curves.size()), at_k(curves.size());
+  for (size_t g = 0; g < curves.size(); ++g) {
+    below_k[g] = std::isinf(below) ? 0 : curves[g].Absorb(below);
+    at_k[g] = curves[g].Absorb(*tau);
+  }
+  std::vector<int> split(P);
+  int64_t sum = 0;
+  for (int i = 0; i < P; ++i) {
+    split[i] = std::max(1, below_k[group[i]]);
+    sum += split[i];
+  }
+  if (sum > global_batch) {
+    // Only when forcing a first micro-batch onto pipelines whose T(1) = tau overshoots:
+    // take back from the pipelines finishing last (all below tau); later indices first.
+    auto later = [&](int a, int b) {
+      const double ta = curves[group[a]].Time(split[a]), tb = curves[group[b]].Time(split[b]);
+      return ta != tb ? ta < tb : a < b;
+    };
+    std::priority_queue<int, std::vector<int>, decltype(later)> heap(later);
+    for (int i = 0; i < P; ++i) {
+      if (split[i] > 1) heap.push(i);
+    }
+    while (sum > global_batch && !heap.empty()) {
+      const int i = heap.top();
+      heap.pop();
+      --split[i];
+      --sum;
+      if (split[i] > 1) heap.push(i);
+    }
+  }
+  for (int i = 0; i < P && sum < global_batch; ++i) {
+    const int add =
+        static_cast<int>(std::min<int64_t>(at_k[group[i]] - split[i], global_batch - sum));
+    if (add > 0) {
+      split[i] += add;
+      sum += add;
+    }
+  }
+  if (sum != global_batch) return absl::InternalError("batch split does not add up");
+  return split;
+}
+
+absl::StatusOr<PipelineSetSolution> SolvePipelineSet(const PipelineSetProblem& problem) {
+  if (problem.model == nullptr || problem.allreduce_ms == nullptr) {
+    return absl::InvalidArgumentError("plan search: model and allreduce_ms are required");
+  }
+  const size_t max_pipelines = problem.fixed.size() + MixSize(problem.available);
+  if (problem.allreduce_ms->size() <= max_pipelines) {
+    return absl::InvalidArgumentError(
+        "plan search: allreduce_ms does not cover every pipeline count");
+  }
+  // The DP's state space, checked before anything is allocated for it.
+  int64_t states = 1;
+  for (size_t t = 0; t < problem.available.size(); ++t) {
+    int pad = 1;
+    for (const PipelineShape& s : problem.shapes) {
+      pad = std::max(pad, std::min(s.mix[t], problem.available[t] + 1));
+    }
+    states *= problem.available[t] + 1 + pad;
+    if (states > kMaxPlanStates) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "the exact plan search over %d node types with %s nodes has more than %d "
+          "node-count states; plan fewer node types or nodes at once",
+          problem.available.size(), absl::StrJoin(problem.available, "+"), kMaxPlanStates));
+    }
+  }
+  PlanSearch search(problem);
+  return search.Solve();
+}
+
+}  // namespace oobleck

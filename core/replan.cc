@@ -1,0 +1,829 @@
+// Replan: candidates (the exact optimum for the new cluster, the same with the untouched
+// pipelines kept, Oobleck's fallback rule), each bound to concrete nodes so that the bytes
+// to copy are minimal (an assignment problem per node type), then the one that moves the
+// fewest bytes among those within the tolerance of the fastest and never slower than the
+// fallback rule.
+#include "core/replan.h"
+
+#include <algorithm>
+#include <climits>
+#include <limits>
+#include <map>
+#include <memory>
+#include <set>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace oobleck {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+struct LayerRange {
+  int begin = 0;
+  int end = 0;  // exclusive; empty when end <= begin
+  bool empty() const { return end <= begin; }
+};
+
+// The layers a template position (one node) runs: its stages are consecutive.
+LayerRange LayersOfPosition(const PipelineTemplate& tmpl, int position) {
+  LayerRange r{INT_MAX, INT_MIN};
+  for (const Stage& s : tmpl.stages) {
+    if (s.node_index != position) continue;
+    r.begin = std::min(r.begin, s.layer_begin);
+    r.end = std::max(r.end, s.layer_end);
+  }
+  return r.empty() ? LayerRange{} : r;
+}
+
+bool SameShape(const PipelineTemplate& a, const PipelineTemplate& b) {
+  if (a.mix != b.mix || a.node_order != b.node_order || a.stages.size() != b.stages.size()) {
+    return false;
+  }
+  for (size_t s = 0; s < a.stages.size(); ++s) {
+    const Stage& x = a.stages[s];
+    const Stage& y = b.stages[s];
+    if (x.layer_begin != y.layer_begin || x.layer_end != y.layer_end ||
+        x.node_index != y.node_index || x.node_type != y.node_type || x.gpus != y.gpus) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Minimum-cost assignment of every row to a distinct column (rows <= columns): the
+// Hungarian method with potentials, O(rows^2 * columns). Deterministic.
+std::vector<int> AssignRows(const std::vector<std::vector<double>>& cost) {
+  const int n = static_cast<int>(cost.size());
+  if (n == 0) return {};
+  const int m = static_cast<int>(cost[0].size());
+  std::vector<double> u(n + 1, 0), v(m + 1, 0);
+  std::vector<int> p(m + 1, 0), way(m + 1, 0);
+  for (int i = 1; i <= n; ++i) {
+    p[0] = i;
+    int j0 = 0;
+    std::vector<double> minv(m + 1, kInf);
+    std::vector<bool> used(m + 1, false);
+    do {
+      used[j0] = true;
+      const int i0 = p[j0];
+      double delta = kInf;
+      int j1 = 0;
+      for (int j = 1; j <= m; ++j) {
+        if (used[j]) continue;
+        const double cur = cost[i0 - 1][j - 1] - u[i0] - v[j];
+        if (cur < minv[j]) {
+          minv[j] = cur;
+          way[j] = j0;
+        }
+        if (minv[j] < delta) {
+          delta = minv[j];
+          j1 = j;
+        }
+      }
+      for (int j = 0; j <= m; ++j) {
+        if (used[j]) {
+          u[p[j]] += delta;
+          v[j] -= delta;
+        } else {
+          minv[j] -= delta;
+        }
+      }
+      j0 = j1;
+    } while (p[j0] != 0);
+    do {
+      const int j1 = way[j0];
+      p[j0] = p[j1];
+      j0 = j1;
+    } while (j0 != 0);
+  }
+  std::vector<int> column_of(n, -1);
+  for (int j = 1; j <= m; ++j) {
+    if (p[j] != 0) column_of[p[j] - 1] = j - 1;
+  }
+  return column_of;
+}
+
+// A pipeline of a candidate before it is bound to concrete nodes.
+struct DraftPipeline {
+  const PipelineTemplate* tmpl = nullptr;
+  // bound: survivor index per template position. Otherwise the node set the pipeline must
+  // use (any order), or empty: take nodes from the pool of unused survivors.
+  std::vector<int> nodes;
+  bool bound = false;
+  int microbatches = 0;
+};
+
+struct Draft {
+  ReplanStrategy strategy = ReplanStrategy::kOptimal;
+  std::vector<DraftPipeline> pipelines;
+};
+
+struct Candidate {
+  ReplanStrategy strategy = ReplanStrategy::kOptimal;
+  ClusterPlan plan;
+  std::vector<LayerCopy> copies;
+  double bytes = 0;
+  int kept = 0;
+};
+
+// The cluster after the event and what every surviving node holds.
+struct ReplanContext {
+  const CostModel* model = nullptr;
+  ClusterPlan old;  // evaluated on the old cluster
+  std::vector<ClusterNode> survivors;
+  std::map<std::string, int> index;               // id -> survivor index
+  std::vector<LayerRange> held;                   // per survivor: layers it holds now
+  std::vector<bool> joined;                       // per survivor
+  std::vector<std::vector<int>> old_positions;    // per old pipeline: survivor index or -1
+  std::vector<bool> intact;                       // per old pipeline: every node survived
+  std::vector<std::vector<double>> param_prefix;  // per node type
+  std::vector<double> allreduce_ms;               // P = 0..survivors
+  PipelineSizeLimits limits;                      // resolved for the survivors
+  std::vector<std::string> ignored_failed, ignored_joined;
+  bool changed = false;  // the event removes or adds some node
+
+  double ParamBytes(int type, LayerRange r) const {
+    return r.empty() ? 0 : param_prefix[type][r.end] - param_prefix[type][r.begin];
+  }
+  // Bytes node s must receive to run `need`.
+  double MissingBytes(int s, LayerRange need) const {
+    const int type = survivors[s].type;
+    const LayerRange h = held[s];
+    const LayerRange overlap{std::max(need.begin, h.begin), std::min(need.end, h.end)};
+    return ParamBytes(type, need) - (h.empty() ? 0 : ParamBytes(type, overlap));
+  }
+};
+
+std::string RangesText(const std::vector<LayerRange>& ranges) {
+  std::vector<std::string> parts;
+  for (const LayerRange& r : ranges) parts.push_back(absl::StrFormat("[%d, %d)", r.begin, r.end));
+  return absl::StrJoin(parts, ", ");
+}
+
+absl::StatusOr<ReplanContext> Prepare(const CostModel& model, const std::vector<ClusterNode>& nodes,
+                                      const ClusterPlan& current, const ClusterEvent& event,
+                                      const ReplanOptions& options) {
+  if (!(options.tolerance >= 0 && options.tolerance <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("tolerance must be in [0, 1] (got %g)", options.tolerance));
+  }
+  ReplanContext ctx;
+  ctx.model = &model;
+  absl::StatusOr<ClusterPlan> old = EvaluatePlan(model, nodes, current);
+  if (!old.ok()) {
+    // Messages about the current plan name its fields under "plan.".
+    const std::string message(old.status().message());
+    const bool about_plan = message.rfind("nodes", 0) != 0;
+    return absl::Status(old.status().code(), about_plan ? absl::StrCat("plan.", message) : message);
+  }
+  ctx.old = *std::move(old);
+
+  std::map<std::string, int> type_of;
+  for (const ClusterNode& node : nodes) type_of[node.id] = node.type;
+  std::set<std::string> failed;
+  for (size_t i = 0; i < event.failed_node_ids.size(); ++i) {
+    const std::string& id = event.failed_node_ids[i];
+    const std::string field = absl::StrCat("failed_node_ids[", i, "]");
+    if (id.empty()) return absl::InvalidArgumentError(absl::StrCat(field, " is empty"));
+    if (type_of.count(id) == 0) {
+      ctx.ignored_failed.push_back(id);  // already removed by an earlier replan
+      continue;
+    }
+    if (!failed.insert(id).second) {
+      return absl::InvalidArgumentError(absl::StrCat(field, " \"", id, "\" is listed twice"));
+    }
+  }
+  std::vector<ClusterNode> joined;
+  std::set<std::string> joined_ids;
+  for (size_t i = 0; i < event.joined_nodes.size(); ++i) {
+    const ClusterNode& node = event.joined_nodes[i];
+    const std::string field = absl::StrCat("joined_nodes[", i, "]");
+    if (node.id.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ".id is empty"));
+    if (node.type < 0 || node.type >= model.num_types()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, " (\"", node.id, "\") has no valid node type"));
+    }
+    if (!joined_ids.insert(node.id).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".id \"", node.id, "\" is listed twice"));
+    }
+    if (failed.count(node.id)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".id \"", node.id, "\" is also in failed_node_ids"));
+    }
+    auto it = type_of.find(node.id);
+    if (it != type_of.end()) {
+      if (it->second != node.type) {
+        return absl::InvalidArgumentError(absl::StrCat(field, " \"", node.id, "\" is a ",
+                                                       model.node_type(node.type).name,
+                                                       " node but the cluster already has it as a ",
+                                                       model.node_type(it->second).name, " node"));
+      }
+      ctx.ignored_joined.push_back(node.id);  // already joined by an earlier replan
+      continue;
+    }
+    joined.push_back(node);
+  }
+  ctx.changed = !failed.empty() || !joined.empty();
+
+  std::map<std::string, LayerRange> held_by;
+  for (const PlannedPipeline& p : ctx.old.pipelines) {
+    for (size_t j = 0; j < p.node_ids.size(); ++j) {
+      held_by[p.node_ids[j]] = LayersOfPosition(p.tmpl, static_cast<int>(j));
+    }
+  }
+  for (const ClusterNode& node : nodes) {
+    if (failed.count(node.id)) continue;
+    ctx.index[node.id] = static_cast<int>(ctx.survivors.size());
+    ctx.survivors.push_back(node);
+    auto it = held_by.find(node.id);
+    ctx.held.push_back(it == held_by.end() ? LayerRange{} : it->second);
+    ctx.joined.push_back(false);
+  }
+  for (const ClusterNode& node : joined) {
+    ctx.index[node.id] = static_cast<int>(ctx.survivors.size());
+    ctx.survivors.push_back(node);
+    ctx.held.push_back({});
+    ctx.joined.push_back(true);
+  }
+  if (ctx.survivors.size() > static_cast<size_t>(kMaxClusterNodes)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the cluster would have %d nodes, more than %d", ctx.survivors.size(), kMaxClusterNodes));
+  }
+  for (const PlannedPipeline& p : ctx.old.pipelines) {
+    std::vector<int> positions;
+    bool intact = true;
+    for (const std::string& id : p.node_ids) {
+      auto it = ctx.index.find(id);
+      positions.push_back(it == ctx.index.end() ? -1 : it->second);
+      intact &= it != ctx.index.end();
+    }
+    ctx.old_positions.push_back(std::move(positions));
+    ctx.intact.push_back(intact);
+  }
+
+  // Every layer needs a surviving replica: nothing else has its trained weights.
+  const int L = model.num_layers();
+  std::vector<LayerRange> lost;
+  for (int l = 0; l < L; ++l) {
+    bool replica = false;
+    for (const LayerRange& h : ctx.held) replica |= l >= h.begin && l < h.end;
+    if (replica) continue;
+    if (!lost.empty() && lost.back().end == l) {
+      lost.back().end = l + 1;
+    } else {
+      lost.push_back({l, l + 1});
+    }
+  }
+  if (!lost.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("layers ", RangesText(lost),
+                     " have no surviving replica (every node that held them "
+                     "failed: ",
+                     absl::StrJoin(failed, ", "), "); restart the job from a checkpoint"));
+  }
+  if (ctx.survivors.empty()) {
+    return absl::FailedPreconditionError("no node survives the event");
+  }
+
+  ctx.param_prefix.assign(model.num_types(), std::vector<double>(L + 1, 0));
+  for (int t = 0; t < model.num_types(); ++t) {
+    const ModelProfile& profile = *model.problem().profiles[t];
+    for (int l = 0; l < L; ++l) {
+      ctx.param_prefix[t][l + 1] = ctx.param_prefix[t][l] + profile.layers[l].param_bytes;
+    }
+  }
+  const int N = static_cast<int>(ctx.survivors.size());
+  absl::StatusOr<PipelineSizeLimits> limits = ResolveLimits(options.limits, N);
+  if (!limits.ok()) return limits.status();
+  ctx.limits = *limits;
+  ctx.allreduce_ms = CrossPipelineAllreduceMs(model, N);
+  return ctx;
+}
+
+// Binds the draft's pipelines to survivors (minimum bytes to copy), then the copy plan.
+absl::StatusOr<Candidate> Finalize(const ReplanContext& ctx, Draft draft,
+                                   const std::vector<std::string>& type_reasons) {
+  const CostModel& model = *ctx.model;
+  const int T = model.num_types();
+  const int N = static_cast<int>(ctx.survivors.size());
+  // Rows: positions of one type; columns: candidate nodes of that type.
+  auto assign = [&](const std::vector<std::pair<int, int>>& positions,  // (pipeline, position)
+                    const std::vector<int>& columns) -> absl::Status {
+    if (positions.size() > columns.size()) {
+      return absl::InternalError("replan: a pipeline has more positions than nodes to bind");
+    }
+    std::vector<std::vector<double>> cost(positions.size(), std::vector<double>(columns.size()));
+    for (size_t r = 0; r < positions.size(); ++r) {
+      const auto [k, j] = positions[r];
+      const LayerRange need = LayersOfPosition(*draft.pipelines[k].tmpl, j);
+      for (size_t c = 0; c < columns.size(); ++c) cost[r][c] = ctx.MissingBytes(columns[c], need);
+    }
+    const std::vector<int> column_of = AssignRows(cost);
+    for (size_t r = 0; r < positions.size(); ++r) {
+      const auto [k, j] = positions[r];
+      draft.pipelines[k].nodes[j] = columns[column_of[r]];
+    }
+    return absl::OkStatus();
+  };
+  // Pipelines with a node set: within the set, type by type.
+  for (size_t k = 0; k < draft.pipelines.size(); ++k) {
+    DraftPipeline& p = draft.pipelines[k];
+    if (p.bound || p.nodes.empty()) continue;
+    const std::vector<int> set = p.nodes;
+    p.nodes.assign(p.tmpl->num_nodes(), -1);
+    for (int t = 0; t < T; ++t) {
+      std::vector<std::pair<int, int>> positions;
+      for (int j = 0; j < p.tmpl->num_nodes(); ++j) {
+        if (p.tmpl->node_order[j] == t) positions.push_back({static_cast<int>(k), j});
+      }
+      std::vector<int> columns;
+      for (int s : set) {
+        if (ctx.survivors[s].type == t) columns.push_back(s);
+      }
+      if (positions.empty()) continue;
+      if (absl::Status s = assign(positions, columns); !s.ok()) return s;
+    }
+    p.bound = true;
+  }
+  // Pipelines from the pool of survivors nobody uses yet.
+  std::vector<bool> used(N, false);
+  for (const DraftPipeline& p : draft.pipelines) {
+    if (!p.bound) continue;
+    for (int s : p.nodes) used[s] = true;
+  }
+  for (int t = 0; t < T; ++t) {
+    std::vector<std::pair<int, int>> positions;
+    for (size_t k = 0; k < draft.pipelines.size(); ++k) {
+      DraftPipeline& p = draft.pipelines[k];
+      if (p.bound) continue;
+      if (p.nodes.empty()) p.nodes.assign(p.tmpl->num_nodes(), -1);
+      for (int j = 0; j < p.tmpl->num_nodes(); ++j) {
+        if (p.tmpl->node_order[j] == t) positions.push_back({static_cast<int>(k), j});
+      }
+    }
+    std::vector<int> columns;
+    for (int s = 0; s < N; ++s) {
+      if (!used[s] && ctx.survivors[s].type == t) columns.push_back(s);
+    }
+    if (positions.empty()) continue;
+    if (absl::Status s = assign(positions, columns); !s.ok()) return s;
+  }
+
+  Candidate out;
+  out.strategy = draft.strategy;
+  ClusterPlan& plan = out.plan;
+  plan.global_batch = ctx.old.global_batch;
+  std::vector<int> new_pipeline(N, -1);
+  for (size_t k = 0; k < draft.pipelines.size(); ++k) {
+    const DraftPipeline& d = draft.pipelines[k];
+    PlannedPipeline p;
+    p.tmpl = *d.tmpl;
+    for (int s : d.nodes) {
+      p.node_ids.push_back(ctx.survivors[s].id);
+      new_pipeline[s] = static_cast<int>(k);
+    }
+    p.microbatches = d.microbatches;
+    p.time_ms = model.PipelineTimeMs(StageCosts(p.tmpl), p.microbatches);
+    plan.pipeline_time_ms = std::max(plan.pipeline_time_ms, p.time_ms);
+    for (size_t i = 0; i < ctx.old.pipelines.size(); ++i) {
+      const PlannedPipeline& o = ctx.old.pipelines[i];
+      if (o.node_ids == p.node_ids && SameShape(o.tmpl, p.tmpl)) ++out.kept;
+    }
+    plan.pipelines.push_back(std::move(p));
+  }
+  plan.allreduce_ms = ctx.allreduce_ms[plan.pipelines.size()];
+  plan.iteration_time_ms = plan.pipeline_time_ms + plan.allreduce_ms;
+  for (int s = 0; s < N; ++s) {
+    if (new_pipeline[s] >= 0) continue;
+    const int t = ctx.survivors[s].type;
+    std::string reason =
+        !type_reasons[t].empty() ? type_reasons[t]
+        : draft.strategy == ReplanStrategy::kOobleckFallback && ctx.joined[s]
+            ? "Oobleck's fallback rule does not use joined nodes"
+            : "not used: every plan that uses it is slower (its pipelines would be slower or "
+              "add all-reduce time)";
+    plan.idle.push_back({ctx.survivors[s].id, t, std::move(reason)});
+  }
+
+  // Copy plan: for each node, the layers it needs and does not hold, from surviving
+  // holders: same node type first, then the same new pipeline, then the longest run, then id.
+  std::vector<int> holders;
+  for (int s = 0; s < N; ++s) {
+    if (!ctx.held[s].empty()) holders.push_back(s);
+  }
+  auto copy_range = [&](int dest, LayerRange range) {
+    int l = range.begin;
+    while (l < range.end) {
+      int best = -1;
+      std::tuple<bool, bool, int, std::string> best_key;
+      for (int s : holders) {
+        if (s == dest || l < ctx.held[s].begin || l >= ctx.held[s].end) continue;
+        const int run = std::min(range.end, ctx.held[s].end) - l;
+        std::tuple<bool, bool, int, std::string> key{
+            ctx.survivors[s].type != ctx.survivors[dest].type,
+            new_pipeline[s] != new_pipeline[dest] || new_pipeline[s] < 0, -run,
+            ctx.survivors[s].id};
+        if (best < 0 || key < best_key) {
+          best = s;
+          best_key = std::move(key);
+        }
+      }
+      if (best < 0) return;  // unreachable: Prepare checked every layer has a holder
+      const int end = std::min(range.end, ctx.held[best].end);
+      const double bytes = ctx.ParamBytes(ctx.survivors[dest].type, {l, end});
+      out.copies.push_back({ctx.survivors[dest].id, ctx.survivors[best].id, l, end, bytes});
+      out.bytes += bytes;
+      l = end;
+    }
+  };
+  for (size_t k = 0; k < plan.pipelines.size(); ++k) {
+    const DraftPipeline& d = draft.pipelines[k];
+    for (int j = 0; j < d.tmpl->num_nodes(); ++j) {
+      const int s = d.nodes[j];
+      const LayerRange need = LayersOfPosition(*d.tmpl, j);
+      const LayerRange h = ctx.held[s];
+      if (h.empty() || h.end <= need.begin || h.begin >= need.end) {
+        copy_range(s, need);
+        continue;
+      }
+      if (need.begin < h.begin) copy_range(s, {need.begin, h.begin});
+      if (h.end < need.end) copy_range(s, {h.end, need.end});
+    }
+  }
+  return out;
+}
+
+// Pipelines of a solution, larger first (as a fresh plan lists them).
+std::vector<size_t> ChosenOrder(const std::vector<PipelineShape>& shapes,
+                                const PipelineSetSolution& solution) {
+  std::vector<size_t> order(solution.chosen.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const NodeMix& ma = shapes[solution.chosen[a]].mix;
+    const NodeMix& mb = shapes[solution.chosen[b]].mix;
+    const int sa = MixSize(ma), sb = MixSize(mb);
+    return sa != sb ? sa > sb : ma > mb;
+  });
+  return order;
+}
+
+// Oobleck's rule (replan.h). `keepalive` holds the templates the drafts point into.
+absl::StatusOr<Draft> FallbackDraft(const ReplanContext& ctx, const TemplateSet* set,
+                                    TemplatePlanner& templates, const SearchOptions& search,
+                                    std::vector<std::shared_ptr<const MixResult>>* keepalive) {
+  const CostModel& model = *ctx.model;
+  const int T = model.num_types();
+  struct Group {
+    NodeMix mix;
+    std::vector<int> nodes;  // survivors; position order while unchanged
+    bool changed = false;
+    bool alive = true;
+    const PipelineTemplate* tmpl = nullptr;
+  };
+  std::vector<Group> groups;
+  for (size_t i = 0; i < ctx.old.pipelines.size(); ++i) {
+    Group g;
+    g.mix.assign(T, 0);
+    for (int s : ctx.old_positions[i]) {
+      if (s < 0) {
+        g.changed = true;
+        continue;
+      }
+      g.nodes.push_back(s);
+      ++g.mix[ctx.survivors[s].type];
+    }
+    g.tmpl = &ctx.old.pipelines[i].tmpl;
+    if (!g.nodes.empty()) groups.push_back(std::move(g));
+  }
+  // The template of a mix if the rule may use it: at least min_nodes, a feasible template
+  // that holds a micro-batch.
+  auto usable = [&](const NodeMix& mix) -> absl::StatusOr<const PipelineTemplate*> {
+    if (MixSize(mix) < ctx.limits.min_nodes) return nullptr;
+    const MixResult* r = set != nullptr ? set->Find(mix) : nullptr;
+    if (r == nullptr) {  // e.g. a merged pipeline above max_nodes
+      absl::StatusOr<std::vector<PlannedMix>> planned =
+          templates.PlanTemplates(model, {mix}, search);
+      if (!planned.ok()) return planned.status();
+      keepalive->push_back((*planned)[0].result);
+      r = keepalive->back().get();
+    }
+    if (!r->feasible || model.MaxMicrobatches(r->best) < 1) return nullptr;
+    return &r->best;
+  };
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    Group& g = groups[gi];
+    if (!g.alive || !g.changed) continue;
+    absl::StatusOr<const PipelineTemplate*> own = usable(g.mix);
+    if (!own.ok()) return own.status();
+    if (*own != nullptr) {
+      g.tmpl = *own;
+      continue;
+    }
+    // Borrow one node from the largest pipeline that can spare one.
+    std::vector<size_t> donors;
+    for (size_t d = 0; d < groups.size(); ++d) {
+      if (d != gi && groups[d].alive && MixSize(groups[d].mix) > 1) donors.push_back(d);
+    }
+    std::stable_sort(donors.begin(), donors.end(), [&](size_t a, size_t b) {
+      return MixSize(groups[a].mix) > MixSize(groups[b].mix);
+    });
+    bool fixed = false;
+    for (size_t d : donors) {
+      for (int t = 0; t < T && !fixed; ++t) {
+        if (groups[d].mix[t] == 0) continue;
+        NodeMix donor_mix = groups[d].mix, receiver_mix = g.mix;
+        --donor_mix[t];
+        ++receiver_mix[t];
+        absl::StatusOr<const PipelineTemplate*> donor_tmpl = usable(donor_mix);
+        if (!donor_tmpl.ok()) return donor_tmpl.status();
+        if (*donor_tmpl == nullptr) continue;
+        absl::StatusOr<const PipelineTemplate*> receiver_tmpl = usable(receiver_mix);
+        if (!receiver_tmpl.ok()) return receiver_tmpl.status();
+        if (*receiver_tmpl == nullptr) continue;
+        // The donor's last node of that type moves.
+        std::vector<int>& dn = groups[d].nodes;
+        for (size_t x = dn.size(); x-- > 0;) {
+          if (ctx.survivors[dn[x]].type != t) continue;
+          g.nodes.push_back(dn[x]);
+          dn.erase(dn.begin() + x);
+          break;
+        }
+        groups[d].mix = donor_mix;
+        groups[d].tmpl = *donor_tmpl;
+        groups[d].changed = true;
+        g.mix = receiver_mix;
+        g.tmpl = *receiver_tmpl;
+        fixed = true;
+      }
+      if (fixed) break;
+    }
+    if (fixed) continue;
+    // Merge with the smallest other pipeline whose union has a template.
+    std::vector<size_t> others;
+    for (size_t o = 0; o < groups.size(); ++o) {
+      if (o != gi && groups[o].alive) others.push_back(o);
+    }
+    std::stable_sort(others.begin(), others.end(), [&](size_t a, size_t b) {
+      return MixSize(groups[a].mix) < MixSize(groups[b].mix);
+    });
+    for (size_t o : others) {
+      NodeMix merged = g.mix;
+      for (int t = 0; t < T; ++t) merged[t] += groups[o].mix[t];
+      absl::StatusOr<const PipelineTemplate*> merged_tmpl = usable(merged);
+      if (!merged_tmpl.ok()) return merged_tmpl.status();
+      if (*merged_tmpl == nullptr) continue;
+      g.nodes.insert(g.nodes.end(), groups[o].nodes.begin(), groups[o].nodes.end());
+      g.mix = merged;
+      g.tmpl = *merged_tmpl;
+      groups[o].alive = false;
+      fixed = true;
+      break;
+    }
+    if (!fixed) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "Oobleck's fallback rule is stuck: a pipeline left with ",
+          MixLabel(g.mix, model.problem().node_types),
+          " has no template, and borrowing a node or merging with another pipeline gives none"));
+    }
+  }
+  Draft draft;
+  draft.strategy = ReplanStrategy::kOobleckFallback;
+  std::vector<PipelineLoad> loads;
+  std::vector<std::vector<double>> costs;
+  for (const Group& g : groups) {
+    if (!g.alive) continue;
+    DraftPipeline p;
+    p.tmpl = g.tmpl;
+    p.nodes = g.nodes;
+    p.bound = !g.changed;
+    draft.pipelines.push_back(std::move(p));
+    costs.push_back(StageCosts(*g.tmpl));
+  }
+  for (size_t k = 0; k < draft.pipelines.size(); ++k) {
+    loads.push_back({&costs[k], model.MaxMicrobatches(*draft.pipelines[k].tmpl)});
+  }
+  absl::StatusOr<std::vector<int>> split = SplitBatch(model, loads, ctx.old.global_batch);
+  if (!split.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("Oobleck's fallback rule: ", split.status().message()));
+  }
+  for (size_t k = 0; k < draft.pipelines.size(); ++k) draft.pipelines[k].microbatches = (*split)[k];
+  return draft;
+}
+
+std::vector<std::string> TypeReasons(const CostModel& model,
+                                     const std::vector<PipelineShape>& shapes,
+                                     const ReplanContext& ctx) {
+  std::vector<std::string> reasons(model.num_types());
+  for (int t = 0; t < model.num_types(); ++t) {
+    bool used = false;
+    for (const PipelineShape& s : shapes) used |= s.mix[t] > 0;
+    if (!used) {
+      reasons[t] =
+          absl::StrFormat("no feasible pipeline template of %d..%d nodes includes a %s node",
+                          ctx.limits.min_nodes, ctx.limits.max_nodes, model.node_type(t).name);
+    }
+  }
+  return reasons;
+}
+
+}  // namespace
+
+std::string_view ReplanStrategyName(ReplanStrategy strategy) {
+  switch (strategy) {
+    case ReplanStrategy::kUnchanged:
+      return "unchanged";
+    case ReplanStrategy::kOptimal:
+      return "optimal";
+    case ReplanStrategy::kKeepPipelines:
+      return "keep-pipelines";
+    case ReplanStrategy::kOobleckFallback:
+      return "oobleck-fallback";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostModel& model,
+                                    const std::vector<ClusterNode>& nodes,
+                                    const ClusterPlan& current, const ClusterEvent& event,
+                                    const ReplanOptions& options) {
+  absl::StatusOr<ReplanContext> prepared = Prepare(model, nodes, current, event, options);
+  if (!prepared.ok()) return prepared.status();
+  const ReplanContext& ctx = *prepared;
+  ReplanResult result;
+  result.nodes = ctx.survivors;
+  result.old_plan = ctx.old;
+  result.ignored_failed_node_ids = ctx.ignored_failed;
+  result.ignored_joined_node_ids = ctx.ignored_joined;
+  if (!ctx.changed) {
+    result.plan = ctx.old;
+    result.strategy = ReplanStrategy::kUnchanged;
+    result.pipelines_kept = static_cast<int>(ctx.old.pipelines.size());
+    result.fastest_iteration_time_ms = ctx.old.iteration_time_ms;
+    result.oobleck_fallback_ms = ctx.old.iteration_time_ms;
+    return result;
+  }
+
+  const int T = model.num_types();
+  NodeMix counts(T, 0);
+  for (const ClusterNode& node : ctx.survivors) ++counts[node.type];
+  absl::StatusOr<TemplateSet> set =
+      PlanTemplateSet(*planner.templates(), model, counts, ctx.limits, options.search);
+  if (!set.ok()) return set.status();
+  const std::vector<PipelineShape> shapes = FeasibleShapes(model, *set, ctx.limits);
+  const std::vector<std::string> type_reasons = TypeReasons(model, shapes, ctx);
+
+  std::vector<Candidate> candidates;
+  absl::Status optimal_status;
+  // 1. The fastest plan of the new cluster; old pipelines it rebuilds identically keep
+  // their nodes.
+  {
+    PipelineSetProblem problem;
+    problem.model = &model;
+    problem.available = counts;
+    problem.shapes = shapes;
+    problem.global_batch = ctx.old.global_batch;
+    problem.allreduce_ms = &ctx.allreduce_ms;
+    problem.search = options.search;
+    problem.makespan_hint_ms = ctx.old.pipeline_time_ms;
+    absl::StatusOr<PipelineSetSolution> solution = SolvePipelineSet(problem);
+    if (!solution.ok()) {
+      if (solution.status().code() != absl::StatusCode::kFailedPrecondition)
+        return solution.status();
+      optimal_status = solution.status();
+    } else {
+      Draft draft;
+      draft.strategy = ReplanStrategy::kOptimal;
+      std::vector<bool> matched(ctx.old.pipelines.size(), false);
+      for (size_t k : ChosenOrder(shapes, *solution)) {
+        DraftPipeline p;
+        p.tmpl = shapes[solution->chosen[k]].tmpl;
+        p.microbatches = solution->chosen_microbatches[k];
+        for (size_t i = 0; i < ctx.old.pipelines.size(); ++i) {
+          if (matched[i] || !ctx.intact[i] || !SameShape(ctx.old.pipelines[i].tmpl, *p.tmpl))
+            continue;
+          matched[i] = true;
+          p.nodes = ctx.old_positions[i];
+          p.bound = true;
+          break;
+        }
+        draft.pipelines.push_back(std::move(p));
+      }
+      absl::StatusOr<Candidate> c = Finalize(ctx, std::move(draft), type_reasons);
+      if (!c.ok()) return c.status();
+      candidates.push_back(*std::move(c));
+    }
+  }
+  // 2. Untouched pipelines kept, the other nodes planned exactly around them.
+  std::vector<size_t> intact;
+  for (size_t i = 0; i < ctx.old.pipelines.size(); ++i) {
+    if (ctx.intact[i]) intact.push_back(i);
+  }
+  if (!intact.empty()) {
+    PipelineSetProblem problem;
+    problem.model = &model;
+    problem.available = counts;
+    for (size_t i : intact) {
+      const PipelineTemplate& tmpl = ctx.old.pipelines[i].tmpl;
+      problem.fixed.push_back({tmpl.mix, &tmpl, StageCosts(tmpl), model.MaxMicrobatches(tmpl)});
+      for (int t = 0; t < T; ++t) problem.available[t] -= tmpl.mix[t];
+    }
+    problem.shapes = shapes;
+    problem.global_batch = ctx.old.global_batch;
+    problem.allreduce_ms = &ctx.allreduce_ms;
+    problem.search = options.search;
+    problem.makespan_hint_ms = ctx.old.pipeline_time_ms;
+    absl::StatusOr<PipelineSetSolution> solution = SolvePipelineSet(problem);
+    if (!solution.ok() && solution.status().code() != absl::StatusCode::kFailedPrecondition) {
+      return solution.status();
+    }
+    if (solution.ok()) {
+      Draft draft;
+      draft.strategy = ReplanStrategy::kKeepPipelines;
+      for (size_t f = 0; f < intact.size(); ++f) {
+        DraftPipeline p;
+        p.tmpl = &ctx.old.pipelines[intact[f]].tmpl;
+        p.nodes = ctx.old_positions[intact[f]];
+        p.bound = true;
+        p.microbatches = solution->fixed_microbatches[f];
+        draft.pipelines.push_back(std::move(p));
+      }
+      for (size_t k : ChosenOrder(shapes, *solution)) {
+        DraftPipeline p;
+        p.tmpl = shapes[solution->chosen[k]].tmpl;
+        p.microbatches = solution->chosen_microbatches[k];
+        draft.pipelines.push_back(std::move(p));
+      }
+      absl::StatusOr<Candidate> c = Finalize(ctx, std::move(draft), type_reasons);
+      if (!c.ok()) return c.status();
+      candidates.push_back(*std::move(c));
+    }
+  }
+  // 3. Oobleck's fallback rule: a candidate, and the bar the answer must not be slower than.
+  std::vector<std::shared_ptr<const MixResult>> keepalive;
+  absl::StatusOr<Draft> fallback =
+      FallbackDraft(ctx, &*set, *planner.templates(), options.search, &keepalive);
+  if (!fallback.ok() && fallback.status().code() != absl::StatusCode::kFailedPrecondition) {
+    return fallback.status();
+  }
+  if (fallback.ok()) {
+    absl::StatusOr<Candidate> c = Finalize(ctx, *std::move(fallback), type_reasons);
+    if (!c.ok()) return c.status();
+    candidates.push_back(*std::move(c));
+    result.oobleck_fallback_ms = candidates.back().plan.iteration_time_ms;
+  } else {
+    result.oobleck_fallback_failure = std::string(fallback.status().message());
+  }
+
+  if (candidates.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no plan exists for the ", ctx.survivors.size(),
+                     " remaining node(s): ", optimal_status.message()));
+  }
+  double fastest = kInf;
+  for (const Candidate& c : candidates) fastest = std::min(fastest, c.plan.iteration_time_ms);
+  double threshold = fastest * (1 + options.tolerance);
+  if (result.oobleck_fallback_ms.has_value()) {
+    threshold = std::min(threshold, *result.oobleck_fallback_ms);
+  }
+  const Candidate* chosen = nullptr;
+  for (const Candidate& c : candidates) {
+    if (c.plan.iteration_time_ms > threshold) continue;
+    if (chosen == nullptr ||
+        std::make_tuple(c.bytes, -c.kept, c.plan.iteration_time_ms) <
+            std::make_tuple(chosen->bytes, -chosen->kept, chosen->plan.iteration_time_ms)) {
+      chosen = &c;
+    }
+  }
+  result.plan = chosen->plan;
+  result.copies = chosen->copies;
+  result.copy_bytes = chosen->bytes;
+  result.strategy = chosen->strategy;
+  result.pipelines_kept = chosen->kept;
+  result.fastest_iteration_time_ms = fastest;
+  return result;
+}
+
+absl::StatusOr<ClusterPlan> OobleckFallbackPlan(
+    const ClusterPlanner& planner, const CostModel& model, const std::vector<ClusterNode>& nodes,
+    const ClusterPlan& current, const ClusterEvent& event, const ReplanOptions& options) {
+  absl::StatusOr<ReplanContext> ctx = Prepare(model, nodes, current, event, options);
+  if (!ctx.ok()) return ctx.status();
+  if (!ctx->changed) return ctx->old;
+  std::vector<std::shared_ptr<const MixResult>> keepalive;
+  absl::StatusOr<Draft> draft =
+      FallbackDraft(*ctx, nullptr, *planner.templates(), options.search, &keepalive);
+  if (!draft.ok()) return draft.status();
+  absl::StatusOr<Candidate> c =
+      Finalize(*ctx, *std::move(draft), std::vector<std::string>(model.num_types()));
+  if (!c.ok()) return c.status();
+  return c->plan;
+}
+
+}  // namespace oobleck

@@ -1,0 +1,88 @@
+// Replanning after node failures and joins (docs/ARCHITECTURE.md#replan). Stateless: the
+// caller passes the cluster, the current plan and the event; the answer is a new plan, the
+// copy plan that brings every node the layers its new stages need, and the figures to
+// compare it with the old plan and with Oobleck's own fallback rule.
+#ifndef OOBLECK_CORE_REPLAN_H_
+#define OOBLECK_CORE_REPLAN_H_
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/cost_model.h"
+#include "core/plan.h"
+
+namespace oobleck {
+
+struct ClusterEvent {
+  std::vector<std::string> failed_node_ids;
+  std::vector<ClusterNode> joined_nodes;
+};
+
+struct ReplanOptions {
+  // Plans whose iteration time is within this fraction of the fastest one found compete on
+  // bytes moved, then on pipelines kept intact.
+  double tolerance = 0.01;
+  PipelineSizeLimits limits;
+  SearchOptions search;
+};
+
+// Layers [layer_begin, layer_end) that dest_node_id needs and source_node_id (a surviving
+// node that held them in the current plan) sends.
+struct LayerCopy {
+  std::string dest_node_id;
+  std::string source_node_id;
+  int layer_begin = 0;
+  int layer_end = 0;
+  double param_bytes = 0;
+};
+
+enum class ReplanStrategy {
+  kUnchanged,        // the event changes nothing (replayed or empty)
+  kOptimal,          // the fastest plan for the new cluster (exact w.r.t. the template set)
+  kKeepPipelines,    // pipelines that lost no node kept as they are, the rest planned exactly
+  kOobleckFallback,  // Oobleck's rule: shrink / borrow / merge the broken pipelines
+};
+std::string_view ReplanStrategyName(ReplanStrategy strategy);
+
+struct ReplanResult {
+  std::vector<ClusterNode> nodes;  // the cluster after the event (survivors, then joined)
+  ClusterPlan old_plan;            // the current plan, re-evaluated on the old cluster
+  ClusterPlan plan;                // the new plan
+  std::vector<LayerCopy> copies;
+  double copy_bytes = 0;
+  ReplanStrategy strategy = ReplanStrategy::kUnchanged;
+  int pipelines_kept = 0;                // pipelines with the same nodes and template as before
+  double fastest_iteration_time_ms = 0;  // the fastest candidate (the new plan is within tolerance)
+  std::optional<double> oobleck_fallback_ms;  // unset: the rule finds no plan
+  std::string oobleck_fallback_failure;
+  // Replayed parts of the event, ignored (Replan is idempotent): failed ids that are not in
+  // the cluster, joined nodes already in it with the same type.
+  std::vector<std::string> ignored_failed_node_ids;
+  std::vector<std::string> ignored_joined_node_ids;
+};
+
+// INVALID_ARGUMENT for a malformed cluster, plan or event (messages name "nodes[i]",
+// "plan.pipelines[i]...", "failed_node_ids[i]", "joined_nodes[i]"); FAILED_PRECONDITION when some
+// layer has no surviving replica (the message lists them) or when no plan exists for the
+// surviving nodes; CANCELLED.
+absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostModel& model,
+                                    const std::vector<ClusterNode>& nodes,
+                                    const ClusterPlan& current, const ClusterEvent& event,
+                                    const ReplanOptions& options);
+
+// The reference rule, generalised to node types (used by Replan as a candidate and by the
+// tests as the bar): every pipeline that lost nodes takes the optimal template of its
+// remaining mix; if that mix has none (or is below min_nodes), it borrows one node from the
+// largest other pipeline that can spare one, else merges with the smallest other pipeline
+// whose union has a template; the batch is split optimally; joined nodes stay idle (Oobleck
+// has no joins). FAILED_PRECONDITION when the rule gets stuck.
+absl::StatusOr<ClusterPlan> OobleckFallbackPlan(
+    const ClusterPlanner& planner, const CostModel& model, const std::vector<ClusterNode>& nodes,
+    const ClusterPlan& current, const ClusterEvent& event, const ReplanOptions& options);
+
+}  // namespace oobleck
+
+#endif  // OOBLECK_CORE_REPLAN_H_

@@ -1,0 +1,82 @@
+"""End to end: examples/python/master_daemon.py against the real oobleck-planner binary.
+
+Plan, node failures one by one, a join and a replayed join, through Python gRPC. Run by
+ctest (e2e_master_daemon) with /usr/bin/python3.
+"""
+
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import e2e_support  # noqa: E402
+from e2e_support import RPC_TIMEOUT_S, RunningServer, stubs, wait_until_serving  # noqa: E402
+
+
+class MasterDaemonTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        import grpc
+        stubs()
+        cls.server = RunningServer(profile_dir=e2e_support.example_profiles_dir())
+        try:
+            with grpc.insecure_channel(cls.server.address) as channel:
+                wait_until_serving(channel)
+        except BaseException:
+            cls.server.stop()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def run_daemon(self, *extra):
+        script = os.path.join(e2e_support.ARGS.source_dir, "examples", "python",
+                              "master_daemon.py")
+        result = subprocess.run(
+            [sys.executable, script, "--server", self.server.address,
+             "--stubs", e2e_support.ARGS.stub_dir, *extra],
+            capture_output=True, text=True, timeout=RPC_TIMEOUT_S * 4)
+        self.assertEqual(result.returncode, 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}")
+        return result.stdout
+
+    def summary(self, out):
+        line = out.strip().splitlines()[-1]
+        self.assertTrue(line.startswith("summary: "), out)
+        return dict(field.split("=", 1) for field in line[len("summary: "):].split())
+
+    def test_fails_nodes_one_by_one_then_one_joins_back(self):
+        out = self.run_daemon("--failures", "4")
+        summary = self.summary(out)
+        # 4 failures, 1 join, 1 replayed join: 6 replans, all answered.
+        self.assertEqual(summary["failed"], "4", out)
+        self.assertEqual(summary["replans"], "6", out)
+        self.assertEqual(summary["stopped_at"], "-", out)
+        self.assertEqual(summary["nodes"], "6", out)  # 9 - 4 + 1
+        self.assertIn("plan: 9 nodes of 3 types, global batch 64", out)
+        events = re.findall(r"^(fail \S+|join \S+(?: again)?): strategy (\S+), iteration ([\d.]+) ms "
+                            r"\(was ([\d.]+) ms", out, re.MULTILINE)
+        self.assertEqual(len(events), 6, out)
+        self.assertEqual(events[-1][1], "unchanged", "a replayed join is a no-op")
+        self.assertTrue(events[4][0].startswith("join "))
+        # The join is never slower than the plan before it.
+        self.assertLessEqual(float(events[4][2]), float(events[4][3]) + 1e-6)
+        # Every failure that forced a rebuild printed a copy plan naming surviving sources.
+        self.assertIn("copy plan:", out)
+        self.assertRegex(out, r"10\.0\.\d\.\d -> 10\.0\.\d\.\d: layers \[\d+,\d+\)")
+        self.assertLess(float(summary["max_latency_ms"]), RPC_TIMEOUT_S * 1000)
+
+    def test_stops_with_a_clear_error_when_layers_are_lost(self):
+        # One node per type: after the first failures some layer has no replica left.
+        out = self.run_daemon("--nodes-per-type", "1", "--failures", "3", "--global-batch", "8")
+        summary = self.summary(out)
+        self.assertNotEqual(summary["stopped_at"], "-", out)
+        self.assertRegex(out, r"FAILED_PRECONDITION: (layers \[\d+, \d+\).* no surviving replica|"
+                              r"no plan exists)")
+
+
+if __name__ == "__main__":
+    e2e_support.main()

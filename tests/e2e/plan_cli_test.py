@@ -1,0 +1,121 @@
+"""End to end: `oobleck-plan plan` and `replan` against the real oobleck-planner binary; the
+JSON that plan prints is accepted back by replan, and replan's JSON by the next replan.
+
+Run by ctest (e2e_plan_cli) with /usr/bin/python3.
+"""
+
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import e2e_support  # noqa: E402
+from e2e_support import RunningServer, run_cli, wait_until_serving  # noqa: E402
+
+
+class PlanCliTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        import grpc
+        e2e_support.stubs()
+        cls.server = RunningServer(profile_dir=e2e_support.example_profiles_dir())
+        cls.tmp = tempfile.TemporaryDirectory()
+        try:
+            with grpc.insecure_channel(cls.server.address) as channel:
+                wait_until_serving(channel)
+        except BaseException:
+            cls.server.stop()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        cls.tmp.cleanup()
+
+    def cli(self, *args, expect_code=0):
+        result = run_cli("--server", self.server.address, *args)
+        self.assertEqual(result.returncode, expect_code,
+                         f"oobleck-plan {' '.join(args)}\nstdout:\n{result.stdout}\n"
+                         f"stderr:\n{result.stderr}")
+        return result
+
+    def save(self, name, text):
+        path = os.path.join(self.tmp.name, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def cluster(self):
+        return os.path.join(e2e_support.ARGS.shared_data, "clusters", "ditto-exp2.json")
+
+    def test_plan_replan_json_round_trip(self):
+        out = self.cli("plan", "--cluster", self.cluster(), "--global-batch", "64", "128",
+                       "--json").stdout
+        planned = json.loads(out)
+        ids = [n["id"] for n in planned["request"]["nodes"]]
+        # The cluster file's generated ids, <gpu>-<k>.
+        self.assertEqual(sorted(ids), ["rtx3090-0", "rtx3090-1", "rtx4090-0", "rtx4090-1",
+                                       "v100-0", "v100-1"])
+        self.assertEqual([s["global_batch"] for s in planned["sweep"]], [64, 128])
+        plan = planned["plan"]
+        self.assertEqual(sum(p["microbatches"] for p in plan["pipelines"]), 64)
+        self.assertAlmostEqual(plan["iteration_time_ms"],
+                               plan["pipeline_time_ms"] + plan["allreduce_ms"], places=6)
+        plan_file = self.save("plan.json", out)
+
+        victim = plan["pipelines"][0]["node_ids"][0]
+        out = self.cli("replan", "--plan", plan_file, "--fail", victim, "--json").stdout
+        first = json.loads(out)
+        self.assertNotIn(victim, [n["id"] for n in first["request"]["nodes"]])
+        self.assertIn(first["strategy"], ["optimal", "keep-pipelines", "oobleck-fallback"])
+        self.assertAlmostEqual(first["old_iteration_time_ms"], plan["iteration_time_ms"], places=6)
+        for copy in first["copies"]:
+            self.assertNotEqual(copy["source_node_id"], victim)
+        first_file = self.save("replan1.json", out)
+
+        # Replaying the failure on the new plan changes nothing.
+        replay = json.loads(self.cli("replan", "--plan", first_file, "--fail", victim,
+                                     "--json").stdout)
+        self.assertEqual(replay["strategy"], "unchanged")
+        self.assertEqual(replay["ignored_failed_node_ids"], [victim])
+        self.assertEqual(replay["copies"], [])
+
+        # A node joins back: the table shows where its layers come from.
+        out = self.cli("replan", "--plan", first_file, "--join", f"{victim}:{victim.split('-')[0]}",
+                       "--tolerance", "0").stdout
+        self.assertIn("replan (", out)
+        self.assertIn("PIPELINE", out)
+
+    def test_table_lists_pipelines_idle_nodes_and_sweep(self):
+        out = self.cli("plan", "--cluster", self.cluster(), "--global-batch", "4", "64",
+                       "--max-nodes-per-pipeline", "1").stdout
+        self.assertIn("global batch 4 micro-batches", out)
+        self.assertIn("IDLE_NODE", out)  # a V100 node alone cannot hold GPT-2 XL
+        self.assertIn("no feasible pipeline template of 1..1 nodes includes a v100 node", out)
+        self.assertIn("GLOBAL_BATCH", out)
+
+    def test_usage_and_errors(self):
+        plan_file = self.save("p.json", self.cli("plan", "--cluster", self.cluster(),
+                                                 "--global-batch", "8", "--json").stdout)
+        err = self.cli("plan", "--cluster", self.cluster(), expect_code=2).stderr
+        self.assertIn("plan needs --global-batch", err)
+        err = self.cli("replan", "--plan", plan_file, expect_code=2).stderr
+        self.assertIn("replan needs --fail ID ... and/or --join ID:TYPE", err)
+        err = self.cli("replan", "--plan", plan_file, "--join", "x", expect_code=2).stderr
+        self.assertIn("--join values must be ID:TYPE", err)
+        err = self.cli("replan", "--plan", plan_file, "--join", "x:h100", expect_code=1).stderr
+        self.assertIn('INVALID_ARGUMENT: joined_nodes[0].node_type "h100"', err)
+        not_a_plan = self.save("other.json", '{"results": []}')
+        err = self.cli("replan", "--plan", not_a_plan, "--fail", "a", expect_code=1).stderr
+        self.assertIn('has no "request" and "plan"', err)
+        everyone = [n["id"] for n in json.load(open(plan_file))["request"]["nodes"]]
+        err = self.cli("replan", "--plan", plan_file, "--fail", *everyone, expect_code=1).stderr
+        self.assertIn("FAILED_PRECONDITION", err)
+        self.assertIn("no surviving replica", err)
+
+
+if __name__ == "__main__":
+    e2e_support.main()

@@ -1,0 +1,422 @@
+// Plan and Replan through the real service on 127.0.0.1:0 and a real channel.
+#include <grpcpp/create_channel.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/security/credentials.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/profile_catalog.h"
+#include "core/template_planner.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "oobleck/planner/v1/planner.grpc.pb.h"
+#include "server/planner_server.h"
+#include "server/planner_service.h"
+
+namespace oobleck::server {
+namespace {
+
+namespace pb = ::oobleck::planner::v1;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr char kExampleDir[] = OOBLECK_SOURCE_DIR "/examples/profiles/gpt2-xl/rtx4090";
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+pb::NodeType Type(const std::string& name, double memory_gib, double relative_speed) {
+  pb::NodeType type;
+  type.set_name(name);
+  type.set_gpu_type(name);
+  type.set_gpus_per_node(2);
+  type.set_gpu_memory_bytes(memory_gib * kGiB);
+  type.set_intra_node_bytes_per_s(25e9);
+  if (relative_speed != 1) {
+    type.mutable_derive()->set_measured_gpu_type("rtx4090");
+    type.mutable_derive()->set_relative_speed(relative_speed);
+  }
+  return type;
+}
+
+// GPT-2 XL on V100, RTX 3090 and RTX 4090 nodes of 2 GPUs (speeds relative to the measured
+// RTX 4090 as in the ditto cluster files), three nodes of each with IP-like ids.
+pb::PlanRequest ThreeTypeRequest() {
+  pb::PlanRequest request;
+  request.set_model("gpt2-xl");
+  request.set_microbatches(16);
+  request.set_missing_allreduce_in_node(pb::MISSING_ALLREDUCE_RING);
+  pb::Cluster* cluster = request.mutable_cluster();
+  cluster->set_inter_node_bytes_per_s(12.5e9);
+  *cluster->add_node_types() = Type("v100", 16, 1 / 2.94);
+  *cluster->add_node_types() = Type("rtx3090", 24, 1.8 / 2.94);
+  *cluster->add_node_types() = Type("rtx4090", 24, 1);
+  const char* types[] = {"v100", "rtx3090", "rtx4090"};
+  for (int i = 0; i < 9; ++i) {
+    pb::Node* node = request.add_nodes();
+    node->set_id("10.0.0." + std::to_string(i + 1));
+    node->set_node_type(types[i / 3]);
+  }
+  request.add_global_batch(64);
+  request.add_global_batch(128);
+  return request;
+}
+
+// The plan covers exactly the cluster's nodes, each once, and its shares add up.
+void ExpectPlanOver(const pb::PlanRequest& request, const pb::ClusterPlan& plan) {
+  std::map<std::string, std::string> type_of;
+  for (const pb::Node& n : request.nodes()) type_of[n.id()] = n.node_type();
+  std::set<std::string> seen;
+  int shares = 0;
+  double slowest = 0;
+  for (const pb::PlannedPipeline& p : plan.pipelines()) {
+    ASSERT_EQ(p.node_ids_size(), p.template_().num_nodes());
+    for (int i = 0; i < p.node_ids_size(); ++i) {
+      ASSERT_TRUE(type_of.count(p.node_ids(i))) << p.node_ids(i);
+      EXPECT_EQ(type_of[p.node_ids(i)], p.template_().node_order(i));
+      EXPECT_TRUE(seen.insert(p.node_ids(i)).second) << p.node_ids(i) << " used twice";
+    }
+    EXPECT_GE(p.microbatches(), 1);
+    shares += p.microbatches();
+    slowest = std::max(slowest, p.time_ms());
+  }
+  for (const pb::IdleNode& n : plan.idle_nodes()) {
+    EXPECT_TRUE(seen.insert(n.node_id()).second) << n.node_id();
+    EXPECT_FALSE(n.reason().empty());
+  }
+  EXPECT_EQ(seen.size(), type_of.size());
+  EXPECT_EQ(shares, plan.global_batch());
+  EXPECT_DOUBLE_EQ(plan.pipeline_time_ms(), slowest);
+  EXPECT_NEAR(plan.iteration_time_ms(), plan.pipeline_time_ms() + plan.allreduce_ms(), 1e-6);
+}
+
+class PlanServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    service_ = std::make_unique<PlannerService>(&catalog_, &cache_, /*threads=*/2);
+    absl::StatusOr<RunningServer> running = StartPlannerServer("127.0.0.1:0", service_.get());
+    ASSERT_TRUE(running.ok()) << running.status();
+    running_ = *std::move(running);
+    stub_ = pb::Planner::NewStub(
+        grpc::CreateChannel(running_.address, grpc::InsecureChannelCredentials()));
+    pb::LoadProfileRequest load;
+    load.set_model("gpt2-xl");
+    load.set_gpu_type("rtx4090");
+    load.set_directory(kExampleDir);
+    pb::LoadProfileResponse loaded;
+    grpc::ClientContext context;
+    const grpc::Status status = stub_->LoadProfile(&context, load, &loaded);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  void TearDown() override {
+    if (running_.server != nullptr) {
+      running_.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    }
+  }
+
+  grpc::Status Plan(const pb::PlanRequest& request, pb::PlanResponse* response,
+                    std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + timeout);
+    return stub_->Plan(&context, request, response);
+  }
+  grpc::Status Replan(const pb::ReplanRequest& request, pb::ReplanResponse* response) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    return stub_->Replan(&context, request, response);
+  }
+  pb::PlanResponse PlanOk(const pb::PlanRequest& request) {
+    pb::PlanResponse response;
+    const grpc::Status status = Plan(request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response;
+  }
+
+  ProfileCatalog catalog_;
+  TemplateCache cache_{64 << 20};
+  std::unique_ptr<PlannerService> service_;
+  RunningServer running_;
+  std::unique_ptr<pb::Planner::Stub> stub_;
+};
+
+TEST_F(PlanServiceTest, PlansEveryBatchSizeAndComparesWithDataParallelism) {
+  const pb::PlanRequest request = ThreeTypeRequest();
+  const pb::PlanResponse response = PlanOk(request);
+  EXPECT_EQ(response.cost_model(), "1f1b");
+  EXPECT_THAT(response.derived_gpu_types(), ElementsAre("rtx3090", "v100"));
+  EXPECT_GT(response.mixes_planned(), 0);
+  // The echo lists the nodes and fills in the counts.
+  ASSERT_EQ(response.request().nodes_size(), 9);
+  for (const pb::NodeType& t : response.request().cluster().node_types()) EXPECT_EQ(t.count(), 3);
+  EXPECT_EQ(response.plan().global_batch(), 64);
+  ExpectPlanOver(response.request(), response.plan());
+  EXPECT_GE(response.plan().pipelines_size(), 2);
+  ASSERT_EQ(response.sweep_size(), 2);
+  EXPECT_EQ(response.sweep(0).global_batch(), 64);
+  EXPECT_EQ(response.sweep(1).global_batch(), 128);
+  for (const pb::BatchSizePlan& size : response.sweep()) {
+    ASSERT_TRUE(size.feasible()) << size.infeasible_reason();
+    ExpectPlanOver(response.request(), size.plan());
+    // A V100 node alone cannot hold GPT-2 XL's weights and optimizer state.
+    EXPECT_EQ(size.data_parallel_iteration_time_ms(), 0);
+    EXPECT_THAT(size.data_parallel_unavailable_reason(), HasSubstr("v100"));
+    EXPECT_EQ(size.speedup(), 0);
+  }
+  EXPECT_NEAR(response.sweep(0).plan().iteration_time_ms(), response.plan().iteration_time_ms(),
+              1e-9);
+  EXPECT_GT(response.sweep(1).plan().iteration_time_ms(), response.plan().iteration_time_ms());
+  // Second time: every template from the shared cache.
+  const pb::PlanResponse again = PlanOk(request);
+  EXPECT_EQ(again.mixes_from_cache(), again.mixes_planned());
+  EXPECT_EQ(again.plan().SerializeAsString(), response.plan().SerializeAsString());
+}
+
+TEST_F(PlanServiceTest, DataParallelBaselineWhenEveryNodeHoldsTheModel) {
+  pb::PlanRequest request;
+  request.set_model("gpt2-xl");
+  request.set_microbatches(8);
+  request.mutable_cluster()->set_inter_node_bytes_per_s(12.5e9);
+  pb::NodeType* type = request.mutable_cluster()->add_node_types();
+  *type = Type("rtx4090", 24, 1);
+  type->set_count(4);  // nodes generated: rtx4090-0 .. rtx4090-3
+  request.add_global_batch(32);
+  const pb::PlanResponse response = PlanOk(request);
+  ASSERT_EQ(response.request().nodes_size(), 4);
+  EXPECT_EQ(response.request().nodes(3).id(), "rtx4090-3");
+  const pb::BatchSizePlan& size = response.sweep(0);
+  ASSERT_GT(size.data_parallel_iteration_time_ms(), 0) << size.data_parallel_unavailable_reason();
+  // Four 1-node pipelines is one of the plans the search considers: never better than it.
+  EXPECT_GE(size.data_parallel_iteration_time_ms(),
+            response.plan().iteration_time_ms() * (1 - 1e-12));
+  EXPECT_NEAR(size.speedup(),
+              size.data_parallel_iteration_time_ms() / response.plan().iteration_time_ms(), 1e-9);
+}
+
+TEST_F(PlanServiceTest, ReplanChainCopiesLayersAndReplaysAsNoOp) {
+  const pb::PlanResponse planned = PlanOk(ThreeTypeRequest());
+  // Fail the first node of the first pipeline.
+  const std::string failed = planned.plan().pipelines(0).node_ids(0);
+  pb::ReplanRequest replan;
+  *replan.mutable_request() = planned.request();
+  *replan.mutable_plan() = planned.plan();
+  replan.add_failed_node_ids(failed);
+  pb::ReplanResponse first;
+  grpc::Status status = Replan(replan, &first);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(first.request().nodes_size(), 8);
+  for (const pb::Node& n : first.request().nodes()) EXPECT_NE(n.id(), failed);
+  ExpectPlanOver(first.request(), first.plan());
+  EXPECT_NEAR(first.old_iteration_time_ms(), planned.plan().iteration_time_ms(), 1e-6);
+  EXPECT_GE(first.plan().iteration_time_ms(), first.fastest_iteration_time_ms());
+  EXPECT_LE(first.plan().iteration_time_ms(), first.fastest_iteration_time_ms() * 1.01 + 1e-9);
+  EXPECT_THAT(first.strategy(), ::testing::AnyOf("optimal", "keep-pipelines", "oobleck-fallback"));
+  if (first.oobleck_fallback_iteration_time_ms() > 0) {
+    EXPECT_LE(first.plan().iteration_time_ms(), first.oobleck_fallback_iteration_time_ms() + 1e-9);
+  }
+  double bytes = 0;
+  for (const pb::LayerCopy& c : first.copies()) {
+    EXPECT_NE(c.source_node_id(), failed);
+    EXPECT_LT(c.layer_begin(), c.layer_end());
+    bytes += c.param_bytes();
+  }
+  EXPECT_NEAR(first.copy_bytes(), bytes, 1);
+  EXPECT_FALSE(first.copies().empty());
+
+  // The same event again, on the new plan: already applied.
+  replan.clear_request();
+  *replan.mutable_request() = first.request();
+  *replan.mutable_plan() = first.plan();
+  pb::ReplanResponse replay;
+  status = Replan(replan, &replay);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(replay.strategy(), "unchanged");
+  EXPECT_THAT(replay.ignored_failed_node_ids(), ElementsAre(failed));
+  EXPECT_TRUE(replay.copies().empty());
+  EXPECT_EQ(replay.plan().SerializeAsString(), first.plan().SerializeAsString());
+
+  // A node joins.
+  replan.clear_failed_node_ids();
+  pb::Node* joined = replan.add_joined_nodes();
+  joined->set_id("10.0.0.99");
+  joined->set_node_type("rtx4090");
+  replan.set_tolerance(0);
+  pb::ReplanResponse after_join;
+  status = Replan(replan, &after_join);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(after_join.request().nodes_size(), 9);
+  EXPECT_EQ(after_join.request().nodes(8).id(), "10.0.0.99");
+  EXPECT_LE(after_join.plan().iteration_time_ms(), first.plan().iteration_time_ms() + 1e-9);
+  EXPECT_NEAR(after_join.plan().iteration_time_ms(), after_join.fastest_iteration_time_ms(), 1e-9);
+}
+
+TEST_F(PlanServiceTest, LosingEveryReplicaIsFailedPrecondition) {
+  pb::PlanRequest request = ThreeTypeRequest();
+  request.clear_global_batch();
+  request.add_global_batch(64);
+  const pb::PlanResponse planned = PlanOk(request);
+  pb::ReplanRequest replan;
+  *replan.mutable_request() = planned.request();
+  *replan.mutable_plan() = planned.plan();
+  for (const pb::Node& n : planned.request().nodes()) replan.add_failed_node_ids(n.id());
+  pb::ReplanResponse response;
+  const grpc::Status status = Replan(replan, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(status.error_message(), HasSubstr("layers [0, 50) have no surviving replica"));
+}
+
+TEST_F(PlanServiceTest, RejectsBadPlanRequests) {
+  struct Case {
+    std::string name;
+    std::function<void(pb::PlanRequest*)> mutate;
+    grpc::StatusCode code;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"no global batch", [](auto* r) { r->clear_global_batch(); },
+       grpc::StatusCode::INVALID_ARGUMENT, "global_batch must list at least one size"},
+      {"zero global batch", [](auto* r) { r->set_global_batch(1, 0); },
+       grpc::StatusCode::INVALID_ARGUMENT, "global_batch[1] must be in [1, 1048576]"},
+      {"unknown node type", [](auto* r) { r->mutable_nodes(1)->set_node_type("h100"); },
+       grpc::StatusCode::INVALID_ARGUMENT, "nodes[1].node_type \"h100\" is not the name"},
+      {"duplicate id", [](auto* r) { r->mutable_nodes(2)->set_id("10.0.0.1"); },
+       grpc::StatusCode::INVALID_ARGUMENT, "nodes[2].id \"10.0.0.1\" repeats nodes[0].id"},
+      {"empty id", [](auto* r) { r->mutable_nodes(4)->clear_id(); },
+       grpc::StatusCode::INVALID_ARGUMENT, "nodes[4].id is required"},
+      {"count disagrees",
+       [](auto* r) { r->mutable_cluster()->mutable_node_types(0)->set_count(5); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "cluster.node_types[0].count is 5 but nodes lists 3 node(s) of type \"v100\""},
+      {"no nodes and no count", [](auto* r) { r->clear_nodes(); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "cluster.node_types[0].count must be >= 1 when nodes is empty (got 0)"},
+      {"negative pipeline size", [](auto* r) { r->set_max_nodes_per_pipeline(-2); },
+       grpc::StatusCode::INVALID_ARGUMENT, "max_nodes_per_pipeline must be >= 0 (got -2)"},
+      {"pipelines larger than the cluster", [](auto* r) { r->set_min_nodes_per_pipeline(10); },
+       grpc::StatusCode::FAILED_PRECONDITION,
+       "min_nodes_per_pipeline = 10 is more than the cluster's 9"},
+      {"unknown model", [](auto* r) { r->set_model("llama"); }, grpc::StatusCode::NOT_FOUND,
+       "llama"},
+      {"no M for 1f1b", [](auto* r) { r->clear_microbatches(); },
+       grpc::StatusCode::INVALID_ARGUMENT, "microbatches must be >= 1 for cost_model \"1f1b\""},
+      {"bad gpus",
+       [](auto* r) { r->mutable_cluster()->mutable_node_types(1)->set_gpus_per_node(0); },
+       grpc::StatusCode::INVALID_ARGUMENT, "cluster.node_types[1].gpus_per_node must be >= 1"},
+      {"batch beyond memory",
+       [](auto* r) {
+         for (auto& t : *r->mutable_cluster()->mutable_node_types())
+           t.set_gpu_memory_bytes(15.5 * kGiB);
+         r->set_max_nodes_per_pipeline(1);
+       },
+       grpc::StatusCode::FAILED_PRECONDITION, "global_batch[0] = 64: no pipeline template fits"},
+  };
+  for (const Case& c : cases) {
+    pb::PlanRequest request = ThreeTypeRequest();
+    c.mutate(&request);
+    pb::PlanResponse response;
+    const grpc::Status status = Plan(request, &response);
+    EXPECT_EQ(status.error_code(), c.code) << c.name << ": " << status.error_message();
+    EXPECT_THAT(status.error_message(), HasSubstr(c.message)) << c.name;
+  }
+}
+
+TEST_F(PlanServiceTest, RejectsBadReplanRequests) {
+  const pb::PlanResponse planned = PlanOk(ThreeTypeRequest());
+  struct Case {
+    std::string name;
+    std::function<void(pb::ReplanRequest*)> mutate;
+    grpc::StatusCode code;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"no plan", [](auto* r) { r->clear_plan(); }, grpc::StatusCode::INVALID_ARGUMENT,
+       "plan is required"},
+      {"no request", [](auto* r) { r->clear_request(); }, grpc::StatusCode::INVALID_ARGUMENT,
+       "request is required"},
+      {"bad request node", [](auto* r) { r->mutable_request()->mutable_nodes(0)->clear_id(); },
+       grpc::StatusCode::INVALID_ARGUMENT, "request.nodes[0].id is required"},
+      {"unknown node in plan",
+       [](auto* r) { r->mutable_plan()->mutable_pipelines(0)->set_node_ids(0, "zzz"); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "plan.pipelines[0].node_ids[0] \"zzz\" is not a node of the cluster"},
+      {"shares do not add up",
+       [](auto* r) {
+         auto* p = r->mutable_plan()->mutable_pipelines(0);
+         p->set_microbatches(p->microbatches() + 1);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "plan.pipelines[].microbatches add up to 65"},
+      {"unknown stage type",
+       [](auto* r) {
+         r->mutable_plan()
+             ->mutable_pipelines(0)
+             ->mutable_template_()
+             ->mutable_stages(0)
+             ->set_node_type("tpu");
+       },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "plan.pipelines[0].template.stages[0].node_type \"tpu\" is not a node type"},
+      {"broken layer cut",
+       [](auto* r) {
+         r->mutable_plan()
+             ->mutable_pipelines(0)
+             ->mutable_template_()
+             ->mutable_stages(0)
+             ->set_layer_end(1);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "plan.pipelines[0].template: stages[1] does not continue"},
+      {"joined type unknown",
+       [](auto* r) {
+         pb::Node* n = r->add_joined_nodes();
+         n->set_id("new");
+         n->set_node_type("h100");
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "joined_nodes[0].node_type \"h100\""},
+      {"joined twice",
+       [](auto* r) {
+         for (int i = 0; i < 2; ++i) {
+           pb::Node* n = r->add_joined_nodes();
+           n->set_id("new");
+           n->set_node_type("v100");
+         }
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "joined_nodes[1].id \"new\" is listed twice"},
+      {"bad tolerance", [](auto* r) { r->set_tolerance(2); }, grpc::StatusCode::INVALID_ARGUMENT,
+       "tolerance must be in [0, 1] (got 2)"},
+  };
+  for (const Case& c : cases) {
+    pb::ReplanRequest request;
+    *request.mutable_request() = planned.request();
+    *request.mutable_plan() = planned.plan();
+    request.add_failed_node_ids(planned.request().nodes(0).id());
+    c.mutate(&request);
+    pb::ReplanResponse response;
+    const grpc::Status status = Replan(request, &response);
+    EXPECT_EQ(status.error_code(), c.code) << c.name << ": " << status.error_message();
+    EXPECT_THAT(status.error_message(), HasSubstr(c.message)) << c.name;
+  }
+}
+
+TEST_F(PlanServiceTest, DeadlineStopsALongPlan) {
+  // Every mix of up to 16 of 48 nodes of three types: many seconds of cold template search.
+  pb::PlanRequest request = ThreeTypeRequest();
+  request.clear_nodes();
+  for (auto& t : *request.mutable_cluster()->mutable_node_types()) t.set_count(16);
+  request.set_max_nodes_per_pipeline(16);
+  pb::PlanResponse response;
+  const auto start = std::chrono::steady_clock::now();
+  const grpc::Status status = Plan(request, &response, std::chrono::milliseconds(300));
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << status.error_message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  // The server is still responsive.
+  pb::PlanRequest small = ThreeTypeRequest();
+  const auto again = std::chrono::steady_clock::now();
+  PlanOk(small);
+  EXPECT_LT(std::chrono::steady_clock::now() - again, std::chrono::seconds(10));
+}
+
+}  // namespace
+}  // namespace oobleck::server

@@ -207,18 +207,9 @@ absl::Status Templates(const CommandLine& cl, PlannerConnection& server) {
   if (cl.IsSet("cluster")) {
     absl::StatusOr<ClusterFile> file = LoadClusterFile(o.cluster);
     if (!file.ok()) return file.status();
-    ClusterOverrides overrides;
-    overrides.cost_model = o.cost_model;
-    if (cl.IsSet("microbatches")) overrides.microbatches = o.microbatches;
-    if (cl.IsSet("optimizer_state_multiplier")) {
-      overrides.optimizer_state_multiplier = o.optimizer_state_multiplier;
-    }
-    if (cl.IsSet("missing_allreduce")) {
-      overrides.missing_allreduce = *ParseMissingAllreduce(o.missing_allreduce);
-    }
+    ClusterOverrides overrides = ClusterOverridesFromFlags(cl);
     if (cl.IsSet("nodes")) overrides.nodes = *ParseNodeRange(o.nodes);
     overrides.all_nodes = o.all_nodes;
-    overrides.measured_relative_speed = o.measured_relative_speed;
     absl::StatusOr<ClusterRequest> built = BuildClusterRequest(*file, overrides);
     if (!built.ok()) {
       return absl::Status(built.status().code(),

@@ -15,6 +15,11 @@ namespace {
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr double kMiB = 1024.0 * 1024.0;
 
+
+std::string Ms(double ms) { return absl::StrFormat("%.2f", ms); }
+
+}  // namespace
+
 // Left-aligned columns separated by two spaces; the last column is not padded so long
 // stage lists do not leave trailing blanks.
 std::string RenderTable(const std::vector<std::vector<std::string>>& rows) {
@@ -34,10 +39,6 @@ std::string RenderTable(const std::vector<std::vector<std::string>>& rows) {
   }
   return out;
 }
-
-std::string Ms(double ms) { return absl::StrFormat("%.2f", ms); }
-
-}  // namespace
 
 std::string ToJson(const google::protobuf::Message& message) {
   google::protobuf::util::JsonPrintOptions options;

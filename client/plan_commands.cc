@@ -17,24 +17,6 @@ namespace {
 
 absl::Status Usage(const std::string& message) { return absl::InvalidArgumentError(message); }
 
-// Left-aligned columns separated by two spaces (the last column unpadded).
-std::string Table(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> widths;
-  for (const auto& row : rows) {
-    if (widths.size() < row.size()) widths.resize(row.size(), 0);
-    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
-  }
-  std::string out;
-  for (const auto& row : rows) {
-    for (size_t c = 0; c < row.size(); ++c) {
-      out += row[c];
-      if (c + 1 < row.size()) out += std::string(widths[c] - row[c].size() + 2, ' ');
-    }
-    out += "\n";
-  }
-  return out;
-}
-
 std::string Ms(double ms) { return absl::StrFormat("%.2f", ms); }
 
 std::string Bytes(double bytes) {
@@ -65,12 +47,12 @@ std::string FormatClusterPlan(const pb::ClusterPlan& plan) {
     rows.push_back({absl::StrCat(i), p.template_().mix_label(), absl::StrJoin(p.node_ids(), ","),
                     absl::StrCat(p.microbatches()), Ms(p.time_ms()), absl::StrJoin(stages, " ")});
   }
-  std::string out = Table(rows);
+  std::string out = RenderTable(rows);
   if (!plan.idle_nodes().empty()) {
     std::vector<std::vector<std::string>> idle = {{"IDLE_NODE", "TYPE", "REASON"}};
     for (const pb::IdleNode& n : plan.idle_nodes())
       idle.push_back({n.node_id(), n.node_type(), n.reason()});
-    absl::StrAppend(&out, "\n", Table(idle));
+    absl::StrAppend(&out, "\n", RenderTable(idle));
   }
   return out;
 }
@@ -227,7 +209,7 @@ std::string FormatPlan(const pb::PlanResponse& response) {
                           : "n/a",
                       size.speedup() > 0 ? absl::StrFormat("%.2fx", size.speedup()) : "n/a"});
     }
-    absl::StrAppend(&out, "\n", Table(rows));
+    absl::StrAppend(&out, "\n", RenderTable(rows));
   }
   return out;
 }
@@ -257,16 +239,14 @@ std::string FormatReplan(const pb::ReplanResponse& response) {
                       absl::StrFormat("[%d,%d)", c.layer_begin(), c.layer_end()),
                       Bytes(c.param_bytes())});
     }
-    absl::StrAppend(&out, "\n", Table(rows));
+    absl::StrAppend(&out, "\n", RenderTable(rows));
   }
   absl::StrAppend(&out, "\n", FormatClusterPlan(plan));
   return out;
 }
 
-absl::Status RunPlan(const CommandLine& cl, const PlanCalls& calls) {
+ClusterOverrides ClusterOverridesFromFlags(const CommandLine& cl) {
   const CliOptions& o = cl.options;
-  absl::StatusOr<ClusterFile> file = LoadClusterFile(o.cluster);
-  if (!file.ok()) return file.status();
   ClusterOverrides overrides;
   overrides.cost_model = o.cost_model;
   if (cl.IsSet("microbatches")) overrides.microbatches = o.microbatches;
@@ -277,6 +257,14 @@ absl::Status RunPlan(const CommandLine& cl, const PlanCalls& calls) {
     overrides.missing_allreduce = *ParseMissingAllreduce(o.missing_allreduce);
   }
   overrides.measured_relative_speed = o.measured_relative_speed;
+  return overrides;
+}
+
+absl::Status RunPlan(const CommandLine& cl, const PlanCalls& calls) {
+  const CliOptions& o = cl.options;
+  absl::StatusOr<ClusterFile> file = LoadClusterFile(o.cluster);
+  if (!file.ok()) return file.status();
+  ClusterOverrides overrides = ClusterOverridesFromFlags(cl);
   std::vector<ProfileUpload> uploads;
   absl::StatusOr<pb::PlanRequest> request =
       BuildPlanRequest(*file, overrides, *ParseGlobalBatches(o.global_batch),

@@ -30,6 +30,10 @@ struct PlanCalls {
 // Usage errors of plan and replan (exit code 2): missing or malformed flags.
 absl::Status CheckPlanUsage(const CommandLine& cl);
 
+// The cluster-file settings the command line overrides (cost model, M, optimizer state,
+// missing all-reduce, the measured GPU's relative speed); shared by templates and plan.
+ClusterOverrides ClusterOverridesFromFlags(const CommandLine& cl);
+
 absl::Status RunPlan(const CommandLine& cl, const PlanCalls& calls);
 absl::Status RunReplan(const CommandLine& cl, const PlanCalls& calls);
 

@@ -100,14 +100,7 @@ ClusterPlan BindFreshPlan(const CostModel& model, const std::vector<ClusterNode>
                           const PipelineSetSolution& solution, int global_batch,
                           const std::vector<std::string>& type_reasons) {
   const int T = model.num_types();
-  std::vector<size_t> order(solution.chosen.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    const NodeMix& ma = shapes[solution.chosen[a]].mix;
-    const NodeMix& mb = shapes[solution.chosen[b]].mix;
-    const int sa = MixSize(ma), sb = MixSize(mb);
-    return sa != sb ? sa > sb : ma > mb;
-  });
+  const std::vector<size_t> order = ChosenOrder(shapes, solution);
   std::vector<std::vector<size_t>> queue(T);
   for (size_t i = nodes.size(); i-- > 0;) queue[nodes[i].type].push_back(i);  // back = first
   ClusterPlan plan;
@@ -399,6 +392,19 @@ absl::StatusOr<PlanResult> ClusterPlanner::Plan(const CostModel& model,
     if (size.status.code() == absl::StatusCode::kCancelled) return size.status;
   }
   return result;
+}
+
+std::vector<size_t> ChosenOrder(const std::vector<PipelineShape>& shapes,
+                                const PipelineSetSolution& solution) {
+  std::vector<size_t> order(solution.chosen.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const NodeMix& ma = shapes[solution.chosen[a]].mix;
+    const NodeMix& mb = shapes[solution.chosen[b]].mix;
+    const int sa = MixSize(ma), sb = MixSize(mb);
+    return sa != sb ? sa > sb : ma > mb;
+  });
+  return order;
 }
 
 }  // namespace oobleck

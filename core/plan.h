@@ -205,6 +205,11 @@ struct PipelineSetSolution {
 // FAILED_PRECONDITION when no plan exists (the message says why); CANCELLED.
 absl::StatusOr<PipelineSetSolution> SolvePipelineSet(const PipelineSetProblem& problem);
 
+// Indices into solution.chosen, larger pipelines first, then by mix (the order plans list
+// their pipelines in).
+std::vector<size_t> ChosenOrder(const std::vector<PipelineShape>& shapes,
+                                const PipelineSetSolution& solution);
+
 }  // namespace oobleck
 
 #endif  // OOBLECK_CORE_PLAN_H_

@@ -459,19 +459,6 @@ absl::StatusOr<Candidate> Finalize(const ReplanContext& ctx, Draft draft,
   return out;
 }
 
-// Pipelines of a solution, larger first (as a fresh plan lists them).
-std::vector<size_t> ChosenOrder(const std::vector<PipelineShape>& shapes,
-                                const PipelineSetSolution& solution) {
-  std::vector<size_t> order(solution.chosen.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    const NodeMix& ma = shapes[solution.chosen[a]].mix;
-    const NodeMix& mb = shapes[solution.chosen[b]].mix;
-    const int sa = MixSize(ma), sb = MixSize(mb);
-    return sa != sb ? sa > sb : ma > mb;
-  });
-  return order;
-}
 
 // Oobleck's rule (replan.h). `keepalive` holds the templates the drafts point into.
 absl::StatusOr<Draft> FallbackDraft(const ReplanContext& ctx, const TemplateSet* set,

@@ -14,6 +14,7 @@
 #include "server/plan_rpc.h"
 #include "server/proto_conversion.h"
 #include "server/request_limits.h"
+#include "server/elapsed.h"
 #include "server/status_conversion.h"
 
 namespace oobleck::server {
@@ -21,10 +22,6 @@ namespace {
 
 namespace pb = ::oobleck::planner::v1;
 
-double MillisecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-      .count();
-}
 
 // The profile a LoadProfileRequest describes, before it is stored.
 absl::StatusOr<ModelProfile> ProfileFromRequest(const pb::LoadProfileRequest& request) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,10 @@ struct SearchOptions {
   // Polled during the search; returning true aborts it with CANCELLED.
   std::function<bool()> cancelled;
   SearchStats* stats = nullptr;  // if set, receives the work counters
+  // Admission control, asked only when a search is about to run (never for answers from
+  // the cache); the search runs while the returned handle lives. An error is returned
+  // as the request's.
+  std::function<absl::StatusOr<std::shared_ptr<void>>()> admit;
 };
 
 // The optimal template of every mix under model's cost model (exact). Results are in the

@@ -79,6 +79,12 @@ absl::StatusOr<std::vector<PlannedMix>> TemplatePlanner::PlanTemplates(
     }
   }
   if (missing.empty()) return planned;
+  std::shared_ptr<void> admission;  // held until the search is done
+  if (options.admit) {
+    absl::StatusOr<std::shared_ptr<void>> admitted = options.admit();
+    if (!admitted.ok()) return admitted.status();
+    admission = *std::move(admitted);
+  }
   absl::StatusOr<std::vector<MixResult>> results;
   if (threads_ > 0) {
     tbb::task_arena arena(threads_);

@@ -84,11 +84,6 @@ class CallWatch {
   mutable std::atomic<bool> cancelled_{false};
 };
 
-absl::StatusOr<SearchGate::Slot> AcquireSlot(SearchGate* gate, grpc::ServerContext* context) {
-  if (gate == nullptr) return SearchGate::Slot();
-  return gate->AcquireForCall(context);
-}
-
 void SetNodes(const std::vector<ClusterNode>& nodes, const PlanningProblem& problem,
               pb::PlanRequest* request) {
   request->clear_nodes();
@@ -304,13 +299,11 @@ grpc::Status HandlePlan(grpc::ServerContext* context, const pb::PlanRequest& req
         Invalid("global_batch must list at least one size (micro-batches per iteration)"));
   }
   const std::vector<int> batches(request.global_batch().begin(), request.global_batch().end());
-  absl::StatusOr<SearchGate::Slot> slot = AcquireSlot(rpc.search_gate, context);
-  if (!slot.ok()) return ToGrpcStatus(slot.status());
-
   const CallWatch watch(context);
   PlanOptions options;
   options.limits = setup->limits;
   options.search = watch.Options();
+  if (rpc.search_gate != nullptr) options.search.admit = rpc.search_gate->AdmissionFor(context);
   absl::StatusOr<PlanResult> result =
       rpc.planner->Plan(*setup->model, setup->nodes, batches, options);
   if (!result.ok()) {
@@ -383,10 +376,9 @@ grpc::Status HandleReplan(grpc::ServerContext* context, const pb::ReplanRequest&
   ReplanOptions options;
   options.tolerance = request.has_tolerance() ? request.tolerance() : 0.01;
   options.limits = setup->limits;
-  absl::StatusOr<SearchGate::Slot> slot = AcquireSlot(rpc.search_gate, context);
-  if (!slot.ok()) return ToGrpcStatus(slot.status());
   const CallWatch watch(context);
   options.search = watch.Options();
+  if (rpc.search_gate != nullptr) options.search.admit = rpc.search_gate->AdmissionFor(context);
   absl::StatusOr<ReplanResult> r =
       Replan(*rpc.planner, model, setup->nodes, *current, event, options);
   if (!r.ok()) {

@@ -126,11 +126,6 @@ grpc::Status PlannerService::PlanTemplates(grpc::ServerContext* context,
   if (!converted.ok()) return ToGrpcStatus(converted.status());
   absl::StatusOr<CostModel> model = CostModel::Create(std::move(converted->problem));
   if (!model.ok()) return ToGrpcStatus(model.status());
-  // Held until the response is built: a bounded number of searches run at once.
-  absl::StatusOr<SearchGate::Slot> slot =
-      options_.search_gate != nullptr ? options_.search_gate->AcquireForCall(context)
-                                      : SearchGate::Slot();
-  if (!slot.ok()) return ToGrpcStatus(slot.status());
 
   // The search polls this; a passed deadline stops it as early as a cancellation does
   // (gRPC may not have marked the call cancelled yet when the deadline passes).
@@ -140,6 +135,8 @@ grpc::Status PlannerService::PlanTemplates(grpc::ServerContext* context,
   options.cancelled = [context, deadline_passed] {
     return context->IsCancelled() || deadline_passed();
   };
+  // A bounded number of searches run at once; cached answers need no slot.
+  if (options_.search_gate != nullptr) options.admit = options_.search_gate->AdmissionFor(context);
   absl::StatusOr<std::vector<PlannedMix>> planned =
       planner_.PlanTemplates(*model, converted->mixes, options);
   if (!planned.ok()) {

@@ -83,4 +83,13 @@ void SearchGate::Release() {
   --in_use_;
 }
 
+std::function<absl::StatusOr<std::shared_ptr<void>>()> SearchGate::AdmissionFor(
+    grpc::ServerContext* context) {
+  return [this, context]() -> absl::StatusOr<std::shared_ptr<void>> {
+    absl::StatusOr<Slot> slot = AcquireForCall(context);
+    if (!slot.ok()) return slot.status();
+    return std::static_pointer_cast<void>(std::make_shared<Slot>(*std::move(slot)));
+  };
+}
+
 }  // namespace oobleck::server

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -46,6 +47,10 @@ class SearchGate {
   // Acquire for a gRPC call: gives up shortly before the call's deadline, so that the
   // client receives RESOURCE_EXHAUSTED (and why) rather than its own DEADLINE_EXCEEDED.
   absl::StatusOr<Slot> AcquireForCall(grpc::ServerContext* context);
+  // AcquireForCall as core's SearchOptions::admit, so that only calls that really search
+  // take a slot (answers from the cache never wait behind a long search).
+  std::function<absl::StatusOr<std::shared_ptr<void>>()> AdmissionFor(
+      grpc::ServerContext* context);
 
   int max_concurrent() const { return max_concurrent_; }
   int in_use() const;

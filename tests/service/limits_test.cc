@@ -148,6 +148,19 @@ TEST_F(LimitsServiceTest, BusySearchSlotsGiveResourceExhaustedBeforeTheDeadline)
   EXPECT_EQ(gate_.in_use(), 0) << "the slot is released after the call";
 }
 
+TEST_F(LimitsServiceTest, CachedAnswersNeedNoSlot) {
+  pb::PlanTemplatesResponse response;
+  ASSERT_TRUE(Plan(SmallRequest(), std::chrono::seconds(30), &response).ok());
+  // Every slot busy (as with a huge search running): the same request is answered from
+  // the cache at once instead of waiting for a slot.
+  auto held = gate_.Acquire(absl::InfiniteFuture(), {});
+  ASSERT_TRUE(held.ok());
+  grpc::Status status = Plan(SmallRequest(), std::chrono::seconds(5), &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  for (const pb::MixTemplate& r : response.results()) EXPECT_TRUE(r.cache_hit());
+  EXPECT_EQ(gate_.rejected(), 0);
+}
+
 TEST_F(LimitsServiceTest, InvalidRequestsAreRejectedWithoutASlot) {
   auto held = gate_.Acquire(absl::InfiniteFuture(), {});
   ASSERT_TRUE(held.ok());

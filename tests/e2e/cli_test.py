@@ -11,7 +11,6 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_support  # noqa: E402
-from e2e_support import RunningServer, run_cli, wait_until_serving  # noqa: E402
 
 PUBLISHED_OOBLECK_MS = {1: 25348.51, 2: 28853.39, 3: 27534.99, 4: 27245.21}
 # relative_speed of the RTX 4090 on the ditto files' scale (ditto-exp2/exp3 list it);
@@ -19,30 +18,7 @@ PUBLISHED_OOBLECK_MS = {1: 25348.51, 2: 28853.39, 3: 27534.99, 4: 27245.21}
 RTX4090_RELATIVE_SPEED = "2.94"
 
 
-class CliTest(unittest.TestCase):
-
-    @classmethod
-    def setUpClass(cls):
-        import grpc
-        e2e_support.stubs()
-        cls.server = RunningServer(profile_dir=e2e_support.example_profiles_dir())
-        try:
-            with grpc.insecure_channel(cls.server.address) as channel:
-                wait_until_serving(channel)
-        except BaseException:
-            cls.server.stop()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.server.stop()
-
-    def cli(self, *args, expect_code=0):
-        result = run_cli("--server", self.server.address, *args)
-        self.assertEqual(result.returncode, expect_code,
-                         f"oobleck-plan {' '.join(args)}\nstdout:\n{result.stdout}\n"
-                         f"stderr:\n{result.stderr}")
-        return result
+class CliTest(e2e_support.ExampleServerTestCase):
 
     def cluster_file(self, name):
         return os.path.join(e2e_support.ARGS.shared_data, "clusters", name)

@@ -145,3 +145,31 @@ def run_cli(*args, timeout_s=RPC_TIMEOUT_S):
     """Runs build/bin/oobleck-plan; returns the CompletedProcess (text output)."""
     return subprocess.run([ARGS.cli_bin, *args], capture_output=True, text=True,
                           timeout=timeout_s)
+
+
+class ExampleServerTestCase(unittest.TestCase):
+    """A test class sharing one real server with the bundled example profiles."""
+
+    @classmethod
+    def setUpClass(cls):
+        import grpc
+        stubs()
+        cls.server = RunningServer(profile_dir=example_profiles_dir())
+        try:
+            with grpc.insecure_channel(cls.server.address) as channel:
+                wait_until_serving(channel)
+        except BaseException:
+            cls.server.stop()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def cli(self, *args, expect_code=0):
+        """Runs oobleck-plan against the server; checks its exit code."""
+        result = run_cli("--server", self.server.address, *args)
+        self.assertEqual(result.returncode, expect_code,
+                         f"oobleck-plan {' '.join(args)}\nstdout:\n{result.stdout}\n"
+                         f"stderr:\n{result.stderr}")
+        return result

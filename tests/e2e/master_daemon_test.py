@@ -12,26 +12,10 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_support  # noqa: E402
-from e2e_support import RPC_TIMEOUT_S, RunningServer, stubs, wait_until_serving  # noqa: E402
+from e2e_support import RPC_TIMEOUT_S  # noqa: E402
 
 
-class MasterDaemonTest(unittest.TestCase):
-
-    @classmethod
-    def setUpClass(cls):
-        import grpc
-        stubs()
-        cls.server = RunningServer(profile_dir=e2e_support.example_profiles_dir())
-        try:
-            with grpc.insecure_channel(cls.server.address) as channel:
-                wait_until_serving(channel)
-        except BaseException:
-            cls.server.stop()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.server.stop()
+class MasterDaemonTest(e2e_support.ExampleServerTestCase):
 
     def run_daemon(self, *extra):
         script = os.path.join(e2e_support.ARGS.source_dir, "examples", "python",

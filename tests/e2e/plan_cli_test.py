@@ -12,35 +12,19 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_support  # noqa: E402
-from e2e_support import RunningServer, run_cli, wait_until_serving  # noqa: E402
 
 
-class PlanCliTest(unittest.TestCase):
+class PlanCliTest(e2e_support.ExampleServerTestCase):
 
     @classmethod
     def setUpClass(cls):
-        import grpc
-        e2e_support.stubs()
-        cls.server = RunningServer(profile_dir=e2e_support.example_profiles_dir())
+        super().setUpClass()
         cls.tmp = tempfile.TemporaryDirectory()
-        try:
-            with grpc.insecure_channel(cls.server.address) as channel:
-                wait_until_serving(channel)
-        except BaseException:
-            cls.server.stop()
-            raise
 
     @classmethod
     def tearDownClass(cls):
-        cls.server.stop()
         cls.tmp.cleanup()
-
-    def cli(self, *args, expect_code=0):
-        result = run_cli("--server", self.server.address, *args)
-        self.assertEqual(result.returncode, expect_code,
-                         f"oobleck-plan {' '.join(args)}\nstdout:\n{result.stdout}\n"
-                         f"stderr:\n{result.stderr}")
-        return result
+        super().tearDownClass()
 
     def save(self, name, text):
         path = os.path.join(self.tmp.name, name)

@@ -451,6 +451,7 @@ class LabelSearch {
       tbb::parallel_for(0, num_targets, [&](int target) {
         ComputeTarget(a, target / space_.num_node_states(), target % space_.num_node_states());
       });
+      if (options.progress) options.progress(phase_name(), L - a, L);
     }
     std::vector<MixResult> results;
     results.reserve(mixes_.size());
@@ -587,6 +588,10 @@ class LabelSearch {
       front.resize(beam_width_);
     }
     front.shrink_to_fit();
+  }
+
+  std::string_view phase_name() const {
+    return beam_width_ > 0 ? "incumbent search (layers)" : "exact search (layers)";
   }
 
   MixResult Extract(const NodeMix& mix) const {

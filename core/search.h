@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -35,6 +36,10 @@ struct SearchOptions {
   // the cache); the search runs while the returned handle lives. An error is returned
   // as the request's.
   std::function<absl::StatusOr<std::shared_ptr<void>>()> admit;
+  // Called from the searching thread as the search advances (never concurrently with
+  // itself): `phase` names the pass, `done` of `total` steps of it are finished. Meant for
+  // progress logs and bars; keep it cheap.
+  std::function<void(std::string_view phase, int64_t done, int64_t total)> progress;
 };
 
 // The optimal template of every mix under model's cost model (exact). Results are in the

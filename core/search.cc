@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -49,14 +50,21 @@ struct OneFOneBObjective {
   double Final(const Label& x) const { return x.sum + (microbatches - 1) * x.max; }
   static double Primary(const Label& x) { return x.sum; }
   static int Stages(const Label& x) { return x.stages; }
-  // Lower bounds for branch and bound. rest_ms bounds the cost sum of the stages still to
-  // place; a stage of cost c alone forces T >= M c.
+  // Lower bounds for branch and bound. `prefix` bounds the cost sum of the stages still to
+  // place (PrefixCost), jointly with the final max; a stage of cost c alone forces T >= M c.
   double StageCoefficient(int /*min_stages*/, int /*max_stages*/, bool /*may_be_alone*/) const {
     return microbatches;
   }
-  double LowerBound(const Label& x, double rest_ms, double rest_max_ms, int /*min_stages*/,
+  template <typename Prefix>
+  double LowerBound(const Label& x, const Prefix& prefix, double rest_max_ms, int /*min_stages*/,
                     int /*max_stages*/, bool /*complete*/) const {
-    return x.sum + rest_ms + (microbatches - 1) * std::max(x.max, rest_max_ms);
+    return x.sum + prefix.SumPlus(microbatches - 1, std::max(x.max, rest_max_ms));
+  }
+  // A bound on every pipeline holding a stage of this compute here, nondecreasing in it.
+  template <typename Prefix>
+  double StageBound(double compute_ms, double /*coeff*/, const Prefix& prefix,
+                    double rest_max_ms) const {
+    return compute_ms + prefix.SumPlus(microbatches - 1, std::max(compute_ms, rest_max_ms));
   }
   // Calls use(i) for the source labels whose extension by a stage of cost c may survive.
   // Where the new max is max(c, rest_max) whatever the source's max, the extension differs
@@ -211,9 +219,8 @@ struct Sosp23Objective {
   double SortKey(const Label& x) const { return microbatches > 0 ? K(x) : 3 * x.m + K(x); }
   template <typename E>
   void ParetoFilter(std::vector<E>& candidates, std::vector<E>& front) const {
-    std::stable_sort(candidates.begin(), candidates.end(), [&](const E& x, const E& y) {
-      return SortKey(x.label) < SortKey(y.label);
-    });
+    std::stable_sort(candidates.begin(), candidates.end(),
+                     [&](const E& x, const E& y) { return SortKey(x.label) < SortKey(y.label); });
     for (const E& e : candidates) {
       bool dominated = false;
       for (const E& kept : front) {
@@ -248,24 +255,32 @@ struct Sosp23Objective {
     if (n_min < 0) return -1;
     return may_be_alone ? std::min(4, n_min + 2) : n_min + 2;
   }
+  template <typename Prefix>
+  double StageBound(double compute_ms, double coeff, const Prefix& prefix,
+                    double /*rest_max_ms*/) const {
+    return coeff * compute_ms + prefix.floor_ms();
+  }
   // For an incomplete suffix x and the prefix P still to come, either k* stays in x
   // (T = sum P + K(x) [+ 3|P| m without M]) or P holds a stage above m and then, as every
   // stage after k* costs at most m_final, T >= sum P + 2 total + (M + 2 - S_max) m
   // (with M) or sum P + 2 total + (2r + 4) m (without M). The bound is the smaller one.
   // rest_max_ms bounds max P from below; above m it rules out the kept-k* case.
-  double LowerBound(const Label& x, double rest_ms, double rest_max_ms, int /*min_stages*/,
+  // The prefix's cost sum is bounded by prefix.Sum(m) when no stage of it exceeds m (k*
+  // stays), and jointly with the final max otherwise (prefix.SumPlus).
+  template <typename Prefix>
+  double LowerBound(const Label& x, const Prefix& prefix, double rest_max_ms, int /*min_stages*/,
                     int max_stages, bool complete) const {
     if (complete) return Final(x);
     const double m_final = std::max(x.m, rest_max_ms);
     const bool k_may_stay = rest_max_ms <= x.m;
-    const double kept = k_may_stay ? (microbatches > 0 ? K(x) : 3 * x.m + K(x))
+    const double kept = k_may_stay ? prefix.Sum(x.m) + (microbatches > 0 ? K(x) : 3 * x.m + K(x))
                                    : std::numeric_limits<double>::infinity();
     if (microbatches > 0) {
       const int coeff = microbatches + 2 - max_stages;
       if (coeff < 0) return -std::numeric_limits<double>::infinity();
-      return rest_ms + std::min(kept, 2 * x.total + coeff * m_final);
+      return std::min(kept, 2 * x.total + prefix.SumPlus(coeff, m_final));
     }
-    return rest_ms + std::min(kept, 2 * x.total + (2 * x.r + 4) * m_final);
+    return std::min(kept, 2 * x.total + prefix.SumPlus(2 * x.r + 4, m_final));
   }
 };
 
@@ -355,6 +370,391 @@ class StateSpace {
   std::vector<bool> within_, strictly_within_;
 };
 
+// --- Prefix bottleneck bound ------------------------------------------------------------
+
+// A lower bound, for every state, on the largest stage cost among the stages still to be
+// placed before it (layers [0, a) on the nodes the state leaves free). It comes from a
+// relaxation in which a stage costs only its compute (no transfers; the oobleck-sosp23 cost
+// is exactly that), memory is unlimited and a stage may be empty. In the relaxation a cap
+// on stage cost is feasible iff greedily stretching every stage as far as the cap allows,
+// node after node, reaches a: compute grows with a stage's layer range, so a stage that
+// ends later never leaves less for the stages after it. The reach is monotone in the cap,
+// so it is tabulated on a grid of caps (fine around the whole mix's bottleneck, where the
+// bound decides most), and a state's bound is the largest grid cap whose reach falls short.
+class PrefixMaxBound {
+ public:
+  PrefixMaxBound(const CostModel& model, const StateSpace& space, const std::vector<NodeMix>& mixes)
+      : model_(model), space_(space) {
+    const int T = model.num_types();
+    const int L = model.num_layers();
+    // The prefix of a state may use the nodes of any requested mix that contains the
+    // state's nodes; a mix inside another requested mix can only reach less.
+    std::vector<int> maximal;
+    for (size_t i = 0; i < mixes.size(); ++i) {
+      bool inside_other = false;
+      for (size_t j = 0; j < mixes.size() && !inside_other; ++j) {
+        if (i == j || mixes[j] == mixes[i]) continue;
+        bool inside = true;
+        for (int t = 0; t < T; ++t) inside &= mixes[i][t] <= mixes[j][t];
+        inside_other = inside;
+      }
+      const int code = space.Encode(mixes[i]);
+      if (!inside_other && std::find(maximal.begin(), maximal.end(), code) == maximal.end()) {
+        maximal.push_back(code);
+      }
+    }
+    // One multiset stands for all of them: per type, the most nodes any of them leaves
+    // free (more nodes never reach less, so the bound holds for each).
+    rest_.assign(space.num_multisets(), -1);
+    for (int u = 0; u < space.num_multisets(); ++u) {
+      std::vector<int> free(T, 0);
+      bool any = false;
+      for (int x : maximal) {
+        bool inside = true;
+        for (int t = 0; t < T; ++t) inside &= space.count(u, t) <= space.count(x, t);
+        if (!inside) continue;
+        any = true;
+        for (int t = 0; t < T; ++t)
+          free[t] = std::max(free[t], space.count(x, t) - space.count(u, t));
+      }
+      if (!any) continue;
+      rest_[u] = 0;
+      for (int t = 0; t < T; ++t) rest_[u] += free[t] * space.stride(t);
+    }
+
+    // The grid: geometric from the cheapest single layer to the costliest whole model, and
+    // fine steps just above the bottleneck of the requested mixes themselves.
+    double lo = std::numeric_limits<double>::infinity(), hi = 0;
+    for (int t = 0; t < T; ++t) {
+      for (int g : model.stage_sizes(t)) {
+        hi = std::max(hi, model.ComputeMs(t, g, 0, L));
+        for (int l = 0; l < L; ++l) {
+          const double c = model.ComputeMs(t, g, l, l + 1);
+          if (c > 0) lo = std::min(lo, c);
+        }
+      }
+    }
+    if (!(lo < hi)) return;  // degenerate costs: no bound (At() returns 0)
+    double bottleneck = hi;
+    {
+      double below = 0, above = hi;  // reach(below) < L <= reach(above) for some mix
+      for (int iter = 0; iter < 60 && above - below > 1e-9 * above; ++iter) {
+        const double mid = 0.5 * (below + above);
+        const std::vector<int> reach = Reach(mid);
+        bool covers = false;
+        for (int x : maximal) covers |= reach[x] >= L;
+        (covers ? above : below) = mid;
+      }
+      bottleneck = below;
+    }
+    for (double c = lo; c < hi; c *= 1.05) caps_.push_back(c);
+    if (bottleneck > 0) {
+      for (double c = bottleneck; c < 1.1 * bottleneck && c < hi; c *= 1.001) caps_.push_back(c);
+    }
+    std::sort(caps_.begin(), caps_.end());
+    caps_.erase(std::unique(caps_.begin(), caps_.end()), caps_.end());
+
+    const int K = static_cast<int>(caps_.size());
+    const int NS = space.num_node_states();
+    reach_.assign(static_cast<size_t>(space.num_multisets()) * NS * K, 0);
+    mix_reach_.assign(static_cast<size_t>(space.num_multisets()) * K, 0);
+    for (int k = 0; k < K; ++k) {
+      const std::vector<int> reach = Reach(caps_[k]);
+      for (int x = 0; x < space.num_multisets(); ++x)
+        mix_reach_[static_cast<size_t>(x) * K + k] = reach[x];
+      for (int u = 0; u < space.num_multisets(); ++u) {
+        for (int ns = 0; ns < NS; ++ns) {
+          if (rest_[u] < 0) continue;
+          int best = reach[rest_[u]];
+          if (ns != 0) {
+            const auto [t, used] = space.PartialOf(ns);
+            best = NodeReach(t, model.node_type(t).gpus_per_node - used, best, caps_[k]);
+          }
+          reach_[(static_cast<size_t>(u) * NS + ns) * K + k] = best;
+        }
+      }
+    }
+  }
+
+  // Per multiset u, the nodes left for the layers before a state on u (the most any
+  // requested mix containing u leaves, per type); -1 if no requested mix contains u.
+  const std::vector<int>& rest() const { return rest_; }
+
+  // Every pipeline over the nodes of `mix` has a stage that costs more than this.
+  double ForMix(const NodeMix& mix) const {
+    if (caps_.empty()) return 0;
+    const int K = static_cast<int>(caps_.size());
+    const int* reach = &mix_reach_[static_cast<size_t>(space_.Encode(mix)) * K];
+    const int k =
+        static_cast<int>(std::lower_bound(reach, reach + K, model_.num_layers()) - reach) - 1;
+    return k < 0 ? 0 : caps_[k];
+  }
+
+  // Every completion of state (a, u, ns) with a > 0 has a stage before a that costs more
+  // than this; +inf if no node is left for those layers.
+  double At(int a, int u, int ns) const {
+    if (a == 0 || caps_.empty()) return 0;
+    if (rest_[u] < 0 || (ns == 0 && rest_[u] == 0)) return std::numeric_limits<double>::infinity();
+    const int K = static_cast<int>(caps_.size());
+    const int* reach = &reach_[(static_cast<size_t>(u) * space_.num_node_states() + ns) * K];
+    // The largest k with reach[k] < a (reach grows with k).
+    const int k = static_cast<int>(std::lower_bound(reach, reach + K, a) - reach) - 1;
+    return k < 0 ? 0 : caps_[k];
+  }
+
+ private:
+  // The farthest layer a stage of g GPUs of type t starting at p can end at within cap.
+  int Extend(int t, int g, int p, double cap) const {
+    int lo = p, hi = model_.num_layers();
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (model_.ComputeMs(t, g, p, mid) <= cap) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    return lo;
+  }
+  // The farthest layer `gpus` GPUs of one type-t node reach from p, over every split of
+  // them into stages in any order.
+  int NodeReach(int t, int gpus, int p, double cap) const {
+    thread_local std::vector<int> reach;
+    reach.assign(gpus + 1, p);
+    for (int h = 1; h <= gpus; ++h) {
+      for (int g : model_.stage_sizes(t)) {
+        if (g <= h) reach[h] = std::max(reach[h], Extend(t, g, reach[h - g], cap));
+      }
+    }
+    return reach[gpus];
+  }
+  // Per node multiset, the farthest layer its nodes reach from layer 0, in the best order.
+  std::vector<int> Reach(double cap) const {
+    std::vector<int> reach(space_.num_multisets(), 0);
+    for (int u = 1; u < space_.num_multisets(); ++u) {
+      for (int t = 0; t < model_.num_types(); ++t) {
+        if (space_.count(u, t) == 0) continue;
+        reach[u] = std::max(reach[u], NodeReach(t, model_.node_type(t).gpus_per_node,
+                                                reach[u - space_.stride(t)], cap));
+      }
+    }
+    return reach;
+  }
+
+  const CostModel& model_;
+  const StateSpace& space_;
+  std::vector<int> rest_;
+  std::vector<double> caps_;    // the grid, ascending
+  std::vector<int> reach_;      // [(u * node states + ns) * grid + k]
+  std::vector<int> mix_reach_;  // [u * grid + k]: reach of the nodes u alone
+};
+
+// --- Prefix cost bound ------------------------------------------------------------------
+
+// What the stages before a state can cost, bounded below by a fractional relaxation. Work
+// is measured in w(l), the cheapest single-GPU compute of layer l on any type; a stage of
+// g GPUs of type t costs at least rho(t, g) per unit of work (rho: its smallest cost-to-work
+// ratio over the layers), so under a cap C on stage cost it holds at most C / rho(t, g)
+// work. A node's GPUs form stages in many ways; for every count j of its stages, the most
+// work j stages of it can hold (a knapsack over stage sizes) gives the point (work, j C),
+// and the lower convex hull of those points bounds the node's cost sum for any amount of
+// work. Summing over the free nodes, filling the cheapest hull segments first, gives S(C):
+// no prefix whose stages all cost at most C has a smaller cost sum.
+struct HullSegment {
+  double length;  // work it holds at cap 1
+  double slope;   // cost per unit of work
+};
+
+class PrefixCost {
+ public:
+  PrefixCost(double work, const std::vector<HullSegment>* segments, double floor_ms)
+      : work_(work), segments_(segments), floor_ms_(floor_ms) {}
+
+  // min over caps C >= cap_floor of (cost sum of the prefix) + k C, for k >= 0.
+  double SumPlus(double k, double cap_floor) const {
+    cap_floor = std::max(cap_floor, 0.0);
+    double best = k * cap_floor;
+    if (segments_ != nullptr && work_ > 0) {
+      if (memo_k_ != k) {
+        // Sum(C) + k C is convex in C: remember its minimum over all feasible caps; above
+        // that cap the function only grows.
+        memo_k_ = k;
+        memo_ = MinOver(k);
+      }
+      best = cap_floor <= memo_.first ? memo_.second : SumAt(cap_floor) + k * cap_floor;
+    }
+    return std::max(best, floor_ms_ + k * cap_floor);
+  }
+  // Least cost sum of the prefix if no stage of it costs more than cap (+inf: impossible).
+  double Sum(double cap) const {
+    return std::max(segments_ != nullptr && work_ > 0 ? SumAt(cap) : 0.0, floor_ms_);
+  }
+  double floor_ms() const { return floor_ms_; }
+
+ private:
+  double SumAt(double cap) const {
+    if (!(cap > 0)) return std::numeric_limits<double>::infinity();
+    const double need = work_ / cap;
+    double left = need, total = 0;
+    for (const HullSegment& s : *segments_) {
+      const double take = std::min(left, s.length);
+      total += take * s.slope;
+      left -= take;
+      if (left <= 0) break;
+    }
+    // Rounding must never turn a cap that fits exactly into "impossible".
+    return left <= 1e-9 * need ? cap * total : std::numeric_limits<double>::infinity();
+  }
+  // (argmin, min) over feasible caps of Sum(C) + k C. The function is linear between the
+  // caps where work / C crosses a segment end, so the minimum is at the smallest feasible
+  // cap or at one of those.
+  std::pair<double, double> MinOver(double k) const {
+    constexpr double kInf = std::numeric_limits<double>::infinity();
+    double capacity = 0;
+    for (const HullSegment& s : *segments_) capacity += s.length;
+    if (!(capacity > 0)) return {kInf, kInf};
+    const double lo = work_ / capacity;
+    std::pair<double, double> best = {lo, SumAt(lo) + k * lo};
+    double end = 0;
+    for (const HullSegment& s : *segments_) {
+      end += s.length;
+      const double cap = work_ / end;
+      const double value = SumAt(cap) + k * cap;
+      if (cap > lo && value < best.second) best = {cap, value};
+    }
+    return best;
+  }
+
+  double work_ = 0;
+  const std::vector<HullSegment>* segments_ = nullptr;
+  double floor_ms_ = 0;
+  mutable double memo_k_ = std::numeric_limits<double>::quiet_NaN();
+  mutable std::pair<double, double> memo_;  // (argmin, min) of Sum(C) + memo_k_ C
+};
+
+class PrefixCostBound {
+ public:
+  PrefixCostBound(const CostModel& model, const StateSpace& space, const std::vector<int>& rest)
+      : space_(space) {
+    const int T = model.num_types();
+    const int L = model.num_layers();
+    std::vector<double> unit(L, std::numeric_limits<double>::infinity());
+    work_prefix_.assign(L + 1, 0);
+    floor_prefix_.assign(L + 1, 0);
+    for (int l = 0; l < L; ++l) {
+      double cheapest = std::numeric_limits<double>::infinity();
+      for (int t = 0; t < T; ++t) {
+        unit[l] = std::min(unit[l], model.ComputeMs(t, 1, l, l + 1));
+        for (int g : model.stage_sizes(t))
+          cheapest = std::min(cheapest, model.ComputeMs(t, g, l, l + 1));
+      }
+      work_prefix_[l + 1] = work_prefix_[l] + unit[l];
+      floor_prefix_[l + 1] = floor_prefix_[l] + cheapest;
+    }
+    // hulls[t][f]: the convex hull of f GPUs of a type-t node.
+    std::vector<std::vector<std::vector<HullSegment>>> hulls(T);
+    for (int t = 0; t < T; ++t) {
+      const int G = model.node_type(t).gpus_per_node;
+      std::vector<std::pair<int, double>> stages;  // (gpus, work held at cap 1)
+      for (int g : model.stage_sizes(t)) {
+        double rho = std::numeric_limits<double>::infinity();
+        for (int l = 0; l < L; ++l) {
+          if (unit[l] > 0) rho = std::min(rho, model.ComputeMs(t, g, l, l + 1) / unit[l]);
+        }
+        if (!(rho > 0) || !std::isfinite(1 / rho)) return;  // no usable ratio: floor only
+        stages.push_back({g, 1 / rho});
+      }
+      hulls[t].resize(G + 1);
+      for (int f = 1; f <= G; ++f) hulls[t][f] = NodeHull(stages, f);
+    }
+    const int NS = space.num_node_states();
+    segments_.assign(static_cast<size_t>(space.num_multisets()) * NS, {});
+    for (int u = 0; u < space.num_multisets(); ++u) {
+      if (rest[u] < 0) continue;
+      for (int ns = 0; ns < NS; ++ns) {
+        std::vector<HullSegment>& merged = segments_[static_cast<size_t>(u) * NS + ns];
+        for (int t = 0; t < T; ++t) {
+          const int n = space.count(rest[u], t);
+          if (n <= 0) continue;
+          for (HullSegment s : hulls[t][model.node_type(t).gpus_per_node]) {
+            merged.push_back({s.length * n, s.slope});
+          }
+        }
+        if (ns != 0) {
+          const auto [t, used] = space.PartialOf(ns);
+          const int free = model.node_type(t).gpus_per_node - used;
+          for (HullSegment s : hulls[t][free]) merged.push_back(s);
+        }
+        std::stable_sort(
+            merged.begin(), merged.end(),
+            [](const HullSegment& p, const HullSegment& q) { return p.slope < q.slope; });
+      }
+    }
+  }
+
+  PrefixCost At(int a, int u, int ns) const {
+    if (segments_.empty()) return PrefixCost(0, nullptr, floor_prefix_[a]);
+    return PrefixCost(work_prefix_[a],
+                      &segments_[static_cast<size_t>(u) * space_.num_node_states() + ns],
+                      floor_prefix_[a]);
+  }
+  double floor_ms(int a) const { return floor_prefix_[a]; }
+
+ private:
+  // The lower convex hull of the points (most work j stages of f GPUs hold, j).
+  static std::vector<HullSegment> NodeHull(const std::vector<std::pair<int, double>>& stages,
+                                           int f) {
+    // most[j][h]: most work j stages using h GPUs hold (-1: impossible).
+    std::vector<std::vector<double>> most(f + 1, std::vector<double>(f + 1, -1));
+    most[0][0] = 0;
+    for (int j = 1; j <= f; ++j) {
+      for (int h = 1; h <= f; ++h) {
+        for (const auto& [g, work] : stages) {
+          if (g <= h && most[j - 1][h - g] >= 0) {
+            most[j][h] = std::max(most[j][h], most[j - 1][h - g] + work);
+          }
+        }
+      }
+    }
+    std::vector<std::pair<double, double>> points = {{0, 0}};  // (work, cost at cap 1)
+    for (int j = 1; j <= f; ++j) {
+      double best = -1;
+      for (int h = 0; h <= f; ++h) best = std::max(best, most[j][h]);
+      if (best > points.back().first) points.push_back({best, j});
+    }
+    // Lower convex hull from (0, 0) (points are in increasing work and cost).
+    std::vector<std::pair<double, double>> hull;
+    for (const auto& p : points) {
+      while (hull.size() >= 2) {
+        const auto& o = hull[hull.size() - 2];
+        const auto& q = hull.back();
+        // Drop q if it lies on or above the segment o -> p.
+        if ((q.second - o.second) * (p.first - o.first) >=
+            (p.second - o.second) * (q.first - o.first)) {
+          hull.pop_back();
+        } else {
+          break;
+        }
+      }
+      hull.push_back(p);
+    }
+    std::vector<HullSegment> segments;
+    for (size_t i = 1; i < hull.size(); ++i) {
+      const double length = hull[i].first - hull[i - 1].first;
+      if (std::isinf(length)) {
+        segments.push_back({length, 0});
+      } else {
+        segments.push_back({length, (hull[i].second - hull[i - 1].second) / length});
+      }
+    }
+    return segments;
+  }
+
+  const StateSpace& space_;
+  std::vector<double> work_prefix_, floor_prefix_;
+  std::vector<std::vector<HullSegment>> segments_;  // per (u, ns), by slope
+};
+
 // --- The dynamic program ----------------------------------------------------------------
 
 template <typename Objective>
@@ -373,11 +773,14 @@ class LabelSearch {
   // templates, used for incumbents); 0 is exact. upper_bounds[i] (may be +inf) is a time
   // some template of mixes[i] achieves: the exact search drops what cannot beat it.
   LabelSearch(const CostModel& model, const std::vector<NodeMix>& mixes, Objective objective,
-              int beam_width, const std::vector<double>& upper_bounds)
+              int beam_width, const std::vector<double>& upper_bounds,
+              const PrefixMaxBound& prefix_max)
       : model_(model),
         mixes_(mixes),
         objective_(objective),
         space_(model, mixes),
+        prefix_max_(prefix_max),
+        prefix_cost_(model, space_, prefix_max.rest()),
         beam_width_(beam_width) {
     const int L = model.num_layers();
     // Cheapest possible compute of each layer on any type and stage size: a lower bound on
@@ -390,53 +793,43 @@ class LabelSearch {
       }
       min_compute_prefix_[l + 1] = min_compute_prefix_[l] + best;
     }
-    // Single-GPU work of each layer on its fastest type. A stage of g GPUs of type t with
-    // cost c does at most g * c of its own type's work, which is at most g * c * speed_[t]
-    // of the fastest type's (speed_[t] <= 1: the type's best ratio over all layers). So the
-    // stages before position a have a max of at least work([0, a)) / (speed-weighted GPUs
-    // left for them).
-    min_work_prefix_.assign(L + 1, 0);
-    std::vector<double> min_work(L);
-    for (int l = 0; l < L; ++l) {
-      double best = std::numeric_limits<double>::infinity();
-      for (int t = 0; t < model.num_types(); ++t) best = std::min(best, model.ComputeMs(t, 1, l, l + 1));
-      min_work[l] = best;
-      min_work_prefix_[l + 1] = min_work_prefix_[l] + best;
-    }
-    speed_.assign(model.num_types(), 0);
+    compute_prefix_.resize(model.num_types());
     for (int t = 0; t < model.num_types(); ++t) {
-      for (int l = 0; l < L; ++l) {
-        if (min_work[l] > 0) {
-          speed_[t] = std::max(speed_[t], min_work[l] / model.ComputeMs(t, 1, l, l + 1));
-        }
+      compute_prefix_[t].resize(model.node_type(t).gpus_per_node + 1);
+      for (int g : model.stage_sizes(t)) {
+        compute_prefix_[t][g].resize(L + 1);
+        for (int l = 0; l <= L; ++l) compute_prefix_[t][g][l] = model.ComputeMs(t, g, 0, l);
       }
-      if (speed_[t] == 0) speed_[t] = 1;  // no work anywhere: the bound is 0 anyway
     }
-    // Per multiset: the loosest incumbent, the most stages and the most weighted GPUs left
-    // over of any requested mix that contains it (a state serves all of them).
+    // Per multiset: the loosest incumbent and the most stages of any requested mix that
+    // contains it (a state serves all of them).
     bound_.assign(space_.num_multisets(), -std::numeric_limits<double>::infinity());
     max_stages_.assign(space_.num_multisets(), 0);
-    capacity_left_.assign(space_.num_multisets(), 0);
     for (size_t i = 0; i < mixes.size(); ++i) {
       const NodeMix& mix = mixes[i];
       int gpus = 0;
       for (int t = 0; t < model.num_types(); ++t) gpus += mix[t] * model.node_type(t).gpus_per_node;
-      const double ub = i < upper_bounds.size() ? upper_bounds[i]
-                                                : std::numeric_limits<double>::infinity();
+      const double ub =
+          i < upper_bounds.size() ? upper_bounds[i] : std::numeric_limits<double>::infinity();
       for (int u = 0; u < space_.num_multisets(); ++u) {
         bool inside = true;
-        double capacity = 0;
-        for (int t = 0; t < model.num_types(); ++t) {
-          inside &= space_.count(u, t) <= mix[t];
-          capacity += (mix[t] - space_.count(u, t)) * model.node_type(t).gpus_per_node * speed_[t];
-        }
+        for (int t = 0; t < model.num_types(); ++t) inside &= space_.count(u, t) <= mix[t];
         if (!inside) continue;
-        capacity_left_[u] = std::max(capacity_left_[u], capacity);
         // Relative slack so that rounding never prunes a label that ties the incumbent.
         bound_[u] = std::max(bound_[u], ub + 1e-9 * std::abs(ub) + 1e-9);
         max_stages_[u] = std::max(max_stages_[u], std::min(L, gpus));
       }
     }
+  }
+
+  // A lower bound on the time of every pipeline over `mix`.
+  double RootLowerBound(const NodeMix& mix) const {
+    const int L = model_.num_layers();
+    int gpus = 0;
+    for (int t = 0; t < model_.num_types(); ++t) gpus += mix[t] * model_.node_type(t).gpus_per_node;
+    const PrefixCost prefix = prefix_cost_.At(L, 0, 0);
+    return objective_.LowerBound(Label{}, prefix, prefix_max_.ForMix(mix), MixSize(mix),
+                                 std::min(L, gpus), false);
   }
 
   absl::StatusOr<std::vector<MixResult>> Run(const SearchOptions& options) {
@@ -478,37 +871,49 @@ class LabelSearch {
     const Link in_link_boundary = a == 0 ? Link::kNone : Link::kInterNode;
     const double bound = bound_[u];
     const int min_stages = space_.size(u), max_stages = max_stages_[u];
-    const double rest_ms = min_compute_prefix_[a];
-    // Weighted GPUs the stages before a may use: other nodes of the largest mix, plus the
-    // free GPUs of a partially filled current node.
-    double capacity_left = capacity_left_[u];
-    if (ns != 0) {
-      const auto [t, used] = space_.PartialOf(ns);
-      capacity_left += (model_.node_type(t).gpus_per_node - used) * speed_[t];
-    }
-    if (a > 0 && !(capacity_left > 0)) return;
-    const double rest_max_ms = a > 0 ? min_work_prefix_[a] / capacity_left : 0;
+    const PrefixCost prefix = prefix_cost_.At(a, u, ns);
+    // The stages still to place before a cost at least this much at their largest.
+    const double rest_max_ms = prefix_max_.At(a, u, ns);
+    if (std::isinf(rest_max_ms)) return;  // no node left for the layers before a
     const double break_coeff = objective_.StageCoefficient(min_stages, max_stages, a == 0);
+
+    // Whether a stage of this compute cannot be part of a pipeline that beats the bound
+    // (the test is monotone in compute, so known answers settle most calls).
+    double ok_up_to = -std::numeric_limits<double>::infinity();
+    double too_costly_from = std::numeric_limits<double>::infinity();
+    auto too_costly = [&](double compute) {
+      if (compute <= ok_up_to) return false;
+      if (compute >= too_costly_from) return true;
+      if (objective_.StageBound(compute, break_coeff, prefix, rest_max_ms) > bound) {
+        too_costly_from = compute;
+        return true;
+      }
+      ok_up_to = compute;
+      return false;
+    };
 
     // Stages [a, l) of g GPUs on type t whose right neighbour state is (l, u_src, ns_src).
     auto pull = [&](int t, int g, int u_src, int ns_src, Link in, bool new_node_at_right) {
+      const std::vector<double>& compute_ms = compute_prefix_[t][g];
       for (int l = a + 1; l <= L; ++l) {
         if (l == L && (!new_node_at_right || u_src != 0)) continue;
         // Compute grows with l, so once one stage cannot beat the incumbent no longer stage
         // can either (with the weakest coefficient any longer stage may have).
-        const double compute = model_.ComputeMs(t, g, a, l);
-        if (break_coeff >= 0 && break_coeff * compute + rest_ms > bound) break;
-        const double coeff = objective_.StageCoefficient(min_stages, max_stages, a == 0 && l == L);
+        // (From the tables: equal to ComputeMs up to rounding, far inside the bound's slack.)
+        const double compute = compute_ms[l] - compute_ms[a];
+        if (break_coeff >= 0 && too_costly(compute)) break;
         const int64_t src = space_.Index(l, u_src, ns_src);
         const std::vector<Entry>& sources = fronts_[src];
         if (sources.empty()) continue;
-        if (coeff >= 0 &&
-            coeff * compute + rest_ms + (min_compute_prefix_[L] - min_compute_prefix_[l]) > bound) {
+        const double coeff = objective_.StageCoefficient(min_stages, max_stages, a == 0 && l == L);
+        if (coeff >= 0 && objective_.StageBound(compute, coeff, prefix, rest_max_ms) +
+                                  (min_compute_prefix_[L] - min_compute_prefix_[l]) >
+                              bound) {
           continue;
         }
         const int max_after = model_.MaxStagesFromEnd(t, g, a, l);
         if (max_after < 1) continue;
-        const Link out = l == L ? Link::kNone
+        const Link out = l == L              ? Link::kNone
                          : new_node_at_right ? Link::kInterNode
                                              : Link::kIntraNode;
         const double c = model_.StageCostMs(t, g, a, l, in, out);
@@ -516,7 +921,7 @@ class LabelSearch {
           if (Objective::Stages(sources[i].label) + 1 > max_after) return;
           Label label = objective_.Extend(sources[i].label, c);
           objective_.Clamp(label, rest_max_ms);
-          if (objective_.LowerBound(label, rest_ms, rest_max_ms, min_stages, max_stages, a == 0) >
+          if (objective_.LowerBound(label, prefix, rest_max_ms, min_stages, max_stages, a == 0) >
               bound) {
             return;
           }
@@ -640,9 +1045,8 @@ class LabelSearch {
       result.best = *std::move(evaluated);
     } else {
       // Unreachable for a correct search; surfaced rather than hidden.
-      result.infeasible_reason =
-          absl::StrCat("internal error: search produced an invalid template: ",
-                       evaluated.status().message());
+      result.infeasible_reason = absl::StrCat(
+          "internal error: search produced an invalid template: ", evaluated.status().message());
     }
     return result;
   }
@@ -651,10 +1055,13 @@ class LabelSearch {
   const std::vector<NodeMix>& mixes_;
   Objective objective_;
   StateSpace space_;
+  const PrefixMaxBound& prefix_max_;
+  PrefixCostBound prefix_cost_;
   int beam_width_;
   std::atomic<int64_t> candidates_{0}, labels_{0};
-  std::vector<double> min_compute_prefix_, min_work_prefix_;
-  std::vector<double> speed_, capacity_left_;
+  std::vector<double> min_compute_prefix_;
+  std::vector<std::vector<std::vector<double>>>
+      compute_prefix_;  // [t][g][l]: ComputeMs(t, g, 0, l)
   std::vector<double> bound_;
   std::vector<int> max_stages_;
   std::vector<std::vector<Entry>> fronts_;
@@ -681,16 +1088,56 @@ absl::StatusOr<std::vector<MixResult>> BranchAndBound(const CostModel& model,
                                                       Objective objective,
                                                       const SearchOptions& options) {
   constexpr int kBeamWidth = 4;
-  std::vector<double> upper_bounds(mixes.size(), std::numeric_limits<double>::infinity());
-  {
-    LabelSearch<Objective> beam(model, mixes, objective, kBeamWidth, upper_bounds);
-    auto incumbents = beam.Run(options);
-    if (!incumbents.ok()) return incumbents.status();
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const StateSpace space(model, mixes);
+  const PrefixMaxBound prefix_max(model, space, mixes);
+  // Without any bound the beam pass would try every stage of every state. It runs with
+  // guessed bounds instead, a little above each mix's lower bound and widening round by
+  // round, on the mixes it has not found a template for yet; a mix still without one after
+  // the widest guess gets a last unbounded round (which also settles infeasible mixes).
+  // On short models an unbounded beam pass is cheap and one pass finds every incumbent;
+  // the guessed rounds pay off when stages can span hundreds of layers.
+  constexpr int kGuessFromLayers = 256;
+  const std::vector<double> slacks = model.num_layers() >= kGuessFromLayers
+                                         ? std::vector<double>{0.02, 0.05, 0.1, 0.2, 0.4, -1.0}
+                                         : std::vector<double>{-1.0};
+  std::vector<double> upper_bounds(mixes.size(), kInf), guesses(mixes.size(), kInf);
+  std::vector<bool> found(mixes.size(), false);
+  if (slacks.size() > 1) {
+    LabelSearch<Objective> probe(model, mixes, objective, kBeamWidth, upper_bounds, prefix_max);
     for (size_t i = 0; i < mixes.size(); ++i) {
-      if ((*incumbents)[i].feasible) upper_bounds[i] = (*incumbents)[i].best.iteration_time_ms;
+      const double lb = probe.RootLowerBound(mixes[i]);
+      if (lb > 0 && std::isfinite(lb)) guesses[i] = lb;
     }
   }
-  LabelSearch<Objective> exact(model, mixes, objective, 0, upper_bounds);
+  for (double slack : slacks) {
+    std::vector<size_t> pending;
+    for (size_t i = 0; i < mixes.size(); ++i) {
+      if (!found[i]) pending.push_back(i);
+    }
+    if (pending.empty()) break;
+    std::vector<NodeMix> round_mixes;
+    std::vector<double> round_bounds;
+    for (size_t i : pending) {
+      round_mixes.push_back(mixes[i]);
+      round_bounds.push_back(slack < 0 ? kInf : guesses[i] * (1 + slack));
+    }
+    const bool all = pending.size() == mixes.size();
+    const StateSpace round_space(model, round_mixes);
+    std::optional<PrefixMaxBound> round_max;
+    if (!all) round_max.emplace(model, round_space, round_mixes);
+    LabelSearch<Objective> beam(model, round_mixes, objective, kBeamWidth, round_bounds,
+                                all ? prefix_max : *round_max);
+    auto incumbents = beam.Run(options);
+    if (!incumbents.ok()) return incumbents.status();
+    for (size_t j = 0; j < pending.size(); ++j) {
+      if ((*incumbents)[j].feasible) {
+        found[pending[j]] = true;
+        upper_bounds[pending[j]] = (*incumbents)[j].best.iteration_time_ms;
+      }
+    }
+  }
+  LabelSearch<Objective> exact(model, mixes, objective, 0, upper_bounds, prefix_max);
   return exact.Run(options);
 }
 
@@ -782,12 +1229,12 @@ absl::StatusOr<std::vector<MixResult>> SearchTemplates(const CostModel& model,
         model, mixes, OneFOneBObjective{model.problem().microbatches, model.memory_can_bind()},
         options);
   } else {
-    results =
-        BranchAndBound(model, mixes, Sosp23Objective{model.problem().microbatches}, options);
+    results = BranchAndBound(model, mixes, Sosp23Objective{model.problem().microbatches}, options);
   }
   if (!results.ok()) return results;
   for (MixResult& r : *results) {
-    if (!r.feasible && r.infeasible_reason.empty()) r.infeasible_reason = ExplainInfeasible(model, r.mix);
+    if (!r.feasible && r.infeasible_reason.empty())
+      r.infeasible_reason = ExplainInfeasible(model, r.mix);
   }
   return results;
 }

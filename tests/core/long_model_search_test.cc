@@ -1,0 +1,58 @@
+// The search on a 1000-layer model, where the incumbent comes from beam rounds with guessed
+// bounds and the prefix bounds prune hardest: its optima must equal those the earlier
+// search (plain beam incumbent, weaker bounds) computed for the same problems.
+#include <memory>
+#include <vector>
+
+#include "bench/bench_problems.h"
+#include "core/search.h"
+#include "gtest/gtest.h"
+
+namespace oobleck {
+namespace {
+
+using bench::kGiB;
+
+// 1000 layers on V100, RTX 3090 and RTX 4090 nodes of 2 GPUs (the bench's
+// Synthetic1000x3Types problem: speeds 1.0, 1.8, 2.94, ring all-reduce estimates, M = 50).
+absl::StatusOr<bench::SearchCase> LongModelCase(const NodeMix& nodes) {
+  constexpr int kLayers = 1000;
+  auto base = bench::LoadGpt2XlProfile("profiles/gpt2-xl", "rtx4090");
+  if (!base.ok()) return base.status();
+  auto synthetic = bench::SyntheticProfile(**base, kLayers);
+  if (!synthetic.ok()) return synthetic.status();
+  auto memory = [](double gib) { return gib * kGiB * kLayers / bench::kGpt2XlLayers; };
+  const std::vector<bench::NodeTypeSpec> types = {
+      {NodeType{"v100", "v100", 2, memory(16), 12e9}, 1.0 / 2.94, nodes[0]},
+      {NodeType{"rtx3090", "rtx3090", 2, memory(24), bench::kPcie4BytesPerS}, 1.8 / 2.94,
+       nodes[1]},
+      {NodeType{"rtx4090", "rtx4090", 2, memory(24), bench::kPcie4BytesPerS}, 1.0, nodes[2]},
+  };
+  const int size = nodes[0] + nodes[1] + nodes[2];
+  return bench::MakeCase(*std::move(synthetic), types, bench::kOneFOneBM50,
+                         MissingAllreduce::kRing, size, size);
+}
+
+TEST(LongModelSearchTest, MatchesTheEarlierSearchOnOneAndTwoNodesOfEachType) {
+  // Values of the search before the prefix bounds (commit 3a9a1d1), to the printed cent.
+  const struct {
+    NodeMix nodes;
+    double expected_ms;
+  } cases[] = {{{1, 1, 1}, 1847882.57}, {{2, 2, 2}, 1002546.29}};
+  for (const auto& c : cases) {
+    auto problem = LongModelCase(c.nodes);
+    ASSERT_TRUE(problem.ok()) << problem.status();
+    auto model = CostModel::Create(problem->problem);
+    ASSERT_TRUE(model.ok()) << model.status();
+    auto results = SearchTemplates(*model, problem->mixes);
+    ASSERT_TRUE(results.ok()) << results.status();
+    ASSERT_EQ(results->size(), 1u);
+    const MixResult& r = results->front();
+    ASSERT_TRUE(r.feasible) << r.infeasible_reason;
+    EXPECT_NEAR(r.best.iteration_time_ms, c.expected_ms, 0.01);
+    EXPECT_EQ(r.best.num_nodes(), MixSize(c.nodes));
+  }
+}
+
+}  // namespace
+}  // namespace oobleck

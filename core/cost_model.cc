@@ -297,6 +297,13 @@ absl::StatusOr<PipelineTemplate> CostModel::Evaluate(PipelineTemplate tmpl) cons
       return absl::InvalidArgumentError(absl::StrCat("node ", i, " has idle or extra GPUs"));
     }
   }
+  if (kind() == CostModelKind::kOobleckSosp23 && problem_.microbatches > 0 &&
+      S > problem_.microbatches) {
+    // n_k = M - q + 1 would drop to zero or below: Oobleck's formula needs S <= M.
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "oobleck-sosp23 with M = %d micro-batches allows at most %d stages; the template has %d",
+        problem_.microbatches, problem_.microbatches, S));
+  }
   std::vector<double> costs(S);
   for (int s = 0; s < S; ++s) {
     Stage& st = tmpl.stages[s];

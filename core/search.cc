@@ -145,6 +145,7 @@ struct Sosp23Objective {
     int r = 0;
   };
   int microbatches;  // 0: Oobleck's no-M formula
+  bool stage_cap;    // M > 0 and a pipeline could have more than M stages
 
   Label Extend(const Label& x, double c) const {
     Label y = x;
@@ -168,6 +169,9 @@ struct Sosp23Objective {
   // both), and in between (k* moves for a only). Requires m_a <= m_b.
   bool Dominates(const Label& a, const Label& b, int /*layers_left*/) const {
     if (a.m > b.m) return false;
+    // Under the cap a label with more stages has fewer completions; the formula below
+    // needs a.r >= b.r, so only labels with equal r compare.
+    if (stage_cap && a.r != b.r) return false;
     const double ka = K(a), kb = K(b);
     if (microbatches > 0) {
       if (ka > kb) return false;
@@ -782,6 +786,10 @@ class LabelSearch {
         prefix_max_(prefix_max),
         prefix_cost_(model, space_, prefix_max.rest()),
         beam_width_(beam_width) {
+    // Oobleck's formula with M is defined for at most M stages (CostModel::Evaluate).
+    if (model.kind() == CostModelKind::kOobleckSosp23 && model.problem().microbatches > 0) {
+      stage_cap_ = model.problem().microbatches;
+    }
     const int L = model.num_layers();
     // Cheapest possible compute of each layer on any type and stage size: a lower bound on
     // the cost sum of the stages that hold a layer range.
@@ -911,7 +919,7 @@ class LabelSearch {
                               bound) {
           continue;
         }
-        const int max_after = model_.MaxStagesFromEnd(t, g, a, l);
+        const int max_after = std::min(model_.MaxStagesFromEnd(t, g, a, l), stage_cap_);
         if (max_after < 1) continue;
         const Link out = l == L              ? Link::kNone
                          : new_node_at_right ? Link::kInterNode
@@ -1058,6 +1066,7 @@ class LabelSearch {
   const PrefixMaxBound& prefix_max_;
   PrefixCostBound prefix_cost_;
   int beam_width_;
+  int stage_cap_ = INT_MAX;  // most stages a pipeline may have
   std::atomic<int64_t> candidates_{0}, labels_{0};
   std::vector<double> min_compute_prefix_;
   std::vector<std::vector<std::vector<double>>>
@@ -1165,6 +1174,14 @@ std::string ExplainInfeasible(const CostModel& model, const NodeMix& mix) {
         "in-node all-reduce data) but the model has only %d layers",
         min_stages, L);
   }
+  if (model.kind() == CostModelKind::kOobleckSosp23 && model.problem().microbatches > 0 &&
+      min_stages > model.problem().microbatches) {
+    return absl::StrFormat(
+        "oobleck-sosp23 with M = %d micro-batches allows at most %d stages, but the mix needs "
+        "at least %d (every GPU busy, stage sizes limited to those with in-node all-reduce "
+        "data); raise M, use M = 0 (Oobleck's formula without M) or cost model 1f1b",
+        model.problem().microbatches, model.problem().microbatches, min_stages);
+  }
   if (model.kind() == CostModelKind::kOneFOneB) {
     // A layer that does not fit even alone, as the last stage, on the widest stage of any
     // node type of the mix.
@@ -1229,7 +1246,14 @@ absl::StatusOr<std::vector<MixResult>> SearchTemplates(const CostModel& model,
         model, mixes, OneFOneBObjective{model.problem().microbatches, model.memory_can_bind()},
         options);
   } else {
-    results = BranchAndBound(model, mixes, Sosp23Objective{model.problem().microbatches}, options);
+    const int m = model.problem().microbatches;
+    int most_stages = 0;
+    for (const NodeMix& mix : mixes) {
+      int gpus = 0;
+      for (int t = 0; t < model.num_types(); ++t) gpus += mix[t] * model.node_type(t).gpus_per_node;
+      most_stages = std::max(most_stages, std::min(gpus, model.num_layers()));
+    }
+    results = BranchAndBound(model, mixes, Sosp23Objective{m, m > 0 && most_stages > m}, options);
   }
   if (!results.ok()) return results;
   for (MixResult& r : *results) {

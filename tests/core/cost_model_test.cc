@@ -87,6 +87,26 @@ TEST(CostModelTest, OobleckSosp23UsesLastArgmaxAndBaseCase) {
   EXPECT_TRUE(with_m->Fits(0, 1, 0, 3, 100));
 }
 
+TEST(CostModelTest, OobleckSosp23WithMAllowsAtMostMStages) {
+  // n_k = M - q + 1 is not positive for q > M, so such templates are rejected, not scored.
+  auto model = CostModel::Create(TinyProblem(CostModelKind::kOobleckSosp23, 2));
+  ASSERT_TRUE(model.ok());
+  PipelineTemplate tmpl;
+  tmpl.mix = {3};
+  tmpl.node_order = {0, 0, 0};
+  for (int s = 0; s < 3; ++s) {
+    Stage st;
+    st.layer_begin = s;
+    st.layer_end = s + 1;
+    st.node_index = s;
+    st.gpus = model->node_type(0).gpus_per_node;
+    tmpl.stages.push_back(st);
+  }
+  auto evaluated = model->Evaluate(tmpl);
+  ASSERT_FALSE(evaluated.ok());
+  EXPECT_THAT(std::string(evaluated.status().message()), HasSubstr("at most 2 stages"));
+}
+
 TEST(CostModelTest, MemoryLimitsStagesFromEnd) {
   PlanningProblem p = TinyProblem(CostModelKind::kOneFOneB, 4);
   p.node_types[0].gpu_memory_bytes = 6 * 100 + 1000 * 2;  // layer 0 alone fits twice in flight

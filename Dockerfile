@@ -32,10 +32,14 @@ RUN groupadd --system --gid 10001 oobleck \
 USER 10001:10001
 
 EXPOSE 50051
-# No grpc_health_probe is packaged for Debian, so the check is our own CLI: `stats` calls
-# Planner.GetStats, which answers only once the service is up and serving.
+# No grpc_health_probe is packaged for Debian, so the check is our own CLI: `health` calls
+# grpc.health.v1.Health/Check (exempt from --auth_token_file) and exits 0 only on SERVING.
+# With --tls_cert, set OOBLECK_PLAN_TLS_CA to a CA file in the container and, unless the
+# certificate names 127.0.0.1, OOBLECK_PLAN_TLS_SERVER_NAME to a name it does carry
+# (docker run -e ..., or the orchestrator's environment); empty means plaintext.
+ENV OOBLECK_PLAN_TLS_CA="" OOBLECK_PLAN_TLS_SERVER_NAME=""
 HEALTHCHECK --interval=15s --timeout=5s --start-period=10s --retries=3 \
-  CMD ["oobleck-plan", "--server=127.0.0.1:50051", "--timeout_s=3", "stats"]
+  CMD ["oobleck-plan", "--server=127.0.0.1:50051", "--timeout_s=3", "health"]
 # 0.0.0.0 inside the container (the binary defaults to 127.0.0.1); publish the port to
 # choose who can reach it. Flags after `docker run IMAGE` replace CMD.
 ENTRYPOINT ["oobleck-planner"]

@@ -1,5 +1,8 @@
 #include "client/channel_security.h"
 
+#include <grpcpp/create_channel.h>
+#include <grpcpp/support/channel_arguments.h>
+
 #include <fstream>
 #include <sstream>
 
@@ -48,6 +51,14 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFrom
   }
   // Adds "authorization: Bearer <token>" to every call.
   return grpc::CompositeChannelCredentials(credentials, grpc::AccessTokenCredentials(token));
+}
+
+std::shared_ptr<grpc::Channel> CreatePlannerChannel(
+    const std::string& address, const std::shared_ptr<grpc::ChannelCredentials>& credentials,
+    const std::string& tls_server_name) {
+  grpc::ChannelArguments arguments;
+  if (!tls_server_name.empty()) arguments.SetSslTargetNameOverride(tls_server_name);
+  return grpc::CreateCustomChannel(address, credentials, arguments);
 }
 
 }  // namespace oobleck::client

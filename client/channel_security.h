@@ -4,6 +4,7 @@
 #ifndef OOBLECK_CLIENT_CHANNEL_SECURITY_H_
 #define OOBLECK_CLIENT_CHANNEL_SECURITY_H_
 
+#include <grpcpp/channel.h>
 #include <grpcpp/security/credentials.h>
 
 #include <memory>
@@ -17,6 +18,12 @@ namespace oobleck::client {
 // empty token file; NOT_FOUND when a file cannot be read.
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFromFiles(
     const std::string& tls_ca_file, const std::string& auth_token_file);
+
+// A channel to `address` with `credentials`; over TLS, `tls_server_name` (when not empty)
+// is the name the server's certificate is checked against instead of the address's host.
+std::shared_ptr<grpc::Channel> CreatePlannerChannel(
+    const std::string& address, const std::shared_ptr<grpc::ChannelCredentials>& credentials,
+    const std::string& tls_server_name);
 
 }  // namespace oobleck::client
 

@@ -1,6 +1,7 @@
 #include "client/command_line.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <string_view>
 
@@ -18,9 +19,15 @@ ABSL_FLAG(bool, json, false,
           "print the response as proto3 JSON with the proto's field names instead of a table");
 ABSL_FLAG(double, timeout_s, 120, "deadline of each RPC in seconds");
 ABSL_FLAG(std::string, tls_ca, "",
-          "PEM certificate(s) to trust: connect over TLS (the server runs with --tls_cert)");
+          "PEM certificate(s) to trust: connect over TLS (the server runs with --tls_cert); "
+          "default: $OOBLECK_PLAN_TLS_CA");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "name the server's certificate must carry when it differs from the --server host, "
+          "e.g. when probing 127.0.0.1 inside the container (needs --tls-ca); default: "
+          "$OOBLECK_PLAN_TLS_SERVER_NAME");
 ABSL_FLAG(std::string, auth_token_file, "",
-          "file holding the bearer token the server's --auth_token_file expects (needs --tls-ca)");
+          "file holding the bearer token the server's --auth_token_file expects (needs "
+          "--tls-ca); default: $OOBLECK_PLAN_AUTH_TOKEN_FILE");
 
 // Profiles.
 ABSL_FLAG(std::string, model, "", "model name, e.g. gpt2-xl");
@@ -56,6 +63,9 @@ ABSL_FLAG(std::string, cluster, "",
           "a cluster file (shared/data/README.md format): plan that mixed cluster, uploading "
           "the profiles it names");
 ABSL_FLAG(bool, all_nodes, false, "with --cluster: plan only the mix of all the cluster's nodes");
+ABSL_FLAG(bool, progress, false,
+          "templates: show the search's progress on stderr (uses PlanTemplatesStream); on by "
+          "default when stderr is a terminal, --progress=false turns it off");
 ABSL_FLAG(double, measured_relative_speed, 0,
           "with --cluster: relative_speed of the profile_measured_on GPU, needed when the "
           "file's gpu_types do not list it (e.g. 2.94 for rtx4090 on the ditto files' scale)");
@@ -80,7 +90,23 @@ namespace oobleck::client {
 namespace {
 
 constexpr std::string_view kCommands[] = {"load-profile", "list-profiles", "templates", "plan",
-                                          "replan", "stats"};
+                                          "replan", "stats", "health"};
+constexpr char kCommandList[] =
+    "one of load-profile, list-profiles, templates, plan, replan, stats, health";
+
+// Connection flags an environment variable stands in for when the flag is not given, so
+// that a fixed command (the container's HEALTHCHECK) works with whatever TLS the
+// deployment configures.
+struct EnvironmentDefault {
+  std::string_view flag;
+  const char* variable;
+  std::string CliOptions::*option;
+};
+constexpr EnvironmentDefault kEnvironmentDefaults[] = {
+    {"tls_ca", "OOBLECK_PLAN_TLS_CA", &CliOptions::tls_ca},
+    {"tls_server_name", "OOBLECK_PLAN_TLS_SERVER_NAME", &CliOptions::tls_server_name},
+    {"auth_token_file", "OOBLECK_PLAN_AUTH_TOKEN_FILE", &CliOptions::auth_token_file},
+};
 // Flags that take several values: --global-batch 64 128, --fail a b, --join x:t y:t.
 constexpr std::string_view kListFlags[] = {"global_batch", "fail", "join"};
 
@@ -95,6 +121,7 @@ const std::vector<FlagUse>& FlagUses() {
       {"json", {}},
       {"timeout_s", {}},
       {"tls_ca", {}},
+      {"tls_server_name", {}},
       {"auth_token_file", {}},
       {"model", {"load-profile", "list-profiles", "templates"}},
       {"gpu_type", {"load-profile", "templates"}},
@@ -112,6 +139,7 @@ const std::vector<FlagUse>& FlagUses() {
       {"missing_allreduce", {"templates", "plan"}},
       {"cluster", {"templates", "plan"}},
       {"all_nodes", {"templates"}},
+      {"progress", {"templates"}},
       {"measured_relative_speed", {"templates", "plan"}},
       {"global_batch", {"plan"}},
       {"min_nodes_per_pipeline", {"plan"}},
@@ -164,6 +192,7 @@ CliOptions ReadFlags() {
   o.json = absl::GetFlag(FLAGS_json);
   o.timeout_s = absl::GetFlag(FLAGS_timeout_s);
   o.tls_ca = absl::GetFlag(FLAGS_tls_ca);
+  o.tls_server_name = absl::GetFlag(FLAGS_tls_server_name);
   o.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
   o.model = absl::GetFlag(FLAGS_model);
   o.gpu_type = absl::GetFlag(FLAGS_gpu_type);
@@ -181,6 +210,7 @@ CliOptions ReadFlags() {
   o.missing_allreduce = absl::GetFlag(FLAGS_missing_allreduce);
   o.cluster = absl::GetFlag(FLAGS_cluster);
   o.all_nodes = absl::GetFlag(FLAGS_all_nodes);
+  o.progress = absl::GetFlag(FLAGS_progress);
   o.measured_relative_speed = absl::GetFlag(FLAGS_measured_relative_speed);
   o.global_batch = absl::GetFlag(FLAGS_global_batch);
   o.min_nodes_per_pipeline = absl::GetFlag(FLAGS_min_nodes_per_pipeline);
@@ -276,15 +306,12 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
 
   if (positional.empty()) {
     if (cl.help) return cl;
-    return Usage(
-        "missing COMMAND (one of load-profile, list-profiles, templates, plan, replan, stats)");
+    return Usage(absl::StrCat("missing COMMAND (", kCommandList, ")"));
   }
   cl.command = positional.front();
   cl.args.assign(positional.begin() + 1, positional.end());
   if (std::find(std::begin(kCommands), std::end(kCommands), cl.command) == std::end(kCommands)) {
-    return Usage(absl::StrCat("unknown command \"", cl.command,
-                              "\" (one of load-profile, list-profiles, templates, plan, replan, "
-                              "stats)"));
+    return Usage(absl::StrCat("unknown command \"", cl.command, "\" (", kCommandList, ")"));
   }
   if (cl.help) return cl;
   for (const std::string& name : cl.explicit_flags) {
@@ -295,6 +322,12 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
   absl::Status args = CheckArgs(cl);
   if (!args.ok()) return args;
   cl.options = ReadFlags();
+  for (const EnvironmentDefault& d : kEnvironmentDefaults) {
+    const char* value = std::getenv(d.variable);
+    if (!cl.IsSet(std::string(d.flag)) && value != nullptr && *value != '\0') {
+      cl.options.*d.option = value;
+    }
+  }
   return cl;
 }
 
@@ -325,6 +358,9 @@ std::string UsageText(const std::string& command) {
       "      output is again a valid --plan.\n"
       "  stats\n"
       "      Cache and request counters of the server.\n"
+      "  health\n"
+      "      Prints the server's grpc.health.v1 status (SERVING, NOT_SERVING, ...); exit code 0\n"
+      "      only when SERVING. Needs no token. The container image's HEALTHCHECK.\n"
       "\n"
       "Flags (--a-b and --a_b are the same flag):\n";
   for (const FlagUse& use : FlagUses()) {
@@ -336,6 +372,10 @@ std::string UsageText(const std::string& command) {
     absl::StrAppend(&out, "  --", Dashed(use.name), "  (default: ", default_value, ")\n",
                     Wrap(flag->Help(), "      "));
   }
+  absl::StrAppend(&out,
+                  "\nEnvironment: OOBLECK_PLAN_TLS_CA, OOBLECK_PLAN_TLS_SERVER_NAME and "
+                  "OOBLECK_PLAN_AUTH_TOKEN_FILE\nstand for --tls-ca, --tls-server-name and "
+                  "--auth-token-file when those are not given.\n");
   absl::StrAppend(&out,
                   "\nOutput: tables for people, or --json. Errors go to stderr as "
                   "\"error: <CODE>: <message>\";\nexit code 1 for errors, 2 for usage errors.\n");

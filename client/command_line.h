@@ -1,7 +1,8 @@
 // Command line of oobleck-plan: `oobleck-plan [flags] COMMAND [args]`, flags anywhere.
 // Flags are absl flags, but parsed here (not by absl::ParseCommandLine) so that usage
 // errors exit with code 2, flags that do not apply to the command are rejected, and both
-// --gpus-per-node and --gpus_per_node spellings work.
+// --gpus-per-node and --gpus_per_node spellings work. The TLS flags fall back to
+// OOBLECK_PLAN_* environment variables (UsageText lists them).
 #ifndef OOBLECK_CLIENT_COMMAND_LINE_H_
 #define OOBLECK_CLIENT_COMMAND_LINE_H_
 
@@ -20,6 +21,7 @@ struct CliOptions {
   bool json = false;
   double timeout_s = 0;
   std::string tls_ca;           // empty: plaintext
+  std::string tls_server_name;  // empty: the --server host
   std::string auth_token_file;  // empty: no token
   // Profiles.
   std::string model;
@@ -39,6 +41,7 @@ struct CliOptions {
   std::string missing_allreduce;
   std::string cluster;
   bool all_nodes = false;
+  bool progress = false;  // with IsSet("progress"); unset: when stderr is a terminal
   double measured_relative_speed = 0;
   // Plan and Replan (client/plan_commands.h).
   std::vector<std::string> global_batch;  // --global-batch N [N ...]

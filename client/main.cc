@@ -1,8 +1,11 @@
 // oobleck-plan: command-line client of the oobleck-planner service.
 //   oobleck-plan [flags] COMMAND [args]   (oobleck-plan --help for the list)
 // Exit codes: 0 success, 1 error (printed as "error: <CODE>: <message>"), 2 usage error.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -13,9 +16,11 @@
 #include "client/command_line.h"
 #include "client/output.h"
 #include "client/plan_commands.h"
+#include "client/progress_bar.h"
 #include "client/requests.h"
 #include "core/cluster_file.h"
 #include "core/profile.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "oobleck/planner/v1/planner.grpc.pb.h"
 
@@ -32,22 +37,61 @@ absl::Status FromGrpc(const grpc::Status& status) {
 // One channel, one deadline per call.
 class PlannerConnection {
  public:
-  PlannerConnection(const std::string& address, double timeout_s,
-                    const std::shared_ptr<grpc::ChannelCredentials>& credentials)
-      : stub_(pb::Planner::NewStub(grpc::CreateChannel(address, credentials))),
-        timeout_s_(timeout_s) {}
+  PlannerConnection(const std::shared_ptr<grpc::Channel>& channel, double timeout_s)
+      : channel_(channel), stub_(pb::Planner::NewStub(channel)), timeout_s_(timeout_s) {}
 
   template <typename Request, typename Response>
   absl::Status Call(grpc::Status (pb::Planner::Stub::*method)(grpc::ClientContext*, const Request&,
                                                               Response*),
                     const Request& request, Response* response) {
     grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() +
-                         std::chrono::microseconds(static_cast<int64_t>(timeout_s_ * 1e6)));
+    SetDeadline(&context);
     return FromGrpc((stub_.get()->*method)(&context, request, response));
   }
 
+  // PlanTemplatesStream: `on_progress` sees each progress update, `response` gets the
+  // answer.
+  absl::Status StreamTemplates(const pb::PlanTemplatesRequest& request,
+                               const std::function<void(const pb::SearchProgress&)>& on_progress,
+                               pb::PlanTemplatesResponse* response) {
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    std::unique_ptr<grpc::ClientReader<pb::PlanTemplatesUpdate>> reader =
+        stub_->PlanTemplatesStream(&context, request);
+    pb::PlanTemplatesUpdate update;
+    bool answered = false;
+    while (reader->Read(&update)) {
+      if (update.has_progress()) on_progress(update.progress());
+      if (update.has_response()) {
+        *response = std::move(*update.mutable_response());
+        answered = true;
+      }
+    }
+    if (absl::Status status = FromGrpc(reader->Finish()); !status.ok()) return status;
+    if (!answered) {
+      return absl::InternalError("PlanTemplatesStream ended without an answer");
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<grpc::health::v1::HealthCheckResponse> CheckHealth() {
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    grpc::health::v1::HealthCheckResponse response;
+    // "": the server as a whole, what container and Kubernetes probes ask about.
+    const grpc::Status status = grpc::health::v1::Health::NewStub(channel_)->Check(
+        &context, grpc::health::v1::HealthCheckRequest(), &response);
+    if (!status.ok()) return FromGrpc(status);
+    return response;
+  }
+
  private:
+  void SetDeadline(grpc::ClientContext* context) const {
+    context->set_deadline(std::chrono::system_clock::now() +
+                          std::chrono::microseconds(static_cast<int64_t>(timeout_s_ * 1e6)));
+  }
+
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<pb::Planner::Stub> stub_;
   double timeout_s_;
 };
@@ -66,6 +110,11 @@ absl::Status Usage(const std::string& message) { return absl::InvalidArgumentErr
 absl::Status CheckUsage(const CommandLine& cl) {
   const CliOptions& o = cl.options;
   if (!(o.timeout_s > 0)) return Usage("--timeout_s must be > 0");
+  if (!o.tls_server_name.empty() && o.tls_ca.empty()) {
+    return Usage(
+        "--tls-server-name (or OOBLECK_PLAN_TLS_SERVER_NAME) needs --tls-ca (or "
+        "OOBLECK_PLAN_TLS_CA): it names the certificate TLS checks");
+  }
   if (cl.command == "load-profile") {
     if (o.model.empty()) return Usage("load-profile needs --model");
     if (o.gpu_type.empty()) return Usage("load-profile needs --gpu-type");
@@ -236,10 +285,18 @@ absl::Status Templates(const CommandLine& cl, PlannerConnection& server) {
     request = BuildHomogeneousRequest(h);
   }
   pb::PlanTemplatesResponse response;
-  if (absl::Status s = server.Call(&pb::Planner::Stub::PlanTemplates, request, &response);
-      !s.ok()) {
-    return s;
+  const bool stderr_is_terminal = isatty(STDERR_FILENO) == 1;
+  absl::Status s = absl::UnimplementedError("no progress asked for");
+  if (cl.IsSet("progress") ? o.progress : stderr_is_terminal) {
+    ProgressBar bar(&std::cerr, /*redraw=*/stderr_is_terminal);
+    s = server.StreamTemplates(
+        request, [&bar](const pb::SearchProgress& progress) { bar.Show(progress); }, &response);
   }
+  // Plain PlanTemplates without progress, or from a server that predates the stream.
+  if (s.code() == absl::StatusCode::kUnimplemented) {
+    s = server.Call(&pb::Planner::Stub::PlanTemplates, request, &response);
+  }
+  if (!s.ok()) return s;
   Print(o, response, FormatTemplates(response));
   return absl::OkStatus();
 }
@@ -251,6 +308,24 @@ absl::Status Stats(const CommandLine& cl, PlannerConnection& server) {
     return s;
   }
   Print(cl.options, response, FormatStats(response));
+  return absl::OkStatus();
+}
+
+// Prints the health status; an error unless it is SERVING.
+absl::Status Health(const CommandLine& cl, PlannerConnection& server) {
+  absl::StatusOr<grpc::health::v1::HealthCheckResponse> response = server.CheckHealth();
+  if (!response.ok()) {
+    return absl::Status(response.status().code(),
+                        absl::StrCat("health check of ", cl.options.server,
+                                     " failed: ", response.status().message()));
+  }
+  const std::string status =
+      grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response->status());
+  Print(cl.options, *response, status + "\n");
+  if (response->status() != grpc::health::v1::HealthCheckResponse::SERVING) {
+    return absl::UnavailableError(
+        absl::StrCat("the server at ", cl.options.server, " is ", status, ", not SERVING"));
+  }
   return absl::OkStatus();
 }
 
@@ -281,7 +356,9 @@ int Main(int argc, char** argv) {
     PrintError(credentials.status());
     return 2;
   }
-  PlannerConnection server(cl->options.server, cl->options.timeout_s, *credentials);
+  PlannerConnection server(
+      CreatePlannerChannel(cl->options.server, *credentials, cl->options.tls_server_name),
+      cl->options.timeout_s);
   absl::Status status;
   if (cl->command == "load-profile") {
     status = LoadProfile(*cl, server);
@@ -305,6 +382,8 @@ int Main(int argc, char** argv) {
       Print(cl->options, m, table);
     };
     status = cl->command == "plan" ? RunPlan(*cl, calls) : RunReplan(*cl, calls);
+  } else if (cl->command == "health") {
+    status = Health(*cl, server);
   } else {
     status = Stats(*cl, server);
   }

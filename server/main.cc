@@ -20,6 +20,7 @@
 #include "server/planner_service.h"
 #include "server/profile_store.h"
 #include "server/profile_tree.h"
+#include "server/request_log.h"
 #include "server/search_gate.h"
 #include "server/server_security.h"
 #include "server/service_options.h"
@@ -41,6 +42,9 @@ ABSL_FLAG(std::string, auth_token_file, "",
           "\"authorization: Bearer <token>\" (needs --tls_cert/--tls_key).");
 ABSL_FLAG(bool, log_requests, true,
           "Log one line per RPC (method, request id, status code, latency) to stderr.");
+ABSL_FLAG(int, progress_interval_ms, 200,
+          "PlanTemplatesStream sends a progress update at most this often (the first once "
+          "the search has run this long), in milliseconds.");
 ABSL_FLAG(std::string, metrics_address, "",
           "HOST:PORT to serve Prometheus metrics on (http://HOST:PORT/metrics); a port of 0 "
           "picks a free one (printed at start); empty: no metrics.");
@@ -65,6 +69,12 @@ int main(int argc, char** argv) {
   const int max_concurrent_searches = absl::GetFlag(FLAGS_max_concurrent_searches);
   if (max_concurrent_searches < 1) {
     std::cerr << "--max_concurrent_searches must be >= 1 (got " << max_concurrent_searches << ")\n";
+    return 2;
+  }
+  const int progress_interval_ms = absl::GetFlag(FLAGS_progress_interval_ms);
+  if (progress_interval_ms < 0 || progress_interval_ms > 60'000) {
+    std::cerr << "--progress_interval_ms must be between 0 and 60000 (got " << progress_interval_ms
+              << ")\n";
     return 2;
   }
   const double max_queue_wait_s = absl::GetFlag(FLAGS_max_search_queue_wait_s);
@@ -118,8 +128,12 @@ int main(int argc, char** argv) {
   }
   oobleck::TemplateCache cache(cache_mb << 20);
   oobleck::server::SearchGate search_gate(max_concurrent_searches, absl::Seconds(max_queue_wait_s));
+  // Shared by the per-call lines and the progress lines of long searches.
+  oobleck::server::RequestLog request_log(absl::GetFlag(FLAGS_log_requests));
   oobleck::server::ServiceOptions options;
   options.profile_store = store.get();
+  options.request_log = &request_log;
+  options.progress_interval = absl::Milliseconds(progress_interval_ms);
   options.search_gate = &search_gate;
   oobleck::server::PlannerService service(&catalog, &cache, threads, options);
 
@@ -138,7 +152,7 @@ int main(int argc, char** argv) {
   }
   oobleck::server::ServerOptions server_options;
   server_options.security = *std::move(security);
-  server_options.log_requests = absl::GetFlag(FLAGS_log_requests);
+  if (request_log.log_lines()) server_options.request_log = &request_log;
   server_options.metrics = metrics.get();
   auto running =
       oobleck::server::StartPlannerServer(absl::GetFlag(FLAGS_address), &service, server_options);

@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "grpc/health/v1/health.pb.h"
+#include "oobleck/planner/v1/planner.grpc.pb.h"
 #include "server/request_log.h"
 
 namespace oobleck::server {
@@ -31,7 +32,7 @@ absl::StatusOr<RunningServer> StartPlannerServer(const std::string& address, grp
   builder.AddListeningPort(address, MakeServerCredentials(security), &running.port);
   builder.RegisterService(service);
   builder.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);
-  if (options.log_requests || options.metrics != nullptr) {
+  if (options.request_log != nullptr || options.metrics != nullptr) {
     CallObserver on_call_end;
     if (ServerMetrics* metrics = options.metrics; metrics != nullptr) {
       on_call_end = [metrics](absl::string_view method, grpc::StatusCode code, double latency_s) {
@@ -40,7 +41,7 @@ absl::StatusOr<RunningServer> StartPlannerServer(const std::string& address, grp
     }
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
     creators.push_back(
-        std::make_unique<RequestLogFactory>(options.log_requests, std::move(on_call_end)));
+        std::make_unique<RequestLogFactory>(options.request_log, std::move(on_call_end)));
     builder.experimental().SetInterceptorCreators(std::move(creators));
   }
   running.server = builder.BuildAndStart();
@@ -50,6 +51,11 @@ absl::StatusOr<RunningServer> StartPlannerServer(const std::string& address, grp
         "cannot listen on ", address,
         security.tls_cert_chain_pem.empty() ? ""
                                             : " (or the TLS key does not match the certificate)"));
+  }
+  // The whole server ("") is SERVING by default; the Planner service is too, so that probes
+  // may ask for it by name.
+  if (auto* health = running.server->GetHealthCheckService(); health != nullptr) {
+    health->SetServingStatus(::oobleck::planner::v1::Planner::service_full_name(), true);
   }
   running.address = address;
   if (absl::EndsWith(address, ":0")) {

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/metrics.h"
+#include "server/request_log.h"
 #include "server/server_security.h"
 
 namespace oobleck::server {
@@ -19,8 +20,9 @@ namespace oobleck::server {
 inline constexpr int kMaxReceiveMessageBytes = 64 << 20;
 
 struct ServerOptions {
-  ServerSecurity security;           // plaintext by default
-  bool log_requests = false;         // one line per RPC on stderr (server/request_log.h)
+  ServerSecurity security;  // plaintext by default
+  // One line per RPC (server/request_log.h); must outlive the server. Null: no lines.
+  RequestLog* request_log = nullptr;
   ServerMetrics* metrics = nullptr;  // --metrics_address; must outlive the server
 };
 

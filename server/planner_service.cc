@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "core/cost_model.h"
 #include "core/profile.h"
 #include "server/plan_request.h"
@@ -116,13 +119,52 @@ grpc::Status PlannerService::ListProfiles(grpc::ServerContext* /*context*/,
 grpc::Status PlannerService::PlanTemplates(grpc::ServerContext* context,
                                            const pb::PlanTemplatesRequest* request,
                                            pb::PlanTemplatesResponse* response) {
+  return PlanTemplatesCall(context, *request, /*progress=*/{}, response);
+}
+
+grpc::Status PlannerService::PlanTemplatesStream(
+    grpc::ServerContext* context, const pb::PlanTemplatesRequest* request,
+    grpc::ServerWriter<pb::PlanTemplatesUpdate>* writer) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto interval = absl::ToChronoNanoseconds(options_.progress_interval);
+  auto next_update = start + interval;  // a quick answer sends no progress at all
+  absl::Mutex write_mu;  // core calls this from one thread at a time; writes must not overlap
+  // A failed write means the client is gone: the search sees the cancellation itself.
+  auto send_progress = [&](std::string_view phase, int64_t done, int64_t total) {
+    absl::MutexLock lock(&write_mu);
+    const auto now = std::chrono::steady_clock::now();
+    if (now < next_update) return;
+    next_update = now + interval;
+    pb::PlanTemplatesUpdate update;
+    pb::SearchProgress* progress = update.mutable_progress();
+    progress->set_phase(std::string(phase));
+    progress->set_done(done);
+    progress->set_total(total);
+    progress->set_elapsed_ms(std::chrono::duration<double, std::milli>(now - start).count());
+    writer->Write(update);
+  };
+  pb::PlanTemplatesUpdate answer;
+  const grpc::Status status =
+      PlanTemplatesCall(context, *request, send_progress, answer.mutable_response());
+  if (!status.ok()) return status;
+  if (!writer->Write(answer)) {
+    return grpc::Status(grpc::StatusCode::CANCELLED,
+                        "the call was cancelled before the answer was sent");
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status PlannerService::PlanTemplatesCall(grpc::ServerContext* context,
+                                               const pb::PlanTemplatesRequest& request,
+                                               const SearchProgressFn& progress,
+                                               pb::PlanTemplatesResponse* response) {
   const auto start = std::chrono::steady_clock::now();
   plan_templates_requests_.fetch_add(1, std::memory_order_relaxed);
 
-  if (absl::Status limits = CheckPlanTemplatesLimits(*request); !limits.ok()) {
+  if (absl::Status limits = CheckPlanTemplatesLimits(request); !limits.ok()) {
     return ToGrpcStatus(limits);
   }
-  absl::StatusOr<TemplateRequest> converted = ToTemplateRequest(*request, *catalog_);
+  absl::StatusOr<TemplateRequest> converted = ToTemplateRequest(request, *catalog_);
   if (!converted.ok()) return ToGrpcStatus(converted.status());
   absl::StatusOr<CostModel> model = CostModel::Create(std::move(converted->problem));
   if (!model.ok()) return ToGrpcStatus(model.status());
@@ -137,6 +179,16 @@ grpc::Status PlannerService::PlanTemplates(grpc::ServerContext* context,
   };
   // A bounded number of searches run at once; cached answers need no slot.
   if (options_.search_gate != nullptr) options.admit = options_.search_gate->AdmissionFor(context);
+  // Long searches log their advance under the call's request id.
+  SearchProgressFn log_progress;
+  if (options_.request_log != nullptr) log_progress = options_.request_log->ProgressLogger(context);
+  if (log_progress || progress) {
+    options.progress = [&log_progress, &progress](std::string_view phase, int64_t done,
+                                                  int64_t total) {
+      if (log_progress) log_progress(phase, done, total);
+      if (progress) progress(phase, done, total);
+    };
+  }
   absl::StatusOr<std::vector<PlannedMix>> planned =
       planner_.PlanTemplates(*model, converted->mixes, options);
   if (!planned.ok()) {
@@ -162,13 +214,13 @@ grpc::Status PlannerService::PlanTemplates(grpc::ServerContext* context,
 grpc::Status PlannerService::Plan(grpc::ServerContext* context, const pb::PlanRequest* request,
                                   pb::PlanResponse* response) {
   return HandlePlan(context, *request, response,
-                    {catalog_, &cluster_planner_, options_.search_gate});
+                    {catalog_, &cluster_planner_, options_.search_gate, &models_});
 }
 
 grpc::Status PlannerService::Replan(grpc::ServerContext* context, const pb::ReplanRequest* request,
                                     pb::ReplanResponse* response) {
   return HandleReplan(context, *request, response,
-                      {catalog_, &cluster_planner_, options_.search_gate});
+                      {catalog_, &cluster_planner_, options_.search_gate, &models_});
 }
 
 grpc::Status PlannerService::GetStats(grpc::ServerContext* /*context*/,

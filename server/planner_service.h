@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 
+#include "core/model_cache.h"
 #include "core/plan.h"
 #include "core/profile_catalog.h"
 #include "core/template_planner.h"
@@ -14,6 +15,9 @@
 #include "server/service_options.h"
 
 namespace oobleck::server {
+
+// As SearchOptions::progress (core/search.h).
+using SearchProgressFn = decltype(SearchOptions::progress);
 
 class PlannerService final : public ::oobleck::planner::v1::Planner::Service {
  public:
@@ -32,6 +36,10 @@ class PlannerService final : public ::oobleck::planner::v1::Planner::Service {
   grpc::Status PlanTemplates(grpc::ServerContext* context,
                              const ::oobleck::planner::v1::PlanTemplatesRequest* request,
                              ::oobleck::planner::v1::PlanTemplatesResponse* response) override;
+  // PlanTemplates with progress updates while the search runs (the same call underneath).
+  grpc::Status PlanTemplatesStream(
+      grpc::ServerContext* context, const ::oobleck::planner::v1::PlanTemplatesRequest* request,
+      grpc::ServerWriter<::oobleck::planner::v1::PlanTemplatesUpdate>* writer) override;
   // Plan and Replan live in server/plan_rpc.cc.
   grpc::Status Plan(grpc::ServerContext* context,
                     const ::oobleck::planner::v1::PlanRequest* request,
@@ -44,11 +52,19 @@ class PlannerService final : public ::oobleck::planner::v1::Planner::Service {
                         ::oobleck::planner::v1::GetStatsResponse* response) override;
 
  private:
+  // Both PlanTemplates RPCs: validation, limits, search gate, cache, deadline and
+  // cancellation. `progress` (may be empty) sees the search advance.
+  grpc::Status PlanTemplatesCall(grpc::ServerContext* context,
+                                 const ::oobleck::planner::v1::PlanTemplatesRequest& request,
+                                 const SearchProgressFn& progress,
+                                 ::oobleck::planner::v1::PlanTemplatesResponse* response);
+
   ProfileCatalog* catalog_;
   const ServiceOptions options_;
   TemplateCache* cache_;
   TemplatePlanner planner_;
   ClusterPlanner cluster_planner_;  // uses planner_ (and so the shared cache)
+  CostModelCache models_;           // Plan and Replan's cost models, across requests
   std::atomic<int64_t> plan_templates_requests_{0};
   const std::chrono::steady_clock::time_point start_time_;
 };

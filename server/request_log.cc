@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <memory>
+#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -43,29 +45,41 @@ void WriteToStderr(absl::string_view line) {
   }
 }
 
+int64_t SteadyNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string NowTimestamp() {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone());
+}
+
 class RequestLogInterceptor final : public grpc::experimental::Interceptor {
  public:
-  RequestLogInterceptor(grpc::experimental::ServerRpcInfo* info, bool log_lines,
-                        const CallObserver* on_call_end,
-                        const std::function<void(absl::string_view)>* write_line,
-                        std::atomic<int64_t>* next_request_id)
+  RequestLogInterceptor(grpc::experimental::ServerRpcInfo* info, RequestLog* log,
+                        const CallObserver* on_call_end)
       : info_(info),
-        log_lines_(log_lines),
+        log_(log),
         on_call_end_(on_call_end),
-        write_line_(write_line),
-        next_request_id_(next_request_id),
         start_(std::chrono::steady_clock::now()) {}
   // Destroyed once the call is over, however it ended: exactly one line per call.
-  ~RequestLogInterceptor() override { Finish(); }
+  ~RequestLogInterceptor() override {
+    Finish();
+    if (info_->server_context() != nullptr) log_->EndCall(info_->server_context(), this);
+  }
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
     if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_INITIAL_METADATA)) {
+      absl::string_view client_id;
       auto* metadata = methods->GetRecvInitialMetadata();
       if (metadata != nullptr) {
         auto it = metadata->find(kRequestIdMetadata);
-        if (it != metadata->end()) {
-          request_id_ = SanitizedRequestId(absl::string_view(it->second.data(), it->second.size()));
-        }
+        if (it != metadata->end()) client_id = {it->second.data(), it->second.size()};
+      }
+      // Before the handler runs, so that it can log progress under the same id.
+      if (info_->server_context() != nullptr && request_id_.empty()) {
+        request_id_ = log_->BeginCall(info_->server_context(), this, info_->method(), client_id);
       }
     }
     if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
@@ -80,9 +94,7 @@ class RequestLogInterceptor final : public grpc::experimental::Interceptor {
 
  private:
   const std::string& RequestId() {
-    if (request_id_.empty()) {
-      request_id_ = absl::StrCat(next_request_id_->fetch_add(1, std::memory_order_relaxed));
-    }
+    if (request_id_.empty()) request_id_ = log_->NewRequestId();
     return request_id_;
   }
 
@@ -94,25 +106,22 @@ class RequestLogInterceptor final : public grpc::experimental::Interceptor {
     // as cancelled.
     const grpc::StatusCode code = status_seen_ ? status_.error_code() : grpc::StatusCode::CANCELLED;
     if (*on_call_end_) (*on_call_end_)(info_->method(), code, latency_ms / 1000);
-    if (!log_lines_) return;
-    std::string line = absl::StrCat(
-        "ts=", absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone()),
-        " rpc=", info_->method(), " request_id=", RequestId(),
-        " code=", absl::StatusCodeToString(static_cast<absl::StatusCode>(code)),
-        absl::StrFormat(" latency_ms=%.3f", latency_ms));
+    if (!log_->log_lines()) return;
+    std::string line =
+        absl::StrCat("ts=", NowTimestamp(), " rpc=", info_->method(), " request_id=", RequestId(),
+                     " code=", absl::StatusCodeToString(static_cast<absl::StatusCode>(code)),
+                     absl::StrFormat(" latency_ms=%.3f", latency_ms));
     if (auto* context = info_->server_context(); context != nullptr) {
       absl::StrAppend(&line, " peer=", context->peer());
     }
     if (status_seen_ && !status_.ok())
       absl::StrAppend(&line, " message=", Quoted(status_.error_message()));
-    (*write_line_)(line);
+    log_->Write(line);
   }
 
   grpc::experimental::ServerRpcInfo* info_;
-  const bool log_lines_;
+  RequestLog* log_;
   const CallObserver* on_call_end_;
-  const std::function<void(absl::string_view)>* write_line_;
-  std::atomic<int64_t>* next_request_id_;
   const std::chrono::steady_clock::time_point start_;
   std::string request_id_;
   grpc::Status status_;
@@ -136,17 +145,71 @@ std::string SanitizedRequestId(absl::string_view id) {
   return std::string(id);
 }
 
-RequestLogFactory::RequestLogFactory(bool log_lines, CallObserver on_call_end,
-                                     std::function<void(absl::string_view)> write_line)
+RequestLog::RequestLog(bool log_lines, std::function<void(absl::string_view)> write_line,
+                       absl::Duration progress_interval)
     : log_lines_(log_lines),
-      on_call_end_(std::move(on_call_end)),
-      write_line_(write_line ? std::move(write_line) : WriteToStderr) {}
+      write_line_(write_line ? std::move(write_line) : WriteToStderr),
+      progress_interval_(progress_interval) {}
+
+void RequestLog::Write(absl::string_view line) const {
+  if (log_lines_) write_line_(line);
+}
+
+std::string RequestLog::NewRequestId() {
+  return absl::StrCat(next_request_id_.fetch_add(1, std::memory_order_relaxed));
+}
+
+std::string RequestLog::BeginCall(const grpc::ServerContextBase* context, const void* owner,
+                                  absl::string_view method, absl::string_view client_request_id) {
+  std::string id = SanitizedRequestId(client_request_id);
+  if (id.empty()) id = NewRequestId();
+  absl::MutexLock lock(&mu_);
+  calls_[context] = Call{owner, std::string(method), id};
+  return id;
+}
+
+void RequestLog::EndCall(const grpc::ServerContextBase* context, const void* owner) {
+  absl::MutexLock lock(&mu_);
+  auto it = calls_.find(context);
+  if (it != calls_.end() && it->second.owner == owner) calls_.erase(it);
+}
+
+RequestLog::Progress RequestLog::ProgressLogger(const grpc::ServerContextBase* context) const {
+  if (!log_lines_) return {};
+  std::string prefix;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = calls_.find(context);
+    // Without the interceptor (it is not installed) the line still says what advanced.
+    prefix = it == calls_.end()
+                 ? " rpc=? request_id=?"
+                 : absl::StrCat(" rpc=", it->second.method, " request_id=", it->second.request_id);
+  }
+  const int64_t interval_ns = absl::ToInt64Nanoseconds(progress_interval_);
+  const int64_t start_ns = SteadyNowNs();
+  // Shared by copies of the callback; atomic so that a callback reached from several
+  // threads still writes at most one line per interval.
+  auto next_ns = std::make_shared<std::atomic<int64_t>>(start_ns + interval_ns);
+  return [this, prefix, interval_ns, start_ns, next_ns](std::string_view phase, int64_t done,
+                                                        int64_t total) {
+    const int64_t now_ns = SteadyNowNs();
+    int64_t next = next_ns->load(std::memory_order_relaxed);
+    if (now_ns < next || !next_ns->compare_exchange_strong(next, now_ns + interval_ns)) return;
+    Write(absl::StrCat("ts=", NowTimestamp(), prefix, " progress=",
+                       Quoted({phase.data(), phase.size()}), " done=", done, " total=", total,
+                       absl::StrFormat(" elapsed_ms=%.3f", (now_ns - start_ns) / 1e6)));
+  };
+}
+
+RequestLogFactory::RequestLogFactory(RequestLog* log, CallObserver on_call_end)
+    : own_log_(log == nullptr ? std::make_unique<RequestLog>(false) : nullptr),
+      log_(log == nullptr ? own_log_.get() : log),
+      on_call_end_(std::move(on_call_end)) {}
 
 grpc::experimental::Interceptor* RequestLogFactory::CreateServerInterceptor(
     grpc::experimental::ServerRpcInfo* info) {
   if (info->method() == nullptr || IsHealthCheck(info->method())) return nullptr;
-  return new RequestLogInterceptor(info, log_lines_, &on_call_end_, &write_line_,
-                                   &next_request_id_);
+  return new RequestLogInterceptor(info, log_, &on_call_end_);
 }
 
 }  // namespace oobleck::server

@@ -1,9 +1,11 @@
-// Optional production machinery injected into PlannerService by main(); each is null when
-// its flag is not given (and in tests that do not need it).
+// Optional production machinery injected into PlannerService by main(); each pointer is
+// null when its flag is not given (and in tests that do not need it).
 #ifndef OOBLECK_SERVER_SERVICE_OPTIONS_H_
 #define OOBLECK_SERVER_SERVICE_OPTIONS_H_
 
+#include "absl/time/time.h"
 #include "server/profile_store.h"
+#include "server/request_log.h"
 #include "server/search_gate.h"
 
 namespace oobleck::server {
@@ -13,6 +15,10 @@ struct ServiceOptions {
   ProfileStore* profile_store = nullptr;
   // --max_concurrent_searches: PlanTemplates takes a slot before planning.
   SearchGate* search_gate = nullptr;
+  // --log_requests: PlanTemplates searches running longer than a second log progress.
+  const RequestLog* request_log = nullptr;
+  // --progress_interval_ms: PlanTemplatesStream sends a progress update at most this often.
+  absl::Duration progress_interval = absl::Milliseconds(200);
 };
 
 }  // namespace oobleck::server

@@ -64,6 +64,29 @@ def dockerfile_paths():
     return paths
 
 
+def dockerfile_env():
+    """NAME -> value of the Dockerfile's ENV instructions."""
+    env = {}
+    for keyword, rest in dockerfile_instructions():
+        if keyword == "ENV":
+            for item in shlex.split(rest):
+                name, _, value = item.partition("=")
+                env[name] = value
+    return env
+
+
+def make_certificate(directory, dns_name):
+    """A self-signed certificate for `dns_name` only (not for 127.0.0.1); returns the paths
+    of the certificate and its key."""
+    cert = os.path.join(directory, "cert.pem")
+    key = os.path.join(directory, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", f"/CN={dns_name}", "-addext", f"subjectAltName=DNS:{dns_name}",
+                    "-keyout", key, "-out", cert],
+                   check=True, capture_output=True, timeout=CLI_TIMEOUT_S)
+    return cert, key
+
+
 def flag_value(args, name):
     values = [a.split("=", 1)[1] for a in args if a.startswith(f"--{name}=")]
     return values[-1] if values else None
@@ -100,10 +123,11 @@ def count_profile_dirs(root):
                       for f in os.listdir(os.path.join(root, model, gpu))))
 
 
-def run(command, address=None):
+def run(command, address=None, env=None):
     if address:
         command = [a.replace("planner:50051", address) for a in command]
-    return subprocess.run(command, capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
+    return subprocess.run(command, capture_output=True, text=True, timeout=CLI_TIMEOUT_S,
+                          env=env)
 
 
 class DockerfileTest(unittest.TestCase):
@@ -119,6 +143,18 @@ class DockerfileTest(unittest.TestCase):
         self.assertIn(container_path, self.paths, "not copied into the runtime image")
         return self.paths[container_path]
 
+    def health_check(self, address):
+        """The HEALTHCHECK command, run here against `address`."""
+        check = json.loads(self.instructions["HEALTHCHECK"].split(" CMD ", 1)[1])
+        command = [self.host(os.path.join("/usr/local/bin", check[0]))] + [
+            f"--server={address}" if a.startswith("--server=") else a for a in check[1:]]
+        self.assertIn(f"--server={address}", command)
+        return command
+
+    def container_env(self, **overrides):
+        """This process's environment with the image's ENV defaults, then `overrides`."""
+        return {**os.environ, **dockerfile_env(), **overrides}
+
     def test_runs_unprivileged_on_all_interfaces_of_the_exposed_port(self):
         self.assertRegex(self.instructions["USER"], r"^[1-9]\d*(:\d+)?$")
         self.assertEqual(flag_value(self.cmd, "address"), f"0.0.0.0:{self.port}")
@@ -127,8 +163,6 @@ class DockerfileTest(unittest.TestCase):
         server_bin = self.host(os.path.join("/usr/local/bin", self.entrypoint[0]))
         self.assertEqual(server_bin, e2e_support.ARGS.server_bin)
         profile_dir = self.host(flag_value(self.cmd, "profile_dir"))
-        check = json.loads(self.instructions["HEALTHCHECK"].split(" CMD ", 1)[1])
-        cli_bin = self.host(os.path.join("/usr/local/bin", check[0]))
 
         server = RunningServer(profile_dir=profile_dir,
                                extra_args=without_flags(self.cmd, "address", "profile_dir"))
@@ -136,16 +170,49 @@ class DockerfileTest(unittest.TestCase):
             self.assertIn(f"loaded {count_profile_dirs(profile_dir)} profile(s)",
                           server.stderr())
             self.assertNotIn("skipped profile", server.stderr())
-            check_command = [cli_bin] + [
-                f"--server={server.address}" if a.startswith("--server=") else a
-                for a in check[1:]]
-            self.assertIn(f"--server={server.address}", check_command)
-            healthy = run(check_command)
+            check_command = self.health_check(server.address)
+            healthy = run(check_command, env=self.container_env())
             self.assertEqual(healthy.returncode, 0, healthy.stderr)
+            self.assertEqual(healthy.stdout, "SERVING\n")
         finally:
             server.stop()
-        unhealthy = run(check_command)
+        unhealthy = run(check_command, env=self.container_env())
         self.assertNotEqual(unhealthy.returncode, 0, "health check passes with no server")
+
+    def test_health_check_asks_the_health_service_over_tls_with_a_token(self):
+        # The variables the image declares are the ones the CLI reads.
+        cli_help = run([self.health_check("x:1")[0], "--help"]).stdout
+        declared = {name for name in dockerfile_env() if name.startswith("OOBLECK_PLAN_")}
+        self.assertEqual(declared, {"OOBLECK_PLAN_TLS_CA", "OOBLECK_PLAN_TLS_SERVER_NAME"})
+        for name in declared:
+            self.assertIn(name, cli_help)
+        self.assertEqual(self.health_check("x:1")[-1], "health")
+
+        profile_dir = self.host(flag_value(self.cmd, "profile_dir"))
+        with tempfile.TemporaryDirectory() as tmp:
+            # As in a cluster: the certificate names the service, not the loopback address
+            # the check connects to; every call but health needs the token.
+            cert, key = make_certificate(tmp, "planner.internal")
+            token = os.path.join(tmp, "token")
+            with open(token, "w", encoding="utf-8") as f:
+                f.write("s3cret-token\n")
+            tls_args = ["--tls_cert=" + cert, "--tls_key=" + key, "--auth_token_file=" + token]
+            with RunningServer(profile_dir=profile_dir,
+                               extra_args=without_flags(self.cmd, "address", "profile_dir")
+                               + tls_args) as server:
+                check_command = self.health_check(server.address)
+                healthy = run(check_command, env=self.container_env(
+                    OOBLECK_PLAN_TLS_CA=cert, OOBLECK_PLAN_TLS_SERVER_NAME="planner.internal"))
+                self.assertEqual(healthy.returncode, 0, healthy.stderr)
+                self.assertEqual(healthy.stdout, "SERVING\n")
+                # The image's defaults (plaintext) cannot pass against a TLS server, and
+                # neither can TLS that checks the certificate against 127.0.0.1.
+                plaintext = run(check_command, env=self.container_env())
+                self.assertEqual(plaintext.returncode, 1, plaintext.stderr)
+                self.assertIn("error: UNAVAILABLE: health check of", plaintext.stderr)
+                wrong_name = run(check_command,
+                                 env=self.container_env(OOBLECK_PLAN_TLS_CA=cert))
+                self.assertEqual(wrong_name.returncode, 1, wrong_name.stderr)
 
 
 class KubernetesTest(unittest.TestCase):

@@ -304,6 +304,9 @@ class MetricsTest(unittest.TestCase):
                         gpu_memory_bytes=24 << 30, intra_node_bytes_per_s=25e9, count=2)]))
                 for _ in range(2):  # a miss per mix, then hits
                     planner.PlanTemplates(request, timeout=RPC_TIMEOUT_S)
+                # The streaming variant is counted under its own name (and hits the cache).
+                updates = list(planner.PlanTemplatesStream(request, timeout=RPC_TIMEOUT_S))
+                self.assertTrue(updates[-1].HasField("response"))
                 with self.assertRaises(grpc.RpcError):
                     planner.PlanTemplates(pb.PlanTemplatesRequest(), timeout=RPC_TIMEOUT_S)
             # The call is counted as it ends, which may be just after the client returns.
@@ -328,7 +331,9 @@ class MetricsTest(unittest.TestCase):
         self.assertEqual(
             value(r'oobleck_planner_rpc_duration_seconds_count\{code="OK",' + plan + r"\}"), 2)
         self.assertEqual(value("oobleck_planner_template_cache_misses_total"), 2)
-        self.assertEqual(value("oobleck_planner_template_cache_hits_total"), 2)
+        self.assertEqual(value("oobleck_planner_template_cache_hits_total"), 4)
+        stream = 'method="/oobleck.planner.v1.Planner/PlanTemplatesStream"'
+        self.assertEqual(value(r'oobleck_planner_rpcs_total\{code="OK",' + stream + r"\}"), 1)
         self.assertEqual(value("oobleck_planner_profiles_loaded"), 1)
         self.assertEqual(value("oobleck_planner_search_slots"), 2)
         self.assertNotIn("grpc.health.v1.Health", text)

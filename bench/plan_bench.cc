@@ -169,6 +169,8 @@ BENCHMARK(BM_Plan128Nodes)
     ->Args({512, 0, 0})
     ->Args({2048, 0, 0})
     ->Args({512, 8, 0})
+    ->Args({512, 6, 1})
+    ->Args({512, 8, 1})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK(BM_PlanSweep128Nodes)->Unit(benchmark::kMillisecond)->UseRealTime();

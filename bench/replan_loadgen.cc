@@ -5,18 +5,12 @@
 // Every request is a real event on the planned cluster (one node fails, or one joins);
 // requests are stateless, so the threads replay a fixed set of them round-robin.
 #include <grpcpp/grpcpp.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
-#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,6 +19,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench/server_process.h"
 #include "oobleck/planner/v1/planner.grpc.pb.h"
 
 ABSL_FLAG(std::string, server_bin, "",
@@ -42,56 +37,11 @@ ABSL_FLAG(double, baseline_s, 3,
           "seconds of GetStats calls first, the same way: what gRPC alone allows here (0: skip)");
 
 namespace pb = ::oobleck::planner::v1;
+using oobleck::bench::Percentile;
 
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
-// The server as a child process; SIGTERM on destruction.
-class ServerProcess {
- public:
-  bool Start(const std::string& binary, const std::vector<std::string>& args) {
-    int out[2];
-    if (pipe(out) != 0) return false;
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-    posix_spawn_file_actions_addclose(&actions, out[0]);
-    std::vector<std::string> all = {binary};
-    all.insert(all.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (std::string& a : all) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const int rc = posix_spawn(&pid_, binary.c_str(), &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    close(out[1]);
-    if (rc != 0) {
-      close(out[0]);
-      pid_ = -1;
-      return false;
-    }
-    // "listening on HOST:PORT" on the first line.
-    std::string line;
-    char c;
-    while (read(out[0], &c, 1) == 1 && c != '\n') line += c;
-    close(out[0]);
-    std::smatch match;
-    if (!std::regex_search(line, match, std::regex(R"(listening on (\S+:\d+))"))) return false;
-    address_ = match[1];
-    return true;
-  }
-  ~ServerProcess() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGTERM);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-  }
-  const std::string& address() const { return address_; }
-
- private:
-  pid_t pid_ = -1;
-  std::string address_;
-};
 
 pb::PlanRequest ClusterRequest(int nodes_per_type, int global_batch) {
   struct Gpu {
@@ -125,13 +75,6 @@ pb::PlanRequest ClusterRequest(int nodes_per_type, int global_batch) {
   return request;
 }
 
-double Percentile(std::vector<double> values, double p) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const size_t i = std::min(values.size() - 1, static_cast<size_t>(p * (values.size() - 1) + 0.5));
-  return values[i];
-}
-
 int Fail(const std::string& message) {
   std::cerr << "replan_loadgen: " << message << "\n";
   return 1;
@@ -141,19 +84,15 @@ int Fail(const std::string& message) {
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
-  std::string binary = absl::GetFlag(FLAGS_server_bin);
-  if (binary.empty()) {
-    binary =
-        (std::filesystem::canonical("/proc/self/exe").parent_path() / "oobleck-planner").string();
-  }
+  const std::string binary = oobleck::bench::ServerBinary(absl::GetFlag(FLAGS_server_bin));
   const int threads = std::max(1, absl::GetFlag(FLAGS_threads));
-  ServerProcess server;
+  oobleck::bench::ServerProcess server;
   std::vector<std::string> server_args = {"--address", "127.0.0.1:0", "--profile_dir",
                                           absl::GetFlag(FLAGS_profile_dir)};
   if (absl::GetFlag(FLAGS_server_threads) > 0) {
     server_args.push_back(absl::StrCat("--threads=", absl::GetFlag(FLAGS_server_threads)));
   }
-  if (!server.Start(binary, server_args)) return Fail(absl::StrCat("cannot start ", binary));
+  if (!server.Start(binary, server_args)) return Fail(server.error());
   auto channel = grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials());
   if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(20))) {
     return Fail(absl::StrCat("server at ", server.address(), " is not reachable"));

@@ -126,6 +126,7 @@ absl::StatusOr<CostModel> CostModel::Create(PlanningProblem problem) {
     }
   }
   model.problem_ = std::move(problem);
+  model.problem_key_ = model.problem_.CacheKey();
   if (model.kind() == CostModelKind::kOneFOneB) {
     for (int t = 0; t < model.num_types(); ++t) {
       model.memory_can_bind_ |= model.MaxStagesFromEnd(t, 1, 0, L) < kAlwaysFits;

@@ -39,7 +39,8 @@ struct PlanningProblem {
   double optimizer_state_multiplier = 6;
   MissingAllreduce missing_allreduce = MissingAllreduce::kSkipSize;
 
-  // Content key of everything above (profile fingerprints, types, model, M, ...).
+  // Content key of everything above (profile fingerprints, types, model, M, ...). A new
+  // field belongs here and in CostModelCache's key (core/model_cache.cc).
   std::string CacheKey() const;
 };
 
@@ -51,6 +52,9 @@ class CostModel {
   static absl::StatusOr<CostModel> Create(PlanningProblem problem);
 
   const PlanningProblem& problem() const { return problem_; }
+  // problem().CacheKey(), computed once: it fingerprints every profile, and warm requests
+  // look up templates by it.
+  const std::string& problem_key() const { return problem_key_; }
   CostModelKind kind() const { return problem_.cost_model; }
   int num_layers() const { return num_layers_; }
   int num_types() const { return static_cast<int>(problem_.node_types.size()); }
@@ -107,6 +111,7 @@ class CostModel {
   double MemoryBytesInFlight(int t, int gpus, int begin, int end, int in_flight) const;
 
   PlanningProblem problem_;
+  std::string problem_key_;
   int num_layers_ = 0;
   std::vector<TypeTables> types_;
   // Bytes sent after each layer: the largest activation size over the problem's profiles

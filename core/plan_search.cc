@@ -12,8 +12,10 @@
 // with P, so an interval of tau whose two ends need p_lo >= p_hi pipelines costs at least
 // (first tau in it) + allreduce(p_hi), and intervals whose ends agree on P are done.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <map>
@@ -37,26 +39,56 @@ constexpr int64_t kMaxPlanStates = int64_t{1} << 22;
 constexpr int kSaturated = 1 << 29;
 
 // T(x) of one pipeline under the model's formula with x micro-batches, x in [1, limit].
+// Values of small x are memoised in storage the owner provides (SetMemo), shared by every
+// copy of the curve: the searches ask for the same few values many times.
 class LoadCurve {
  public:
   LoadCurve(const CostModel* model, const std::vector<double>* costs, int max_microbatches,
             int global_batch)
-      : model_(model), costs_(costs), limit_(std::min(max_microbatches, global_batch)) {}
+      : model_(model),
+        costs_(costs),
+        limit_(std::min(max_microbatches, global_batch)),
+        memo_size_(std::max(0, std::min(kMemo, limit_ + 2))) {}
 
-  // Memoised for small x: the searches ask for the same few values many times.
+  // Entries the memo needs: Time(x) for x < MemoSize() is memoised.
+  int MemoSize() const { return memo_size_; }
+  // `memo` holds MemoSize() entries, all -1 (not computed; times are >= 0), and outlives
+  // every copy of this curve.
+  void SetMemo(double* memo) {
+    memo_ = memo;
+    if (limit_ >= 2) {
+      t1_ = Time(1);
+      slope_ = Time(2) - t1_;
+    }
+  }
+
   double Time(int x) const {
-    if (x >= kMemo) return model_->PipelineTimeMs(*costs_, x);
-    if (memo_.empty()) memo_.assign(std::min(kMemo, limit_ + 2), -1);
-    if (x >= static_cast<int>(memo_.size())) return model_->PipelineTimeMs(*costs_, x);
-    if (memo_[x] < 0) memo_[x] = model_->PipelineTimeMs(*costs_, x);
-    return memo_[x];
+    if (x >= memo_size_) return model_->PipelineTimeMs(*costs_, x);
+    double& memo = memo_[x];
+    if (memo < 0) memo = model_->PipelineTimeMs(*costs_, x);
+    return memo;
   }
   int limit() const { return limit_; }
   // The most micro-batches with T <= tau; 0 when even one exceeds tau. T is
-  // non-decreasing in x (also in floating point), so binary search is exact.
+  // non-decreasing in x (also in floating point), so the answer is the end of a prefix and
+  // any search that checks its neighbours finds it exactly.
   int Absorb(double tau) const {
-    if (limit_ < 1 || Time(1) > tau) return 0;
-    int lo = 1, hi = limit_;
+    if (limit_ < 2) return limit_ == 1 && !(Time(1) > tau) ? 1 : 0;
+    if (t1_ > tau) return 0;
+    int lo = 1, hi = limit_;  // T(lo) <= tau; the answer is in [lo, hi]
+    // T is affine in x under both cost models (COST_MODEL.md), so T(1) and T(2) place tau
+    // to within rounding: one guess and its neighbour usually settle it. Otherwise the
+    // bisection below runs on what the guess left open.
+    if (slope_ > 0 && tau - t1_ >= 0) {  // false for a NaN tau
+      const double steps = (tau - t1_) / slope_;
+      const int guess = steps >= hi - 1 ? hi : 1 + static_cast<int>(steps);
+      if (Time(guess) <= tau) {
+        if (guess == hi || Time(guess + 1) > tau) return guess;
+        lo = guess + 1;
+      } else {
+        hi = guess - 1;
+      }
+    }
     while (lo < hi) {
       const int mid = lo + (hi - lo + 1) / 2;
       if (Time(mid) <= tau) {
@@ -83,8 +115,22 @@ class LoadCurve {
   const CostModel* model_;
   const std::vector<double>* costs_;
   int limit_;
-  mutable std::vector<double> memo_;  // -1: not computed (times are >= 0)
+  int memo_size_;
+  double* memo_ = nullptr;
+  double t1_ = 0, slope_ = 0;  // T(1) and T(2) - T(1), set with the memo when limit >= 2
 };
+
+// Gives every curve its memo, all in one buffer.
+void AttachMemos(std::vector<LoadCurve>& curves, std::vector<double>& buffer) {
+  size_t size = 0;
+  for (const LoadCurve& c : curves) size += c.MemoSize();
+  buffer.assign(size, -1);
+  size_t at = 0;
+  for (LoadCurve& c : curves) {
+    c.SetMemo(buffer.data() + at);
+    at += c.MemoSize();
+  }
+}
 
 double NextAbove(const std::vector<LoadCurve>& curves, double tau) {
   double best = kInf;
@@ -102,9 +148,11 @@ double AtOrBelow(const std::vector<LoadCurve>& curves, double tau) {
 // holds, given that it holds at the candidate `good` and at no tau <= bad. feasible must
 // be monotone in tau and depend on tau only through the curves' Absorb values (so it is
 // constant between consecutive candidates).
-absl::StatusOr<double> SmallestFeasible(
-    const std::vector<LoadCurve>& curves, double bad, double good,
-    const std::function<absl::StatusOr<bool>(double)>& feasible) {
+// (A template rather than std::function: it runs a few times per search and the calls
+// through a std::function showed in profiles of warm replans.)
+template <typename Feasible>
+absl::StatusOr<double> SmallestFeasible(const std::vector<LoadCurve>& curves, double bad,
+                                        double good, const Feasible& feasible) {
   while (true) {
     const double next = NextAbove(curves, bad);
     if (next >= good) return good;
@@ -193,14 +241,16 @@ class PlanSearch {
  public:
   explicit PlanSearch(const PipelineSetProblem& problem)
       : problem_(problem), model_(problem.model), B_(problem.global_batch) {
+    all_.reserve(problem.fixed.size() + problem.shapes.size());
     for (const PipelineShape& f : problem.fixed) {
-      fixed_.emplace_back(model_, &f.stage_costs, f.max_microbatches, B_);
+      all_.emplace_back(model_, &f.stage_costs, f.max_microbatches, B_);
     }
     for (const PipelineShape& s : problem.shapes) {
-      shapes_.emplace_back(model_, &s.stage_costs, s.max_microbatches, B_);
+      all_.emplace_back(model_, &s.stage_costs, s.max_microbatches, B_);
     }
-    all_ = fixed_;
-    all_.insert(all_.end(), shapes_.begin(), shapes_.end());
+    AttachMemos(all_, memo_);  // copies below share the memos
+    fixed_.assign(all_.begin(), all_.begin() + problem.fixed.size());
+    shapes_.assign(all_.begin() + problem.fixed.size(), all_.end());
     const int T = static_cast<int>(problem.available.size());
     std::vector<int> pad(T, 1);  // at least one: idle steps go to u - e_t
     for (const PipelineShape& s : problem.shapes) {
@@ -217,12 +267,21 @@ class PlanSearch {
     for (int t = 0; t < T; ++t) origin += pad[t] * strides_[t];
     full_ = origin + Offset(problem.available);
     // Real states in index order (odometer over u, first type fastest).
+    int64_t num_real = 1;
+    for (int t = 0; t < T; ++t) num_real *= problem.available[t] + 1;
+    real_states_.reserve(num_real);
+    real_sizes_.reserve(num_real);
     std::vector<int> digits(T, 0);
+    std::vector<int> row_digits;  // T per real state, for the fit lists below
+    const int64_t fit_pairs = FitPairs(problem);
+    const bool fit_lists = fit_pairs >= 0;
+    if (fit_lists) row_digits.reserve(num_real * T);
     int64_t idx = origin;
     int size = 0;
     while (true) {
       real_states_.push_back(idx);
       real_sizes_.push_back(size);
+      if (fit_lists) row_digits.insert(row_digits.end(), digits.begin(), digits.end());
       int t = 0;
       for (; t < T; ++t) {
         if (digits[t] < problem.available[t]) {
@@ -247,22 +306,74 @@ class PlanSearch {
       std::vector<size_t> next(level_starts_.begin(), level_starts_.end() - 1);
       for (size_t r = 0; r < real_states_.size(); ++r) by_size_[next[real_sizes_[r]]++] = r;
     }
+    usable_all_.reserve(problem.shapes.size());
+    usable_kept_.reserve(problem.shapes.size());
     total_free_ = MixSize(problem.available);
     min_shape_nodes_ = total_free_ + 1;
+    offsets_.reserve(problem.shapes.size());
+    fits_.reserve(problem.shapes.size());
     for (const PipelineShape& s : problem.shapes) {
       min_shape_nodes_ = std::min(min_shape_nodes_, MixSize(s.mix));
       offsets_.push_back(Offset(s.mix));
-      fits_.push_back(true);
-      for (int t = 0; t < T; ++t) fits_.back() = fits_.back() && s.mix[t] <= problem.available[t];
+      bool fits = true;
+      for (int t = 0; t < T; ++t) fits = fits && s.mix[t] <= problem.available[t];
+      fits_.push_back(fits);
     }
     const int num_shapes = static_cast<int>(problem.shapes.size());
-    submixes_.resize(num_shapes);
+    // at_most[t][v]: the shapes with at most v nodes of type t, a bit set of W words (v up
+    // to the largest count of a shape or of the available nodes). The shapes within a mix
+    // or a state are the AND over its counts.
+    const int W = (num_shapes + 63) / 64;
+    std::vector<size_t> type_base(T + 1, 0);
+    std::vector<int> top(problem.available.begin(), problem.available.end());
+    for (const PipelineShape& s : problem.shapes) {
+      for (int t = 0; t < T; ++t) top[t] = std::max(top[t], s.mix[t]);
+    }
+    for (int t = 0; t < T; ++t) {
+      type_base[t + 1] = type_base[t] + (top[t] + 1) * static_cast<size_t>(W);
+    }
+    std::vector<uint64_t> at_most(type_base[T], 0), fitting(W, 0);
+    for (int j = 0; j < num_shapes; ++j) {
+      const uint64_t bit = uint64_t{1} << (j % 64);
+      if (fits_[j]) fitting[j / 64] |= bit;
+      for (int t = 0; t < T; ++t) {
+        for (int v = problem.shapes[j].mix[t]; v <= top[t]; ++v) {
+          at_most[type_base[t] + v * W + j / 64] |= bit;
+        }
+      }
+    }
+    auto within = [&](const int* counts, int w) {
+      uint64_t bits = ~uint64_t{0};
+      for (int t = 0; t < T; ++t) bits &= at_most[type_base[t] + counts[t] * W + w];
+      return bits;
+    };
+    submix_starts_.reserve(num_shapes + 1);
+    submix_starts_.push_back(0);
+    {
+      int64_t count = 0;
+      for (int a = 0; a < num_shapes; ++a) {
+        for (int w = 0; w < W; ++w) count += std::popcount(within(problem.shapes[a].mix.data(), w));
+      }
+      submixes_.reserve(count);  // (counts each shape itself too)
+    }
     for (int a = 0; a < num_shapes; ++a) {
-      for (int b = 0; b < num_shapes; ++b) {
-        bool within = b != a;
-        for (int t = 0; t < T && within; ++t)
-          within = problem.shapes[b].mix[t] <= problem.shapes[a].mix[t];
-        if (within) submixes_[a].push_back(b);
+      for (int w = 0; w < W; ++w) {
+        uint64_t bits = within(problem.shapes[a].mix.data(), w);
+        if (w == a / 64) bits &= ~(uint64_t{1} << (a % 64));
+        for (; bits != 0; bits &= bits - 1) submixes_.push_back(w * 64 + std::countr_zero(bits));
+      }
+      submix_starts_.push_back(static_cast<int>(submixes_.size()));
+    }
+    if (fit_lists) {
+      fit_shapes_.reserve(fit_pairs);
+      fit_starts_.reserve(real_states_.size() + 1);
+      fit_starts_.push_back(0);
+      for (size_t r = 0; r < real_states_.size(); ++r) {
+        for (int w = 0; w < W; ++w) {
+          uint64_t bits = within(&row_digits[r * T], w) & fitting[w];
+          for (; bits != 0; bits &= bits - 1) fit_shapes_.push_back(w * 64 + std::countr_zero(bits));
+        }
+        fit_starts_.push_back(static_cast<int>(fit_shapes_.size()));
       }
     }
   }
@@ -406,8 +517,31 @@ class PlanSearch {
   static constexpr int kMaxInt16Need = (1 << 14) - 1;
   // Below this many (state, shape) pairs a DP pass costs microseconds.
   static constexpr int64_t kSmallSearch = 20000;
+  // Entries of a one-block table row past p = 0: 16 int16 lanes are two SSE registers.
+  static constexpr int kLanes = 16;
+  // One-block tables up to this many entries (1 MiB as int16).
+  static constexpr int64_t kMaxOneBlockEntries = int64_t{1} << 19;
   // Table fills below this many row-element updates stay on one thread.
   static constexpr int64_t kParallelWork = int64_t{1} << 24;
+
+  // The number of (state, shape) pairs where the shape fits within the state, or -1 when
+  // fit lists do not pay: they do when they are small and leave out a good part of the
+  // pairs, in small clusters (warm replans) where most states are too small for most shapes.
+  static int64_t FitPairs(const PipelineSetProblem& problem) {
+    constexpr int64_t kMaxFitPairs = int64_t{1} << 18;
+    int64_t all = 1, fitting = 0;
+    for (int count : problem.available) all *= count + 1;
+    all *= static_cast<int64_t>(problem.shapes.size());
+    for (const PipelineShape& s : problem.shapes) {
+      int64_t states = 1;  // u >= mix within the available counts
+      for (size_t t = 0; t < problem.available.size(); ++t) {
+        states *= std::max(0, problem.available[t] - s.mix[t] + 1);
+      }
+      fitting += states;
+      if (fitting > kMaxFitPairs) return -1;
+    }
+    return fitting * 4 <= all * 3 ? fitting : -1;
+  }
 
   int64_t Offset(const NodeMix& mix) const {
     int64_t off = 0;
@@ -470,13 +604,17 @@ class PlanSearch {
     for (const Usable& a : all) absorb[a.shape] = a.absorb;
     for (const Usable& a : all) {
       bool dominated = false;
-      for (int b : submixes_[a.shape]) {
-        if (absorb[b] >= a.absorb) {
+      for (int i = submix_starts_[a.shape]; i < submix_starts_[a.shape + 1]; ++i) {
+        if (absorb[submixes_[i]] >= a.absorb) {
           dominated = true;
           break;
         }
       }
       if (!dominated) kept.push_back(a);
+    }
+    if (!fit_starts_.empty()) {
+      kept_absorb_.assign(shapes_.size(), 0);
+      for (const Usable& a : kept) kept_absorb_[a.shape] = a.absorb;
     }
     return kept;
   }
@@ -521,31 +659,67 @@ class PlanSearch {
     w.assign(num_states_, kImpossible);
     const int T = static_cast<int>(strides_.size());
     const int64_t cap64 = cap;
-    for (int64_t u : real_states_) {
-      int64_t best = kMask;  // nothing absorbed, no pipeline
-      for (int t = 0; t < T; ++t) best = std::max(best, w[u - strides_[t]]);
-      for (const Usable& s : usable) {
-        const int64_t src = w[u - offsets_[s.shape]];
-        const int64_t absorbed = std::min((src >> kShift) + s.absorb, cap64);
-        best = std::max(best, (absorbed << kShift) | ((src & kMask) - 1));
+    if (!fit_starts_.empty()) {
+      for (size_t r = 0; r < real_states_.size(); ++r) {
+        const int64_t u = real_states_[r];
+        int64_t best = kMask;  // nothing absorbed, no pipeline
+        for (int t = 0; t < T; ++t) best = std::max(best, w[u - strides_[t]]);
+        for (int i = fit_starts_[r]; i < fit_starts_[r + 1]; ++i) {
+          const int j = fit_shapes_[i];
+          const int64_t absorb = kept_absorb_[j];
+          if (absorb == 0) continue;
+          const int64_t src = w[u - offsets_[j]];
+          const int64_t absorbed = std::min((src >> kShift) + absorb, cap64);
+          best = std::max(best, (absorbed << kShift) | ((src & kMask) - 1));
+        }
+        w[u] = best;
       }
-      w[u] = best;
+    } else {
+      for (int64_t u : real_states_) {
+        int64_t best = kMask;  // nothing absorbed, no pipeline
+        for (int t = 0; t < T; ++t) best = std::max(best, w[u - strides_[t]]);
+        for (const Usable& s : usable) {
+          const int64_t src = w[u - offsets_[s.shape]];
+          const int64_t absorbed = std::min((src >> kShift) + s.absorb, cap64);
+          best = std::max(best, (absorbed << kShift) | ((src & kMask) - 1));
+        }
+        w[u] = best;
+      }
     }
     const int64_t at_full = w[full_];
     return Unconstrained{at_full >> kShift, static_cast<int>(kMask - (at_full & kMask))};
   }
 
   // table[u][p] = most micro-batches (saturated at `cap`) exactly p free pipelines within u
-  // absorb at tau; kNeg when p pipelines do not fit. The rows are computed with straight
-  // loops over p so that they vectorise (int16 lanes when cap allows).
+  // absorb at tau; kNeg when p pipelines do not fit. Rows are `width` entries (at least
+  // pcap + 1) and computed with straight loops over p so that they vectorise (int16 lanes
+  // when cap allows).
+  //
+  // Rows of 1 + kLanes entries (pcap <= kLanes: warm replans of small clusters) are one
+  // block: every row is computed in full, past its pmax, with fixed trip counts over a copy
+  // in registers, where a vector loop's scalar tail would be most of the work. Entries past
+  // pmax are impossible and come out as kNeg all the same (they are built on kNeg entries
+  // only and clamped), entries past pcap are never read, and entry p depends on entries
+  // <= p only, so the entries up to pcap are exactly those of the narrow table.
   template <typename V>
-  void FillRows(std::vector<V>& table, const std::vector<Usable>& usable, int pcap, int cap) {
+  void FillRows(std::vector<V>& table, const std::vector<Usable>& usable, int pcap, int width,
+                int cap) {
     constexpr V kNegV = std::numeric_limits<V>::min() / 2;
-    const int width = pcap + 1;
     table.assign(num_states_ * width, kNegV);
     const int T = static_cast<int>(strides_.size());
     const int min_nodes = std::max(1, min_shape_nodes_);
     const V capv = static_cast<V>(cap);
+    const bool one_block = width == 1 + kLanes;
+    // Per shape for one-block rows: the distance from a row to its source row, and what the
+    // shape adds (0: not usable at this tau).
+    std::vector<int64_t>& block_delta = block_delta_;
+    std::vector<int32_t>& block_k = block_k_;
+    if (one_block) {
+      block_delta.resize(shapes_.size());
+      for (size_t j = 0; j < shapes_.size(); ++j) block_delta[j] = offsets_[j] * width;
+      block_k.assign(shapes_.size(), 0);
+      for (const Usable& s : usable) block_k[s.shape] = std::min(s.absorb, cap);
+    }
     auto row = [&](size_t r) {
       const int64_t u = real_states_[r];
       V* __restrict dst = &table[u * width];
@@ -561,9 +735,40 @@ class PlanSearch {
       }
       ClampRow(dst, kNegV, pmax);
     };
-    if (static_cast<int64_t>(real_states_.size()) * width *
-            static_cast<int64_t>(usable.size() + T) <
-        kParallelWork) {
+    auto block_row = [&](size_t r) {
+      const int64_t u = real_states_[r];
+      V* __restrict dst = &table[u * width];
+      dst[0] = 0;
+      if (real_sizes_[r] < min_nodes) return;  // pmax = 0
+      V acc[kLanes];
+      std::memcpy(acc, dst + 1, sizeof acc);
+      for (int t = 0; t < T; ++t) MaxBlock(acc, dst - strides_[t] * width + 1);
+      if (!fit_starts_.empty()) {
+        for (int i = fit_starts_[r]; i < fit_starts_[r + 1]; ++i) {
+          const int j = fit_shapes_[i];
+          if (block_k[j] == 0) continue;
+          AddMaxBlock(acc, dst - block_delta[j], static_cast<V>(block_k[j]), capv);
+        }
+      } else {
+        for (const Usable& s : usable) {
+          AddMaxBlock(acc, dst - block_delta[s.shape], static_cast<V>(block_k[s.shape]), capv);
+        }
+      }
+      ClampBlock(acc, kNegV);
+      std::memcpy(dst + 1, acc, sizeof acc);
+    };
+    const int64_t work =
+        static_cast<int64_t>(real_states_.size()) * width * static_cast<int64_t>(usable.size() + T);
+    if (one_block) {
+      ForEachRow(block_row, work);
+    } else {
+      ForEachRow(row, work);
+    }
+  }
+  // Runs `row` on every real state, each after the states it is built from.
+  template <typename Row>
+  void ForEachRow(const Row& row, int64_t work) const {
+    if (work < kParallelWork) {
       for (size_t r = 0; r < real_states_.size(); ++r) row(by_size_[r]);
       return;
     }
@@ -594,17 +799,46 @@ class PlanSearch {
   static void ClampRow(V* __restrict dst, V neg, int pmax) {
     for (int p = 1; p <= pmax; ++p) dst[p] = dst[p] < 0 ? neg : dst[p];
   }
+  // The same on one block of kLanes entries: fixed trip counts over local copies, which
+  // the compiler turns into whole vector operations (it cannot tell that rows of one table
+  // do not overlap once these are inlined).
+  template <typename V>
+  static void MaxBlock(V* dst, const V* src) {
+    V a[kLanes], b[kLanes];
+    std::memcpy(a, dst, sizeof a);
+    std::memcpy(b, src, sizeof b);
+    for (int i = 0; i < kLanes; ++i) a[i] = std::max(a[i], b[i]);
+    std::memcpy(dst, a, sizeof a);
+  }
+  template <typename V>
+  static void AddMaxBlock(V* dst, const V* src, V k, V cap) {
+    V a[kLanes], b[kLanes];
+    std::memcpy(a, dst, sizeof a);
+    std::memcpy(b, src, sizeof b);
+    for (int i = 0; i < kLanes; ++i) a[i] = std::max(a[i], std::min(static_cast<V>(b[i] + k), cap));
+    std::memcpy(dst, a, sizeof a);
+  }
+  template <typename V>
+  static void ClampBlock(V* dst, V neg) {
+    V a[kLanes];
+    std::memcpy(a, dst, sizeof a);
+    for (int i = 0; i < kLanes; ++i) a[i] = a[i] < 0 ? neg : a[i];
+    std::memcpy(dst, a, sizeof a);
+  }
 
   absl::Status FillTable(double tau, int pcap, int cap) {
     if (absl::Status s = Cancelled(); !s.ok()) return s;
     ++evaluations_;
     const std::vector<Usable>& usable = UsableShapes(tau);
     table_.int16 = cap <= kMaxInt16Need;
-    table_.width = pcap + 1;
+    // One block per row when pcap allows and the wider table stays small (a table with
+    // many states and few pipelines keeps its narrow rows).
+    const bool one_block = pcap <= kLanes && num_states_ * (1 + kLanes) <= kMaxOneBlockEntries;
+    table_.width = one_block ? 1 + kLanes : pcap + 1;
     if (table_.int16) {
-      FillRows(table_.v16, usable, pcap, cap);
+      FillRows(table_.v16, usable, pcap, table_.width, cap);
     } else {
-      FillRows(table_.v32, usable, pcap, cap);
+      FillRows(table_.v32, usable, pcap, table_.width, cap);
     }
     return absl::OkStatus();
   }
@@ -718,10 +952,23 @@ class PlanSearch {
   std::vector<size_t> by_size_;       // indices into real_states_, by size then index
   std::vector<size_t> level_starts_;  // by_size_[level_starts_[s]...] have size s
   std::vector<int64_t> offsets_;      // per shape
-  std::vector<bool> fits_;            // per shape: fits the available nodes at all
+  std::vector<char> fits_;            // per shape: fits the available nodes at all
   int total_free_ = 0;
   int min_shape_nodes_ = 1;
-  std::vector<std::vector<int>> submixes_;  // per shape: shapes with fewer nodes of every type
+  // Per real state r (index into real_states_): the shapes that fit within it, i.e. whose
+  // u - mix is a real state, fit_shapes_[fit_starts_[r] ... fit_starts_[r + 1]); empty when
+  // UseFitLists says no. The DPs then skip the other shapes, whose sources are padding
+  // states that can only give impossible entries.
+  std::vector<int> fit_starts_, fit_shapes_;
+  // Per shape: what it absorbs at the tau of the last UsableShapes call, 0 when it is not
+  // among the shapes returned (kept only with fit lists).
+  mutable std::vector<int32_t> kept_absorb_;
+  std::vector<int64_t> block_delta_;  // FillRows' buffers
+  std::vector<int32_t> block_k_;
+  // Shapes with fewer nodes of every type than shape a: submixes_[submix_starts_[a] ...
+  // submix_starts_[a + 1]).
+  std::vector<int> submixes_, submix_starts_;
+  std::vector<double> memo_;  // the curves' memos
   std::vector<int64_t> keys_;
   Table table_, best_table_;
   mutable std::vector<Usable> usable_all_, usable_kept_;
@@ -809,6 +1056,8 @@ absl::StatusOr<std::vector<int>> SplitBatch(const CostModel& model,
     group[i] = it->second;
     ++multiplicity[it->second];
   }
+  std::vector<double> memo;
+  AttachMemos(curves, memo);
   int64_t capacity = 0;
   double top = -kInf;
   for (size_t g = 0; g < curves.size(); ++g) {

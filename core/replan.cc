@@ -166,7 +166,7 @@ std::string RangesText(const std::vector<LayerRange>& ranges) {
 }
 
 absl::StatusOr<ReplanContext> Prepare(const CostModel& model, const std::vector<ClusterNode>& nodes,
-                                      const ClusterPlan& current, const ClusterEvent& event,
+                                      ClusterPlan current, const ClusterEvent& event,
                                       const ReplanOptions& options) {
   if (!(options.tolerance >= 0 && options.tolerance <= 1)) {
     return absl::InvalidArgumentError(
@@ -174,7 +174,7 @@ absl::StatusOr<ReplanContext> Prepare(const CostModel& model, const std::vector<
   }
   ReplanContext ctx;
   ctx.model = &model;
-  absl::StatusOr<ClusterPlan> old = EvaluatePlan(model, nodes, current);
+  absl::StatusOr<ClusterPlan> old = EvaluatePlan(model, nodes, std::move(current));
   if (!old.ok()) {
     // Messages about the current plan name its fields under "plan.".
     const std::string message(old.status().message());
@@ -638,14 +638,14 @@ std::string_view ReplanStrategyName(ReplanStrategy strategy) {
 
 absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostModel& model,
                                     const std::vector<ClusterNode>& nodes,
-                                    const ClusterPlan& current, const ClusterEvent& event,
+                                    ClusterPlan current, const ClusterEvent& event,
                                     const ReplanOptions& options) {
-  absl::StatusOr<ReplanContext> prepared = Prepare(model, nodes, current, event, options);
+  absl::StatusOr<ReplanContext> prepared =
+      Prepare(model, nodes, std::move(current), event, options);
   if (!prepared.ok()) return prepared.status();
-  const ReplanContext& ctx = *prepared;
+  ReplanContext& ctx = *prepared;  // ctx.old moves into the result at the end
   ReplanResult result;
   result.nodes = ctx.survivors;
-  result.old_plan = ctx.old;
   result.ignored_failed_node_ids = ctx.ignored_failed;
   result.ignored_joined_node_ids = ctx.ignored_joined;
   if (!ctx.changed) {
@@ -654,6 +654,7 @@ absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostMod
     result.pipelines_kept = static_cast<int>(ctx.old.pipelines.size());
     result.fastest_iteration_time_ms = ctx.old.iteration_time_ms;
     result.oobleck_fallback_ms = ctx.old.iteration_time_ms;
+    result.old_plan = std::move(ctx.old);
     return result;
   }
 
@@ -663,7 +664,8 @@ absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostMod
   absl::StatusOr<TemplateSet> set =
       PlanTemplateSet(*planner.templates(), model, counts, ctx.limits, options.search);
   if (!set.ok()) return set.status();
-  const std::vector<PipelineShape> shapes = FeasibleShapes(model, *set, ctx.limits);
+  // Lent to each search's problem and taken back (no copy per search).
+  std::vector<PipelineShape> shapes = FeasibleShapes(model, *set, ctx.limits);
   const std::vector<std::string> type_reasons = TypeReasons(model, shapes, ctx);
 
   std::vector<Candidate> candidates;
@@ -674,12 +676,13 @@ absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostMod
     PipelineSetProblem problem;
     problem.model = &model;
     problem.available = counts;
-    problem.shapes = shapes;
+    problem.shapes = std::move(shapes);
     problem.global_batch = ctx.old.global_batch;
     problem.allreduce_ms = &ctx.allreduce_ms;
     problem.search = options.search;
     problem.makespan_hint_ms = ctx.old.pipeline_time_ms;
     absl::StatusOr<PipelineSetSolution> solution = SolvePipelineSet(problem);
+    shapes = std::move(problem.shapes);
     if (!solution.ok()) {
       if (solution.status().code() != absl::StatusCode::kFailedPrecondition)
         return solution.status();
@@ -721,12 +724,13 @@ absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostMod
       problem.fixed.push_back({tmpl.mix, &tmpl, StageCosts(tmpl), model.MaxMicrobatches(tmpl)});
       for (int t = 0; t < T; ++t) problem.available[t] -= tmpl.mix[t];
     }
-    problem.shapes = shapes;
+    problem.shapes = std::move(shapes);
     problem.global_batch = ctx.old.global_batch;
     problem.allreduce_ms = &ctx.allreduce_ms;
     problem.search = options.search;
     problem.makespan_hint_ms = ctx.old.pipeline_time_ms;
     absl::StatusOr<PipelineSetSolution> solution = SolvePipelineSet(problem);
+    shapes = std::move(problem.shapes);
     if (!solution.ok() && solution.status().code() != absl::StatusCode::kFailedPrecondition) {
       return solution.status();
     }
@@ -779,8 +783,8 @@ absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostMod
   if (result.oobleck_fallback_ms.has_value()) {
     threshold = std::min(threshold, *result.oobleck_fallback_ms);
   }
-  const Candidate* chosen = nullptr;
-  for (const Candidate& c : candidates) {
+  Candidate* chosen = nullptr;
+  for (Candidate& c : candidates) {
     if (c.plan.iteration_time_ms > threshold) continue;
     if (chosen == nullptr ||
         std::make_tuple(c.bytes, -c.kept, c.plan.iteration_time_ms) <
@@ -788,12 +792,13 @@ absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostMod
       chosen = &c;
     }
   }
-  result.plan = chosen->plan;
-  result.copies = chosen->copies;
+  result.plan = std::move(chosen->plan);
+  result.copies = std::move(chosen->copies);
   result.copy_bytes = chosen->bytes;
   result.strategy = chosen->strategy;
   result.pipelines_kept = chosen->kept;
   result.fastest_iteration_time_ms = fastest;
+  result.old_plan = std::move(ctx.old);  // the drafts that pointed into it are done
   return result;
 }
 

@@ -68,10 +68,10 @@ struct ReplanResult {
 // "plan.pipelines[i]...", "failed_node_ids[i]", "joined_nodes[i]"); FAILED_PRECONDITION when some
 // layer has no surviving replica (the message lists them) or when no plan exists for the
 // surviving nodes; CANCELLED.
+// `current` is taken by value so that a caller done with it can move it in.
 absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostModel& model,
-                                    const std::vector<ClusterNode>& nodes,
-                                    const ClusterPlan& current, const ClusterEvent& event,
-                                    const ReplanOptions& options);
+                                    const std::vector<ClusterNode>& nodes, ClusterPlan current,
+                                    const ClusterEvent& event, const ReplanOptions& options);
 
 // The reference rule, generalised to node types (used by Replan as a candidate and by the
 // tests as the bar): every pipeline that lost nodes takes the optimal template of its

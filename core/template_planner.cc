@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "tbb/task_arena.h"
 
 namespace oobleck {
@@ -64,13 +63,19 @@ TemplatePlanner::TemplatePlanner(TemplateCache* cache, int threads)
 
 absl::StatusOr<std::vector<PlannedMix>> TemplatePlanner::PlanTemplates(
     const CostModel& model, const std::vector<NodeMix>& mixes, const SearchOptions& options) {
-  const std::string problem_key = model.problem().CacheKey();
+  const std::string& problem_key = model.problem_key();
   std::vector<PlannedMix> planned(mixes.size());
   std::vector<std::string> keys(mixes.size());
   std::vector<NodeMix> missing;
   std::vector<size_t> missing_index;
   for (size_t i = 0; i < mixes.size(); ++i) {
-    keys[i] = absl::StrCat(problem_key, "|mix=", absl::StrJoin(mixes[i], ","));
+    std::string& key = keys[i];
+    key.reserve(problem_key.size() + 5 + 4 * mixes[i].size());
+    key.append(problem_key).append("|mix=");
+    for (size_t t = 0; t < mixes[i].size(); ++t) {
+      if (t > 0) key.push_back(',');
+      absl::StrAppend(&key, mixes[i][t]);
+    }
     if (auto hit = cache_->Find(keys[i])) {
       planned[i] = {std::move(hit), true};
     } else {

@@ -191,7 +191,8 @@ absl::StatusOr<std::vector<NodeMix>> ResolveMixes(const pb::PlanTemplatesRequest
 }  // namespace
 
 absl::StatusOr<TemplateRequest> ToTemplateRequest(const pb::PlanTemplatesRequest& request,
-                                                  const ProfileCatalog& catalog) {
+                                                  const ProfileCatalog& catalog,
+                                                  CostModelCache* models) {
   // Plain field checks first, so a malformed request never reaches the catalog or core.
   if (request.model().empty()) return absl::InvalidArgumentError("model is required");
   if (request.microbatch_size() < 0) {
@@ -291,8 +292,10 @@ absl::StatusOr<TemplateRequest> ToTemplateRequest(const pb::PlanTemplatesRequest
                          measured_type);
       }
       const std::string& gpu_type = type.gpu_type().empty() ? type.name() : type.gpu_type();
-      profile = std::make_shared<const ModelProfile>(
-          DeriveProfile(**measured, gpu_type, type.derive().relative_speed()));
+      const double speed = type.derive().relative_speed();
+      profile = models != nullptr ? models->Derive(*measured, gpu_type, speed)
+                                  : std::make_shared<const ModelProfile>(
+                                        DeriveProfile(**measured, gpu_type, speed));
       derived_from = (*measured)->key.gpu_type;
     } else {
       auto found = catalog.Find(request.model(), type.gpu_type(), request.microbatch_size());
@@ -318,7 +321,8 @@ absl::StatusOr<TemplateRequest> ToTemplateRequest(const pb::PlanTemplatesRequest
     }
     // A GPU type means one set of layer costs everywhere in the cluster.
     auto [same, inserted] = index_by_gpu_type.emplace(profile->key.gpu_type, i);
-    if (!inserted && profile->Fingerprint() != problem.profiles[same->second]->Fingerprint()) {
+    if (!inserted && profile != problem.profiles[same->second] &&
+        profile->Fingerprint() != problem.profiles[same->second]->Fingerprint()) {
       return absl::InvalidArgumentError(
           absl::StrCat(field, " uses GPU type \"", profile->key.gpu_type,
                        "\" with other layer costs than ", NodeTypeField(same->second),

@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "core/cluster.h"
 #include "core/cost_model.h"
+#include "core/model_cache.h"
 #include "core/profile_catalog.h"
 #include "oobleck/planner/v1/planner.pb.h"
 
@@ -24,8 +25,10 @@ struct TemplateRequest {
 // INVALID_ARGUMENT for malformed fields (the message names the field path and the bad
 // value), NOT_FOUND for profiles that are not loaded, FAILED_PRECONDITION when the loaded
 // profiles cannot be combined, RESOURCE_EXHAUSTED above kMaxMixesPerRequest mixes.
+// Derived profiles come from `models` when given (shared across requests), else are built.
 absl::StatusOr<TemplateRequest> ToTemplateRequest(
-    const ::oobleck::planner::v1::PlanTemplatesRequest& request, const ProfileCatalog& catalog);
+    const ::oobleck::planner::v1::PlanTemplatesRequest& request, const ProfileCatalog& catalog,
+    CostModelCache* models = nullptr);
 
 }  // namespace oobleck::server
 

@@ -114,7 +114,7 @@ void AddDerivedGpuTypes(const ClusterSetup& setup,
 
 absl::StatusOr<ClusterSetup> ToClusterSetup(const pb::PlanRequest& request,
                                             const ProfileCatalog& catalog,
-                                            const std::string& prefix) {
+                                            const std::string& prefix, CostModelCache* models) {
   if (!request.has_cluster()) return Invalid(absl::StrCat(prefix, "cluster is required"));
   const pb::Cluster& cluster = request.cluster();
   const int T = cluster.node_types_size();
@@ -207,11 +207,18 @@ absl::StatusOr<ClusterSetup> ToClusterSetup(const pb::PlanRequest& request,
   if (absl::Status limits = CheckPlanTemplatesLimits(templates); !limits.ok()) {
     return Prefixed(limits, prefix);
   }
-  absl::StatusOr<TemplateRequest> converted = ToTemplateRequest(templates, catalog);
+  absl::StatusOr<TemplateRequest> converted = ToTemplateRequest(templates, catalog, models);
   if (!converted.ok()) return Prefixed(converted.status(), prefix);
-  absl::StatusOr<CostModel> model = CostModel::Create(std::move(converted->problem));
-  if (!model.ok()) return Prefixed(model.status(), prefix);
-  setup.model.emplace(*std::move(model));
+  if (models != nullptr) {
+    absl::StatusOr<std::shared_ptr<const CostModel>> model =
+        models->Create(std::move(converted->problem));
+    if (!model.ok()) return Prefixed(model.status(), prefix);
+    setup.model = *std::move(model);
+  } else {
+    absl::StatusOr<CostModel> model = CostModel::Create(std::move(converted->problem));
+    if (!model.ok()) return Prefixed(model.status(), prefix);
+    setup.model = std::make_shared<const CostModel>(*std::move(model));
+  }
   setup.normalized = request;
   SetNodes(setup.nodes, setup.model->problem(), &setup.normalized);
   return setup;
@@ -292,7 +299,7 @@ absl::StatusOr<ClusterPlan> FromProtoPlan(const pb::ClusterPlan& plan,
 grpc::Status HandlePlan(grpc::ServerContext* context, const pb::PlanRequest& request,
                         pb::PlanResponse* response, const PlanRpcContext& rpc) {
   const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<ClusterSetup> setup = ToClusterSetup(request, *rpc.catalog, "");
+  absl::StatusOr<ClusterSetup> setup = ToClusterSetup(request, *rpc.catalog, "", rpc.models);
   if (!setup.ok()) return ToGrpcStatus(setup.status());
   if (request.global_batch().empty()) {
     return ToGrpcStatus(
@@ -319,7 +326,7 @@ grpc::Status HandlePlan(grpc::ServerContext* context, const pb::PlanRequest& req
         absl::StrCat("global_batch[0] = ", first.global_batch, ": ", first.status.message())));
   }
   const PlanningProblem& problem = setup->model->problem();
-  *response->mutable_request() = setup->normalized;
+  *response->mutable_request() = std::move(setup->normalized);
   ToProtoPlan(first.plan, problem, response->mutable_plan());
   for (const BatchSizePlan& size : result->sizes) {
     pb::BatchSizePlan* out = response->add_sweep();
@@ -352,7 +359,8 @@ grpc::Status HandleReplan(grpc::ServerContext* context, const pb::ReplanRequest&
   if (!request.has_plan()) {
     return ToGrpcStatus(Invalid("plan is required: the current plan (PlanResponse.plan)"));
   }
-  absl::StatusOr<ClusterSetup> setup = ToClusterSetup(request.request(), *rpc.catalog, "request.");
+  absl::StatusOr<ClusterSetup> setup =
+      ToClusterSetup(request.request(), *rpc.catalog, "request.", rpc.models);
   if (!setup.ok()) return ToGrpcStatus(setup.status());
   const CostModel& model = *setup->model;
   const PlanningProblem& problem = model.problem();
@@ -380,13 +388,13 @@ grpc::Status HandleReplan(grpc::ServerContext* context, const pb::ReplanRequest&
   options.search = watch.Options();
   if (rpc.search_gate != nullptr) options.search.admit = rpc.search_gate->AdmissionFor(context);
   absl::StatusOr<ReplanResult> r =
-      Replan(*rpc.planner, model, setup->nodes, *current, event, options);
+      Replan(*rpc.planner, model, setup->nodes, *std::move(current), event, options);
   if (!r.ok()) {
     if (r.status().code() == absl::StatusCode::kCancelled) return watch.Interrupted("replanning");
     return ToGrpcStatus(r.status());
   }
   pb::PlanRequest* next = response->mutable_request();
-  *next = setup->normalized;
+  *next = std::move(setup->normalized);
   SetNodes(r->nodes, problem, next);
   ToProtoPlan(r->plan, problem, response->mutable_plan());
   response->set_old_iteration_time_ms(r->old_plan.iteration_time_ms);

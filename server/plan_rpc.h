@@ -6,12 +6,13 @@
 #include <grpcpp/server_context.h>
 #include <grpcpp/support/status.h>
 
-#include <optional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/cost_model.h"
+#include "core/model_cache.h"
 #include "core/plan.h"
 #include "core/profile_catalog.h"
 #include "oobleck/planner/v1/planner.pb.h"
@@ -24,6 +25,7 @@ struct PlanRpcContext {
   const ProfileCatalog* catalog = nullptr;
   const ClusterPlanner* planner = nullptr;
   SearchGate* search_gate = nullptr;  // optional admission control
+  CostModelCache* models = nullptr;   // optional: cost models shared across requests
 };
 
 grpc::Status HandlePlan(grpc::ServerContext* context,
@@ -37,7 +39,7 @@ grpc::Status HandleReplan(grpc::ServerContext* context,
 
 // A PlanRequest resolved against the loaded profiles.
 struct ClusterSetup {
-  std::optional<CostModel> model;
+  std::shared_ptr<const CostModel> model;
   std::vector<ClusterNode> nodes;
   PipelineSizeLimits limits;
   // The request with `nodes` listed and every NodeType.count set.
@@ -45,9 +47,11 @@ struct ClusterSetup {
 };
 
 // Errors name fields with `prefix` ("" for PlanRequest, "request." inside ReplanRequest).
+// The cost model comes from `models` when given.
 absl::StatusOr<ClusterSetup> ToClusterSetup(const ::oobleck::planner::v1::PlanRequest& request,
                                             const ProfileCatalog& catalog,
-                                            const std::string& prefix);
+                                            const std::string& prefix,
+                                            CostModelCache* models = nullptr);
 
 // Plans as messages and back. FromProtoPlan checks names (node types) only; EvaluatePlan
 // checks the plan itself.

@@ -578,8 +578,9 @@ class Tally {
       for (const auto& [key, values] : latencies_) {
         if (std::get<0>(key) != m) continue;
         all.insert(all.end(), values.begin(), values.end());
-        if (std::get<2>(key) == grpc::StatusCode::OK)
+        if (std::get<2>(key) == grpc::StatusCode::OK) {
           ok.insert(ok.end(), values.begin(), values.end());
+        }
       }
       std::printf("%-14s %8zu %8zu %9.2f %9.2f %9.2f   %9.2f %9.2f %9.2f\n", MethodName(m),
                   all.size(), ok.size(), Percentile(ok, 0.5), Percentile(ok, 0.99),
@@ -599,8 +600,9 @@ class Tally {
                                                : "UNINTENDED");
     }
     std::map<std::string, int64_t> by_code;
-    for (const auto& [key, values] : latencies_)
+    for (const auto& [key, values] : latencies_) {
       by_code[CodeName(std::get<2>(key))] += values.size();
+    }
     std::printf("\nerrors by code:");
     for (const auto& [code, n] : by_code) {
       if (code != "OK") std::printf(" %s %lld", code.c_str(), static_cast<long long>(n));
@@ -611,10 +613,12 @@ class Tally {
   std::vector<std::string> Problems() const {
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<std::string> problems = failures_;
-    if (unintended_ > 0)
+    if (unintended_ > 0) {
       problems.push_back(absl::StrCat(unintended_, " calls with an unintended status"));
-    if (mismatches_ > 0)
+    }
+    if (mismatches_ > 0) {
       problems.push_back(absl::StrCat(mismatches_, " answers unlike the reference"));
+    }
     problems.insert(problems.end(), examples_.begin(), examples_.end());
     return problems;
   }
@@ -675,8 +679,9 @@ int main(int argc, char** argv) {
   const double duration_s = absl::GetFlag(FLAGS_duration_s);
   const int threads = absl::GetFlag(FLAGS_threads);
   const double full_deadline_s = absl::GetFlag(FLAGS_full_deadline_s);
-  if (!(duration_s > 0))
+  if (!(duration_s > 0)) {
     return Fail(absl::StrCat("--duration_s must be > 0 (got ", duration_s, ")"));
+  }
   if (threads < 1) return Fail(absl::StrCat("--threads must be >= 1 (got ", threads, ")"));
   if (absl::GetFlag(FLAGS_variants) < 1) {
     return Fail(absl::StrCat("--variants must be >= 1 (got ", absl::GetFlag(FLAGS_variants), ")"));
@@ -693,8 +698,9 @@ int main(int argc, char** argv) {
        {std::pair<const char*, double>{"--big_fraction", absl::GetFlag(FLAGS_big_fraction)},
         {"--cancel_fraction", absl::GetFlag(FLAGS_cancel_fraction)},
         {"--deadline_fraction", absl::GetFlag(FLAGS_deadline_fraction)}}) {
-    if (!(value >= 0 && value <= 1))
+    if (!(value >= 0 && value <= 1)) {
       return Fail(absl::StrCat(name, " must be in [0, 1] (got ", value, ")"));
+    }
   }
   if (absl::GetFlag(FLAGS_cancel_fraction) + absl::GetFlag(FLAGS_deadline_fraction) > 1) {
     return Fail("--cancel_fraction + --deadline_fraction must be <= 1");
@@ -891,9 +897,10 @@ int main(int argc, char** argv) {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     const grpc::Status s = stub->GetStats(&context, pb::GetStatsRequest(), &stats);
-    if (!s.ok())
+    if (!s.ok()) {
       tally.Failure(absl::StrCat("GetStats at t=", t_s, " s: ", CodeName(s.error_code()), " ",
                                  s.error_message()));
+    }
     const int64_t rss = ProcStatusKiB(server.pid(), "VmRSS");
     std::printf("%8.0f %9lld %9lld %9lld %9lld %9lld %10lld %10lld %9s %8lld %9.2f %10lld\n", t_s,
                 static_cast<long long>(c.calls), static_cast<long long>(c.ok),

@@ -31,8 +31,7 @@ class CostModelCache {
 
   // DeriveProfile(*measured, gpu_type, relative_speed), built once per input while cached.
   std::shared_ptr<const ModelProfile> Derive(const std::shared_ptr<const ModelProfile>& measured,
-                                             const std::string& gpu_type,
-                                             double relative_speed);
+                                             const std::string& gpu_type, double relative_speed);
 
   // CostModel::Create(problem), built once per problem while cached; errors are returned,
   // never cached.
@@ -49,7 +48,7 @@ class CostModelCache {
  private:
   struct Entry {
     std::string key;
-    std::shared_ptr<const void> value;  // a ModelProfile or a CostModel
+    std::shared_ptr<const void> value;             // a ModelProfile or a CostModel
     std::shared_ptr<const ModelProfile> measured;  // keeps a derived profile's source alive
     int64_t bytes = 0;
   };

@@ -29,6 +29,10 @@
 #include "tbb/blocked_range.h"
 #include "tbb/parallel_for.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace oobleck {
 namespace {
 
@@ -234,6 +238,70 @@ double PackingLpMax(const std::vector<std::vector<double>>& columns, const std::
   return bound * scale;
 }
 
+// Entries of a one-block table row past p = 0 (see PlanSearch::FillRows): 16 int16 lanes are
+// two SSE registers.
+constexpr int kLanes = 16;
+
+// kLanes consecutive table entries held in registers, with the row operations of the table
+// fill: dst[p] = max(dst[p], src[p]) (a node left idle), max(dst[p], min(src[p - 1] + k,
+// cap)) (one more pipeline; src + k cannot overflow V because src >= kNeg and k <= cap <=
+// max(V) / 2), and the reset of sums built on impossible (negative) entries.
+template <typename V>
+class RowBlock {
+ public:
+  explicit RowBlock(const V* p) { std::memcpy(v_, p, sizeof v_); }
+  void Store(V* p) const { std::memcpy(p, v_, sizeof v_); }
+  void Max(const V* src) {
+    for (int i = 0; i < kLanes; ++i) v_[i] = std::max(v_[i], src[i]);
+  }
+  void AddMax(const V* src, V k, V cap) {
+    for (int i = 0; i < kLanes; ++i) {
+      v_[i] = std::max(v_[i], std::min(static_cast<V>(src[i] + k), cap));
+    }
+  }
+  void Clamp(V neg) {
+    for (int i = 0; i < kLanes; ++i) v_[i] = v_[i] < 0 ? neg : v_[i];
+  }
+
+ private:
+  V v_[kLanes];
+};
+
+#if defined(__SSE2__)
+// The int16 table (every batch up to 16383 micro-batches) with SSE2 directly: compilers
+// vectorise the loops above only sometimes, and they are the inner loop of warm replans.
+template <>
+class RowBlock<int16_t> {
+ public:
+  explicit RowBlock(const int16_t* p) : lo_(Load(p)), hi_(Load(p + 8)) {}
+  void Store(int16_t* p) const {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), lo_);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p + 8), hi_);
+  }
+  void Max(const int16_t* src) {
+    lo_ = _mm_max_epi16(lo_, Load(src));
+    hi_ = _mm_max_epi16(hi_, Load(src + 8));
+  }
+  void AddMax(const int16_t* src, int16_t k, int16_t cap) {
+    const __m128i kv = _mm_set1_epi16(k), capv = _mm_set1_epi16(cap);
+    lo_ = _mm_max_epi16(lo_, _mm_min_epi16(_mm_add_epi16(Load(src), kv), capv));
+    hi_ = _mm_max_epi16(hi_, _mm_min_epi16(_mm_add_epi16(Load(src + 8), kv), capv));
+  }
+  void Clamp(int16_t neg) {
+    const __m128i negv = _mm_set1_epi16(neg), zero = _mm_setzero_si128();
+    const __m128i lo_neg = _mm_cmplt_epi16(lo_, zero), hi_neg = _mm_cmplt_epi16(hi_, zero);
+    lo_ = _mm_or_si128(_mm_and_si128(lo_neg, negv), _mm_andnot_si128(lo_neg, lo_));
+    hi_ = _mm_or_si128(_mm_and_si128(hi_neg, negv), _mm_andnot_si128(hi_neg, hi_));
+  }
+
+ private:
+  static __m128i Load(const int16_t* p) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  }
+  __m128i lo_, hi_;
+};
+#endif
+
 // State space of the DPs: u_t in [-pad_t, available_t] per node type, so that u - mix never
 // leaves the array (padding states are "impossible"); only real states (u >= 0) are
 // computed, in index order, which puts every state after all states it is built from.
@@ -371,7 +439,8 @@ class PlanSearch {
       for (size_t r = 0; r < real_states_.size(); ++r) {
         for (int w = 0; w < W; ++w) {
           uint64_t bits = within(&row_digits[r * T], w) & fitting[w];
-          for (; bits != 0; bits &= bits - 1) fit_shapes_.push_back(w * 64 + std::countr_zero(bits));
+          for (; bits != 0; bits &= bits - 1)
+            fit_shapes_.push_back(w * 64 + std::countr_zero(bits));
         }
         fit_starts_.push_back(static_cast<int>(fit_shapes_.size()));
       }
@@ -517,8 +586,6 @@ class PlanSearch {
   static constexpr int kMaxInt16Need = (1 << 14) - 1;
   // Below this many (state, shape) pairs a DP pass costs microseconds.
   static constexpr int64_t kSmallSearch = 20000;
-  // Entries of a one-block table row past p = 0: 16 int16 lanes are two SSE registers.
-  static constexpr int kLanes = 16;
   // One-block tables up to this many entries (1 MiB as int16).
   static constexpr int64_t kMaxOneBlockEntries = int64_t{1} << 19;
   // Table fills below this many row-element updates stay on one thread.
@@ -740,22 +807,21 @@ class PlanSearch {
       V* __restrict dst = &table[u * width];
       dst[0] = 0;
       if (real_sizes_[r] < min_nodes) return;  // pmax = 0
-      V acc[kLanes];
-      std::memcpy(acc, dst + 1, sizeof acc);
-      for (int t = 0; t < T; ++t) MaxBlock(acc, dst - strides_[t] * width + 1);
+      RowBlock<V> acc(dst + 1);
+      for (int t = 0; t < T; ++t) acc.Max(dst - strides_[t] * width + 1);
       if (!fit_starts_.empty()) {
         for (int i = fit_starts_[r]; i < fit_starts_[r + 1]; ++i) {
           const int j = fit_shapes_[i];
           if (block_k[j] == 0) continue;
-          AddMaxBlock(acc, dst - block_delta[j], static_cast<V>(block_k[j]), capv);
+          acc.AddMax(dst - block_delta[j], static_cast<V>(block_k[j]), capv);
         }
       } else {
         for (const Usable& s : usable) {
-          AddMaxBlock(acc, dst - block_delta[s.shape], static_cast<V>(block_k[s.shape]), capv);
+          acc.AddMax(dst - block_delta[s.shape], static_cast<V>(block_k[s.shape]), capv);
         }
       }
-      ClampBlock(acc, kNegV);
-      std::memcpy(dst + 1, acc, sizeof acc);
+      acc.Clamp(kNegV);
+      acc.Store(dst + 1);
     };
     const int64_t work =
         static_cast<int64_t>(real_states_.size()) * width * static_cast<int64_t>(usable.size() + T);
@@ -799,33 +865,6 @@ class PlanSearch {
   static void ClampRow(V* __restrict dst, V neg, int pmax) {
     for (int p = 1; p <= pmax; ++p) dst[p] = dst[p] < 0 ? neg : dst[p];
   }
-  // The same on one block of kLanes entries: fixed trip counts over local copies, which
-  // the compiler turns into whole vector operations (it cannot tell that rows of one table
-  // do not overlap once these are inlined).
-  template <typename V>
-  static void MaxBlock(V* dst, const V* src) {
-    V a[kLanes], b[kLanes];
-    std::memcpy(a, dst, sizeof a);
-    std::memcpy(b, src, sizeof b);
-    for (int i = 0; i < kLanes; ++i) a[i] = std::max(a[i], b[i]);
-    std::memcpy(dst, a, sizeof a);
-  }
-  template <typename V>
-  static void AddMaxBlock(V* dst, const V* src, V k, V cap) {
-    V a[kLanes], b[kLanes];
-    std::memcpy(a, dst, sizeof a);
-    std::memcpy(b, src, sizeof b);
-    for (int i = 0; i < kLanes; ++i) a[i] = std::max(a[i], std::min(static_cast<V>(b[i] + k), cap));
-    std::memcpy(dst, a, sizeof a);
-  }
-  template <typename V>
-  static void ClampBlock(V* dst, V neg) {
-    V a[kLanes];
-    std::memcpy(a, dst, sizeof a);
-    for (int i = 0; i < kLanes; ++i) a[i] = a[i] < 0 ? neg : a[i];
-    std::memcpy(dst, a, sizeof a);
-  }
-
   absl::Status FillTable(double tau, int pcap, int cap) {
     if (absl::Status s = Cancelled(); !s.ok()) return s;
     ++evaluations_;

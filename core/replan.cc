@@ -637,9 +637,8 @@ std::string_view ReplanStrategyName(ReplanStrategy strategy) {
 }
 
 absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostModel& model,
-                                    const std::vector<ClusterNode>& nodes,
-                                    ClusterPlan current, const ClusterEvent& event,
-                                    const ReplanOptions& options) {
+                                    const std::vector<ClusterNode>& nodes, ClusterPlan current,
+                                    const ClusterEvent& event, const ReplanOptions& options) {
   absl::StatusOr<ReplanContext> prepared =
       Prepare(model, nodes, std::move(current), event, options);
   if (!prepared.ok()) return prepared.status();

@@ -21,15 +21,24 @@ TemplateCache::TemplateCache(int64_t capacity_bytes) : capacity_bytes_(capacity_
 }
 
 std::shared_ptr<const MixResult> TemplateCache::Find(const std::string& key) {
+  return FindAll({key})[0];
+}
+
+std::vector<std::shared_ptr<const MixResult>> TemplateCache::FindAll(
+    const std::vector<std::string>& keys) {
+  std::vector<std::shared_ptr<const MixResult>> found(keys.size());
   absl::MutexLock lock(&mu_);
-  auto it = index_.find(key);
-  if (it == index_.end()) {
-    ++stats_.misses;
-    return nullptr;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto it = index_.find(keys[i]);
+    if (it == index_.end()) {
+      ++stats_.misses;
+      continue;
+    }
+    ++stats_.hits;
+    lru_.splice(lru_.begin(), lru_, it->second);
+    found[i] = it->second->value;
   }
-  ++stats_.hits;
-  lru_.splice(lru_.begin(), lru_, it->second);
-  return it->second->value;
+  return found;
 }
 
 void TemplateCache::Insert(const std::string& key, std::shared_ptr<const MixResult> value) {
@@ -76,8 +85,11 @@ absl::StatusOr<std::vector<PlannedMix>> TemplatePlanner::PlanTemplates(
       if (t > 0) key.push_back(',');
       absl::StrAppend(&key, mixes[i][t]);
     }
-    if (auto hit = cache_->Find(keys[i])) {
-      planned[i] = {std::move(hit), true};
+  }
+  std::vector<std::shared_ptr<const MixResult>> hits = cache_->FindAll(keys);
+  for (size_t i = 0; i < mixes.size(); ++i) {
+    if (hits[i] != nullptr) {
+      planned[i] = {std::move(hits[i]), true};
     } else {
       missing.push_back(mixes[i]);
       missing_index.push_back(i);

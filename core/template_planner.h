@@ -29,6 +29,8 @@ class TemplateCache {
  public:
   explicit TemplateCache(int64_t capacity_bytes);
   std::shared_ptr<const MixResult> Find(const std::string& key);
+  // Find for each key in order, under one lock (nullptr for a miss).
+  std::vector<std::shared_ptr<const MixResult>> FindAll(const std::vector<std::string>& keys);
   void Insert(const std::string& key, std::shared_ptr<const MixResult> value);
   CacheStats stats() const;
 

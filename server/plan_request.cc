@@ -293,9 +293,10 @@ absl::StatusOr<TemplateRequest> ToTemplateRequest(const pb::PlanTemplatesRequest
       }
       const std::string& gpu_type = type.gpu_type().empty() ? type.name() : type.gpu_type();
       const double speed = type.derive().relative_speed();
-      profile = models != nullptr ? models->Derive(*measured, gpu_type, speed)
-                                  : std::make_shared<const ModelProfile>(
-                                        DeriveProfile(**measured, gpu_type, speed));
+      profile =
+          models != nullptr
+              ? models->Derive(*measured, gpu_type, speed)
+              : std::make_shared<const ModelProfile>(DeriveProfile(**measured, gpu_type, speed));
       derived_from = (*measured)->key.gpu_type;
     } else {
       auto found = catalog.Find(request.model(), type.gpu_type(), request.microbatch_size());

@@ -702,6 +702,8 @@ class PrefixCostBound {
                       &segments_[static_cast<size_t>(u) * space_.num_node_states() + ns],
                       floor_prefix_[a]);
   }
+  // The cheapest compute of layers [0, a) on any type and stage size: a lower bound on the
+  // cost sum of whatever stages hold them.
   double floor_ms(int a) const { return floor_prefix_[a]; }
 
  private:
@@ -791,16 +793,6 @@ class LabelSearch {
       stage_cap_ = model.problem().microbatches;
     }
     const int L = model.num_layers();
-    // Cheapest possible compute of each layer on any type and stage size: a lower bound on
-    // the cost sum of the stages that hold a layer range.
-    min_compute_prefix_.assign(L + 1, 0);
-    for (int l = 0; l < L; ++l) {
-      double best = std::numeric_limits<double>::infinity();
-      for (int t = 0; t < model.num_types(); ++t) {
-        for (int g : model.stage_sizes(t)) best = std::min(best, model.ComputeMs(t, g, l, l + 1));
-      }
-      min_compute_prefix_[l + 1] = min_compute_prefix_[l] + best;
-    }
     compute_prefix_.resize(model.num_types());
     for (int t = 0; t < model.num_types(); ++t) {
       compute_prefix_[t].resize(model.node_type(t).gpus_per_node + 1);
@@ -915,7 +907,7 @@ class LabelSearch {
         if (sources.empty()) continue;
         const double coeff = objective_.StageCoefficient(min_stages, max_stages, a == 0 && l == L);
         if (coeff >= 0 && objective_.StageBound(compute, coeff, prefix, rest_max_ms) +
-                                  (min_compute_prefix_[L] - min_compute_prefix_[l]) >
+                                  (prefix_cost_.floor_ms(L) - prefix_cost_.floor_ms(l)) >
                               bound) {
           continue;
         }
@@ -1068,7 +1060,6 @@ class LabelSearch {
   int beam_width_;
   int stage_cap_ = INT_MAX;  // most stages a pipeline may have
   std::atomic<int64_t> candidates_{0}, labels_{0};
-  std::vector<double> min_compute_prefix_;
   std::vector<std::vector<std::vector<double>>>
       compute_prefix_;  // [t][g][l]: ComputeMs(t, g, 0, l)
   std::vector<double> bound_;

@@ -50,6 +50,11 @@ struct OneFOneBObjective {
   double Final(const Label& x) const { return x.sum + (microbatches - 1) * x.max; }
   static double Primary(const Label& x) { return x.sum; }
   static int Stages(const Label& x) { return x.stages; }
+  // LowerBound(x) = x.sum + (a nondecreasing function of x.max), the same for a label with
+  // only that max (MaxOnly): the mixes that can use a label set a threshold on its sum that
+  // falls as its max grows.
+  static constexpr bool kSumPlusMaxBound = true;
+  static Label MaxOnly(const Label& x) { return {0, x.max, 0}; }
   // Lower bounds for branch and bound. `prefix` bounds the cost sum of the stages still to
   // place (PrefixCost), jointly with the final max; a stage of cost c alone forces T >= M c.
   double StageCoefficient(int /*min_stages*/, int /*max_stages*/, bool /*may_be_alone*/) const {
@@ -65,6 +70,11 @@ struct OneFOneBObjective {
   double StageBound(double compute_ms, double /*coeff*/, const Prefix& prefix,
                     double rest_max_ms) const {
     return compute_ms + prefix.SumPlus(microbatches - 1, std::max(compute_ms, rest_max_ms));
+  }
+  // LowerBound(x, ...) - Primary(x) is at least this for every label x; `empty_stage_bound`
+  // is StageBound(0, ...) with the same prefix and rest_max, floor_ms the prefix's floor.
+  double PrimaryBound(double empty_stage_bound, double /*floor_ms*/, int /*max_stages*/) const {
+    return empty_stage_bound;
   }
   // Calls use(i) for the source labels whose extension by a stage of cost c may survive.
   // Where the new max is max(c, rest_max) whatever the source's max, the extension differs
@@ -242,6 +252,8 @@ struct Sosp23Objective {
     }
   }
   static double Primary(const Label& x) { return x.total; }
+  static constexpr bool kSumPlusMaxBound = false;
+  static Label MaxOnly(const Label& x) { return x; }
   double Final(const Label& x) const {
     if (x.r == 1) return 4 * x.m;  // Oobleck's single-stage base case
     const int n_k = microbatches > 0 ? microbatches - x.q + 1 : 3 * x.r - x.q + 1;
@@ -263,6 +275,14 @@ struct Sosp23Objective {
   double StageBound(double compute_ms, double coeff, const Prefix& prefix,
                     double /*rest_max_ms*/) const {
     return coeff * compute_ms + prefix.floor_ms();
+  }
+  // LowerBound(x, ...) - Primary(x) is at least this for every label x: both of its cases
+  // (and Final) are at least total + the prefix's floor, unless M is too small for a bound.
+  double PrimaryBound(double /*empty_stage_bound*/, double floor_ms, int max_stages) const {
+    if (microbatches > 0 && microbatches + 2 - max_stages < 0) {
+      return -std::numeric_limits<double>::infinity();
+    }
+    return floor_ms;
   }
   // For an incomplete suffix x and the prefix P still to come, either k* stays in x
   // (T = sum P + K(x) [+ 3|P| m without M]) or P holds a stage above m and then, as every
@@ -391,8 +411,8 @@ class PrefixMaxBound {
       : model_(model), space_(space) {
     const int T = model.num_types();
     const int L = model.num_layers();
-    // The prefix of a state may use the nodes of any requested mix that contains the
-    // state's nodes; a mix inside another requested mix can only reach less.
+    // The grid is refined around the bottleneck of the largest requested mixes (a mix
+    // inside another requested mix can only reach less).
     std::vector<int> maximal;
     for (size_t i = 0; i < mixes.size(); ++i) {
       bool inside_other = false;
@@ -407,25 +427,6 @@ class PrefixMaxBound {
         maximal.push_back(code);
       }
     }
-    // One multiset stands for all of them: per type, the most nodes any of them leaves
-    // free (more nodes never reach less, so the bound holds for each).
-    rest_.assign(space.num_multisets(), -1);
-    for (int u = 0; u < space.num_multisets(); ++u) {
-      std::vector<int> free(T, 0);
-      bool any = false;
-      for (int x : maximal) {
-        bool inside = true;
-        for (int t = 0; t < T; ++t) inside &= space.count(u, t) <= space.count(x, t);
-        if (!inside) continue;
-        any = true;
-        for (int t = 0; t < T; ++t)
-          free[t] = std::max(free[t], space.count(x, t) - space.count(u, t));
-      }
-      if (!any) continue;
-      rest_[u] = 0;
-      for (int t = 0; t < T; ++t) rest_[u] += free[t] * space.stride(t);
-    }
-
     // The grid: geometric from the cheapest single layer to the costliest whole model, and
     // fine steps just above the bottleneck of the requested mixes themselves.
     double lo = std::numeric_limits<double>::infinity(), hi = 0;
@@ -466,23 +467,18 @@ class PrefixMaxBound {
       const std::vector<int> reach = Reach(caps_[k]);
       for (int x = 0; x < space.num_multisets(); ++x)
         mix_reach_[static_cast<size_t>(x) * K + k] = reach[x];
-      for (int u = 0; u < space.num_multisets(); ++u) {
+      for (int f = 0; f < space.num_multisets(); ++f) {
         for (int ns = 0; ns < NS; ++ns) {
-          if (rest_[u] < 0) continue;
-          int best = reach[rest_[u]];
+          int best = reach[f];
           if (ns != 0) {
             const auto [t, used] = space.PartialOf(ns);
             best = NodeReach(t, model.node_type(t).gpus_per_node - used, best, caps_[k]);
           }
-          reach_[(static_cast<size_t>(u) * NS + ns) * K + k] = best;
+          reach_[(static_cast<size_t>(f) * NS + ns) * K + k] = best;
         }
       }
     }
   }
-
-  // Per multiset u, the nodes left for the layers before a state on u (the most any
-  // requested mix containing u leaves, per type); -1 if no requested mix contains u.
-  const std::vector<int>& rest() const { return rest_; }
 
   // Every pipeline over the nodes of `mix` has a stage that costs more than this.
   double ForMix(const NodeMix& mix) const {
@@ -494,13 +490,15 @@ class PrefixMaxBound {
     return k < 0 ? 0 : caps_[k];
   }
 
-  // Every completion of state (a, u, ns) with a > 0 has a stage before a that costs more
-  // than this; +inf if no node is left for those layers.
-  double At(int a, int u, int ns) const {
-    if (a == 0 || caps_.empty()) return 0;
-    if (rest_[u] < 0 || (ns == 0 && rest_[u] == 0)) return std::numeric_limits<double>::infinity();
+  // If the layers [0, a) are left for the free nodes `free` (a multiset) and, for a
+  // partial node state ns, the GPUs that node has not used, every way to place them has a
+  // stage that costs more than this; +inf if no node is left for them.
+  double At(int a, int free, int ns) const {
+    if (a == 0) return 0;
+    if (ns == 0 && free == 0) return std::numeric_limits<double>::infinity();
+    if (caps_.empty()) return 0;
     const int K = static_cast<int>(caps_.size());
-    const int* reach = &reach_[(static_cast<size_t>(u) * space_.num_node_states() + ns) * K];
+    const int* reach = &reach_[(static_cast<size_t>(free) * space_.num_node_states() + ns) * K];
     // The largest k with reach[k] < a (reach grows with k).
     const int k = static_cast<int>(std::lower_bound(reach, reach + K, a) - reach) - 1;
     return k < 0 ? 0 : caps_[k];
@@ -547,9 +545,8 @@ class PrefixMaxBound {
 
   const CostModel& model_;
   const StateSpace& space_;
-  std::vector<int> rest_;
   std::vector<double> caps_;    // the grid, ascending
-  std::vector<int> reach_;      // [(u * node states + ns) * grid + k]
+  std::vector<int> reach_;      // [(free multiset * node states + ns) * grid + k]
   std::vector<int> mix_reach_;  // [u * grid + k]: reach of the nodes u alone
 };
 
@@ -571,6 +568,7 @@ struct HullSegment {
 
 class PrefixCost {
  public:
+  PrefixCost() = default;
   PrefixCost(double work, const std::vector<HullSegment>* segments, double floor_ms)
       : work_(work), segments_(segments), floor_ms_(floor_ms) {}
 
@@ -638,8 +636,7 @@ class PrefixCost {
 
 class PrefixCostBound {
  public:
-  PrefixCostBound(const CostModel& model, const StateSpace& space, const std::vector<int>& rest)
-      : space_(space) {
+  PrefixCostBound(const CostModel& model, const StateSpace& space) : space_(space) {
     const int T = model.num_types();
     const int L = model.num_layers();
     std::vector<double> unit(L, std::numeric_limits<double>::infinity());
@@ -673,12 +670,11 @@ class PrefixCostBound {
     }
     const int NS = space.num_node_states();
     segments_.assign(static_cast<size_t>(space.num_multisets()) * NS, {});
-    for (int u = 0; u < space.num_multisets(); ++u) {
-      if (rest[u] < 0) continue;
+    for (int f = 0; f < space.num_multisets(); ++f) {
       for (int ns = 0; ns < NS; ++ns) {
-        std::vector<HullSegment>& merged = segments_[static_cast<size_t>(u) * NS + ns];
+        std::vector<HullSegment>& merged = segments_[static_cast<size_t>(f) * NS + ns];
         for (int t = 0; t < T; ++t) {
-          const int n = space.count(rest[u], t);
+          const int n = space.count(f, t);
           if (n <= 0) continue;
           for (HullSegment s : hulls[t][model.node_type(t).gpus_per_node]) {
             merged.push_back({s.length * n, s.slope});
@@ -696,10 +692,11 @@ class PrefixCostBound {
     }
   }
 
-  PrefixCost At(int a, int u, int ns) const {
+  // The layers [0, a) on the free nodes `free` and the unused GPUs of partial node ns.
+  PrefixCost At(int a, int free, int ns) const {
     if (segments_.empty()) return PrefixCost(0, nullptr, floor_prefix_[a]);
     return PrefixCost(work_prefix_[a],
-                      &segments_[static_cast<size_t>(u) * space_.num_node_states() + ns],
+                      &segments_[static_cast<size_t>(free) * space_.num_node_states() + ns],
                       floor_prefix_[a]);
   }
   // The cheapest compute of layers [0, a) on any type and stage size: a lower bound on the
@@ -758,7 +755,7 @@ class PrefixCostBound {
 
   const StateSpace& space_;
   std::vector<double> work_prefix_, floor_prefix_;
-  std::vector<std::vector<HullSegment>> segments_;  // per (u, ns), by slope
+  std::vector<std::vector<HullSegment>> segments_;  // per (free multiset, ns), by slope
 };
 
 // --- The dynamic program ----------------------------------------------------------------
@@ -786,7 +783,7 @@ class LabelSearch {
         objective_(objective),
         space_(model, mixes),
         prefix_max_(prefix_max),
-        prefix_cost_(model, space_, prefix_max.rest()),
+        prefix_cost_(model, space_),
         beam_width_(beam_width) {
     // Oobleck's formula with M is defined for at most M stages (CostModel::Evaluate).
     if (model.kind() == CostModelKind::kOobleckSosp23 && model.problem().microbatches > 0) {
@@ -801,23 +798,24 @@ class LabelSearch {
         for (int l = 0; l <= L; ++l) compute_prefix_[t][g][l] = model.ComputeMs(t, g, 0, l);
       }
     }
-    // Per multiset: the loosest incumbent and the most stages of any requested mix that
-    // contains it (a state serves all of them).
-    bound_.assign(space_.num_multisets(), -std::numeric_limits<double>::infinity());
-    max_stages_.assign(space_.num_multisets(), 0);
+    // Per multiset u: every requested mix that contains it, with the nodes it leaves for
+    // the layers before a state on u and its incumbent. A state serves all of them, and a
+    // label is kept only if some of them could still use it.
+    targets_.assign(space_.num_multisets(), {});
     for (size_t i = 0; i < mixes.size(); ++i) {
       const NodeMix& mix = mixes[i];
       int gpus = 0;
       for (int t = 0; t < model.num_types(); ++t) gpus += mix[t] * model.node_type(t).gpus_per_node;
       const double ub =
           i < upper_bounds.size() ? upper_bounds[i] : std::numeric_limits<double>::infinity();
+      const int code = space_.Encode(mix);
       for (int u = 0; u < space_.num_multisets(); ++u) {
         bool inside = true;
         for (int t = 0; t < model.num_types(); ++t) inside &= space_.count(u, t) <= mix[t];
         if (!inside) continue;
         // Relative slack so that rounding never prunes a label that ties the incumbent.
-        bound_[u] = std::max(bound_[u], ub + 1e-9 * std::abs(ub) + 1e-9);
-        max_stages_[u] = std::max(max_stages_[u], std::min(L, gpus));
+        targets_[u].push_back({code - u, ub + 1e-9 * std::abs(ub) + 1e-9, MixSize(mix),
+                               std::min(L, gpus)});
       }
     }
   }
@@ -827,7 +825,7 @@ class LabelSearch {
     const int L = model_.num_layers();
     int gpus = 0;
     for (int t = 0; t < model_.num_types(); ++t) gpus += mix[t] * model_.node_type(t).gpus_per_node;
-    const PrefixCost prefix = prefix_cost_.At(L, 0, 0);
+    const PrefixCost prefix = prefix_cost_.At(L, space_.Encode(mix), 0);
     return objective_.LowerBound(Label{}, prefix, prefix_max_.ForMix(mix), MixSize(mix),
                                  std::min(L, gpus), false);
   }
@@ -841,6 +839,7 @@ class LabelSearch {
       if (options.cancelled && options.cancelled()) {
         return absl::CancelledError("template search cancelled");
       }
+      PrepareLayer(a);
       tbb::parallel_for(0, num_targets, [&](int target) {
         ComputeTarget(a, target / space_.num_node_states(), target % space_.num_node_states());
       });
@@ -857,6 +856,21 @@ class LabelSearch {
   }
 
  private:
+  // The bounds on what the layers [0, a) cost on each free multiset and partial node; they
+  // do not depend on the state's own nodes, so the states of a layer share them.
+  void PrepareLayer(int a) {
+    const int NS = space_.num_node_states();
+    layer_.resize(static_cast<size_t>(space_.num_multisets()) * NS);
+    tbb::parallel_for(0, static_cast<int>(layer_.size()), [&](int i) {
+      LayerBound& b = layer_[i];
+      b.rest_max_ms = prefix_max_.At(a, i / NS, i % NS);
+      b.prefix = prefix_cost_.At(a, i / NS, i % NS);
+      b.empty_stage_bound = std::isinf(b.rest_max_ms)
+                                ? b.rest_max_ms
+                                : objective_.StageBound(0.0, 0.0, b.prefix, b.rest_max_ms);
+    });
+  }
+
   void ComputeTarget(int a, int u, int ns) {
     if (!space_.within(u) || space_.size(u) == 0) return;
     if (a > 0 && ns == 0 && !space_.strictly_within(u)) return;
@@ -869,26 +883,134 @@ class LabelSearch {
     Label best_final{}, best_primary{};
     bool have_sentinels = false;
     const Link in_link_boundary = a == 0 ? Link::kNone : Link::kInterNode;
-    const double bound = bound_[u];
-    const int min_stages = space_.size(u), max_stages = max_stages_[u];
-    const PrefixCost prefix = prefix_cost_.At(a, u, ns);
-    // The stages still to place before a cost at least this much at their largest.
-    const double rest_max_ms = prefix_max_.At(a, u, ns);
-    if (std::isinf(rest_max_ms)) return;  // no node left for the layers before a
-    const double break_coeff = objective_.StageCoefficient(min_stages, max_stages, a == 0);
-
-    // Whether a stage of this compute cannot be part of a pipeline that beats the bound
-    // (the test is monotone in compute, so known answers settle most calls).
+    // The requested mixes this state can still serve: a mix is dropped when the bounds on
+    // what its free nodes must still do before a, plus the cheapest compute of the layers
+    // after a, already exceed its incumbent.
+    thread_local std::vector<Target> targets;
+    targets.clear();
+    const double floor_ms = prefix_cost_.floor_ms(a);
+    const double suffix_floor_ms = prefix_cost_.floor_ms(L) - floor_ms;
+    const int NS = space_.num_node_states();
+    for (const TargetMix& mix : targets_[u]) {
+      if (a == 0 ? mix.free != 0 : ns == 0 && mix.free == 0) continue;  // nodes must match
+      const LayerBound& b = layer_[static_cast<size_t>(mix.free) * NS + ns];
+      if (std::isinf(b.rest_max_ms)) continue;  // no node left for the layers before a
+      if (b.empty_stage_bound + suffix_floor_ms > mix.bound) continue;
+      targets.push_back({&mix, b.prefix, b.rest_max_ms,
+                         objective_.StageCoefficient(mix.min_stages, mix.max_stages, a == 0),
+                         objective_.StageCoefficient(mix.min_stages, mix.max_stages, true)});
+    }
+    if (targets.empty()) return;
+    // Bounds that hold for every served mix at once (the weakest of each part) reject most
+    // of what no mix can use before the mixes are tried one by one.
+    double rest_max_ms = std::numeric_limits<double>::infinity();
+    double loosest_bound = -std::numeric_limits<double>::infinity();
+    double weakest_coeff = std::numeric_limits<double>::infinity();
+    double most_primary = -std::numeric_limits<double>::infinity();
+    int fewest_stages = INT_MAX, most_stages = 0;
+    for (const Target& target : targets) {
+      const TargetMix& mix = *target.mix;
+      rest_max_ms = std::min(rest_max_ms, target.rest_max_ms);
+      loosest_bound = std::max(loosest_bound, mix.bound);
+      weakest_coeff = std::min({weakest_coeff, target.break_coeff, target.alone_coeff});
+      fewest_stages = std::min(fewest_stages, mix.min_stages);
+      most_stages = std::max(most_stages, mix.max_stages);
+      const LayerBound& b = layer_[static_cast<size_t>(mix.free) * NS + ns];
+      most_primary = std::max(
+          most_primary,
+          mix.bound - objective_.PrimaryBound(b.empty_stage_bound, floor_ms, mix.max_stages));
+    }
+    const bool may_break = weakest_coeff >= 0;
+    const PrefixCost floor_only(0, nullptr, floor_ms);
+    // Whether a stage of this compute (whose end leaves `after_ms` of cheapest compute)
+    // cannot be part of a pipeline that beats the incumbent of any served mix.
+    // The mix that fitted last is tried first.
+    size_t stage_fit = 0;
+    auto no_target_fits = [&](double compute, double after_ms, bool alone_if_last) {
+      if (may_break && objective_.StageBound(compute, weakest_coeff, floor_only, rest_max_ms) +
+                               after_ms >
+                           loosest_bound) {
+        return true;
+      }
+      for (size_t k = 0, i = stage_fit; k < targets.size();
+           ++k, i = i + 1 == targets.size() ? 0 : i + 1) {
+        const Target& target = targets[i];
+        const double coeff = alone_if_last ? target.alone_coeff : target.break_coeff;
+        if (coeff < 0 ||
+            objective_.StageBound(compute, coeff, target.prefix, target.rest_max_ms) +
+                    after_ms <=
+                target.mix->bound) {
+          stage_fit = i;
+          return false;
+        }
+      }
+      return true;
+    };
+    // The same with the weakest coefficient any stage here may have (monotone in compute,
+    // so known answers settle most calls).
     double ok_up_to = -std::numeric_limits<double>::infinity();
     double too_costly_from = std::numeric_limits<double>::infinity();
     auto too_costly = [&](double compute) {
       if (compute <= ok_up_to) return false;
       if (compute >= too_costly_from) return true;
-      if (objective_.StageBound(compute, break_coeff, prefix, rest_max_ms) > bound) {
+      if (no_target_fits(compute, 0, false)) {
         too_costly_from = compute;
         return true;
       }
       ok_up_to = compute;
+      return false;
+    };
+    // Whether some served mix could still use this label; the mix that last did is tried
+    // first.
+    size_t last_fit = 0;
+    // With kSumPlusMaxBound, the largest sum some mix accepts at a given max, G(max), is
+    // nonincreasing: known values of G at maxima on both sides of a label's settle most
+    // labels without trying the mixes.
+    thread_local std::vector<std::pair<double, double>> sum_limits;  // (max, G(max)) by max
+    sum_limits.clear();
+    auto sum_limit = [&](const Label& label) {
+      const Label probe = Objective::MaxOnly(label);
+      double limit = -std::numeric_limits<double>::infinity();
+      for (const Target& target : targets) {
+        const TargetMix& mix = *target.mix;
+        limit = std::max(limit, mix.bound - objective_.LowerBound(probe, target.prefix,
+                                                                  target.rest_max_ms,
+                                                                  mix.min_stages,
+                                                                  mix.max_stages, a == 0));
+      }
+      return limit;
+    };
+    auto some_target_fits = [&](const Label& label) {
+      if (Objective::Primary(label) > most_primary ||
+          objective_.LowerBound(label, floor_only, rest_max_ms, fewest_stages, most_stages,
+                                a == 0) > loosest_bound) {
+        return false;
+      }
+      if constexpr (Objective::kSumPlusMaxBound) {
+        if (targets.size() > 2) {
+          constexpr size_t kMaxLimits = 64;
+          const double max = label.max, sum = Objective::Primary(label);
+          auto above = std::lower_bound(
+              sum_limits.begin(), sum_limits.end(), max,
+              [](const std::pair<double, double>& p, double m) { return p.first < m; });
+          if (above != sum_limits.end() && sum <= above->second) return true;
+          if (above != sum_limits.end() && above->first == max) return false;
+          if (above != sum_limits.begin() && sum > std::prev(above)->second) return false;
+          const double limit = sum_limit(label);
+          if (sum_limits.size() < kMaxLimits) sum_limits.insert(above, {max, limit});
+          return sum <= limit;
+        }
+      }
+      for (size_t k = 0, i = last_fit; k < targets.size();
+           ++k, i = i + 1 == targets.size() ? 0 : i + 1) {
+        const Target& target = targets[i];
+        const TargetMix& mix = *target.mix;
+        if (objective_.LowerBound(label, target.prefix, target.rest_max_ms, mix.min_stages,
+                                  mix.max_stages, a == 0) <= mix.bound) {
+          last_fit = i;
+          return true;
+        }
+      }
       return false;
     };
 
@@ -901,14 +1023,12 @@ class LabelSearch {
         // can either (with the weakest coefficient any longer stage may have).
         // (From the tables: equal to ComputeMs up to rounding, far inside the bound's slack.)
         const double compute = compute_ms[l] - compute_ms[a];
-        if (break_coeff >= 0 && too_costly(compute)) break;
+        if (may_break && too_costly(compute)) break;
         const int64_t src = space_.Index(l, u_src, ns_src);
         const std::vector<Entry>& sources = fronts_[src];
         if (sources.empty()) continue;
-        const double coeff = objective_.StageCoefficient(min_stages, max_stages, a == 0 && l == L);
-        if (coeff >= 0 && objective_.StageBound(compute, coeff, prefix, rest_max_ms) +
-                                  (prefix_cost_.floor_ms(L) - prefix_cost_.floor_ms(l)) >
-                              bound) {
+        if (no_target_fits(compute, prefix_cost_.floor_ms(L) - prefix_cost_.floor_ms(l),
+                           a == 0 && l == L)) {
           continue;
         }
         const int max_after = std::min(model_.MaxStagesFromEnd(t, g, a, l), stage_cap_);
@@ -921,16 +1041,15 @@ class LabelSearch {
           if (Objective::Stages(sources[i].label) + 1 > max_after) return;
           Label label = objective_.Extend(sources[i].label, c);
           objective_.Clamp(label, rest_max_ms);
-          if (objective_.LowerBound(label, prefix, rest_max_ms, min_stages, max_stages, a == 0) >
-              bound) {
-            return;
-          }
           if (a > 0) {
             // Most candidates lose to the best two seen so far (by final time and by
             // primary cost); checking those first keeps the sort small.
             for (const Label* s : {&best_final, &best_primary}) {
               if (have_sentinels && objective_.Dominates(*s, label, a)) return;
             }
+          }
+          if (!some_target_fits(label)) return;
+          if (a > 0) {
             if (!have_sentinels || objective_.Final(label) < objective_.Final(best_final)) {
               best_final = label;
             }
@@ -1062,8 +1181,29 @@ class LabelSearch {
   std::atomic<int64_t> candidates_{0}, labels_{0};
   std::vector<std::vector<std::vector<double>>>
       compute_prefix_;  // [t][g][l]: ComputeMs(t, g, 0, l)
-  std::vector<double> bound_;
-  std::vector<int> max_stages_;
+  // A requested mix as seen from the states on one multiset u.
+  struct TargetMix {
+    int free;          // the mix minus u: the nodes left for the layers before the state
+    double bound;      // its incumbent, with a little slack (may be +inf)
+    int min_stages;    // fewest and most stages a pipeline over it can have
+    int max_stages;
+  };
+  // The bounds on the layers [0, a) for one (free multiset, partial node state).
+  struct LayerBound {
+    PrefixCost prefix;
+    double rest_max_ms = 0;
+    double empty_stage_bound = 0;  // StageBound of a stage of no compute
+  };
+  // A mix served at one state, with its bounds there.
+  struct Target {
+    const TargetMix* mix;
+    PrefixCost prefix;  // a copy: its memo is per thread
+    double rest_max_ms;
+    double break_coeff;  // StageCoefficient for a stage that is not alone, and one that is
+    double alone_coeff;
+  };
+  std::vector<std::vector<TargetMix>> targets_;  // per multiset u
+  std::vector<LayerBound> layer_;                // per (free multiset, ns) at the current a
   std::vector<std::vector<Entry>> fronts_;
 };
 

@@ -15,7 +15,7 @@ using bench::kGiB;
 
 // 1000 layers on V100, RTX 3090 and RTX 4090 nodes of 2 GPUs (the bench's
 // Synthetic1000x3Types problem: speeds 1.0, 1.8, 2.94, ring all-reduce estimates, M = 50).
-absl::StatusOr<bench::SearchCase> LongModelCase(const NodeMix& nodes) {
+absl::StatusOr<bench::SearchCase> LongModelCase(const NodeMix& nodes, int min_nodes = 0) {
   constexpr int kLayers = 1000;
   auto base = bench::LoadGpt2XlProfile("profiles/gpt2-xl", "rtx4090");
   if (!base.ok()) return base.status();
@@ -30,7 +30,7 @@ absl::StatusOr<bench::SearchCase> LongModelCase(const NodeMix& nodes) {
   };
   const int size = nodes[0] + nodes[1] + nodes[2];
   return bench::MakeCase(*std::move(synthetic), types, bench::kOneFOneBM50,
-                         MissingAllreduce::kRing, size, size);
+                         MissingAllreduce::kRing, min_nodes > 0 ? min_nodes : size, size);
 }
 
 TEST(LongModelSearchTest, MatchesTheEarlierSearchOnOneAndTwoNodesOfEachType) {
@@ -52,6 +52,34 @@ TEST(LongModelSearchTest, MatchesTheEarlierSearchOnOneAndTwoNodesOfEachType) {
     EXPECT_NEAR(r.best.iteration_time_ms, c.expected_ms, 0.01);
     EXPECT_EQ(r.best.num_nodes(), MixSize(c.nodes));
   }
+}
+
+// Every mix of up to two nodes of each type in one request (26 mixes, pipelines of 1 to 6
+// nodes whose optima differ by 5x): each answer must equal that mix searched alone.
+TEST(LongModelSearchTest, EveryMixInOneRequestEqualsEachMixAlone) {
+  auto problem = LongModelCase({2, 2, 2}, 1);
+  ASSERT_TRUE(problem.ok()) << problem.status();
+  ASSERT_EQ(problem->mixes.size(), 26u);
+  auto model = CostModel::Create(problem->problem);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto together = SearchTemplates(*model, problem->mixes);
+  ASSERT_TRUE(together.ok()) << together.status();
+  int feasible = 0;
+  for (size_t i = 0; i < problem->mixes.size(); ++i) {
+    auto alone = SearchTemplates(*model, {problem->mixes[i]});
+    ASSERT_TRUE(alone.ok()) << alone.status();
+    const MixResult& a = (*together)[i];
+    const MixResult& b = alone->front();
+    ASSERT_EQ(a.feasible, b.feasible) << "mix " << i;
+    if (!a.feasible) continue;
+    ++feasible;
+    EXPECT_NEAR(a.best.iteration_time_ms, b.best.iteration_time_ms,
+                1e-9 * b.best.iteration_time_ms)
+        << "mix " << i;
+  }
+  EXPECT_GE(feasible, 20);
+  // The largest mix is the one the test above pins.
+  EXPECT_NEAR(together->back().best.iteration_time_ms, 1002546.29, 0.01);
 }
 
 }  // namespace

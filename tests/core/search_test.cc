@@ -111,6 +111,39 @@ INSTANTIATE_TEST_SUITE_P(
              "_seeds" + std::to_string(std::get<1>(info.param));
     });
 
+// One request for many mixes shares states between them, and each state serves only the
+// mixes whose bounds it can still meet: the answers must be those of each mix searched alone,
+// on instances longer and wider than brute force can check.
+TEST(SearchTest, OneRequestForEveryMixEqualsEachMixAlone) {
+  for (CostModelKind kind : {CostModelKind::kOneFOneB, CostModelKind::kOobleckSosp23}) {
+    int compared = 0;
+    for (uint32_t seed = 500; seed < 580; ++seed) {
+      auto inst = MakeRandomInstance(seed, kind, 60, 6);
+      auto model = CostModel::Create(inst.problem);
+      ASSERT_TRUE(model.ok()) << "seed " << seed << ": " << model.status();
+      const auto mixes = EnumerateMixes(inst.available, 1, MixSize(inst.available));
+      auto together = SearchTemplates(*model, mixes);
+      ASSERT_TRUE(together.ok()) << together.status();
+      ASSERT_EQ(together->size(), mixes.size());
+      for (size_t i = 0; i < mixes.size(); ++i) {
+        auto alone = SearchTemplates(*model, {mixes[i]});
+        ASSERT_TRUE(alone.ok()) << alone.status();
+        const MixResult& a = (*together)[i];
+        const MixResult& b = alone->front();
+        const std::string where = "seed " + std::to_string(seed) + " mix " +
+                                  MixLabel(mixes[i], model->problem().node_types);
+        ASSERT_EQ(a.feasible, b.feasible) << where;
+        if (!a.feasible) continue;
+        ++compared;
+        EXPECT_TRUE(Close(a.best.iteration_time_ms, b.best.iteration_time_ms))
+            << where << ": together " << a.best.iteration_time_ms << " alone "
+            << b.best.iteration_time_ms;
+      }
+    }
+    EXPECT_GE(compared, 200);
+  }
+}
+
 TEST(SearchTest, SameTemplatesAtAnyThreadCount) {
   auto inst = MakeRandomInstance(77, CostModelKind::kOneFOneB, 8, 4);
   auto profile = LoadGpt2Xl("gpt2-xl-ring");

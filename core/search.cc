@@ -179,10 +179,14 @@ struct Sosp23Objective {
   // both), and in between (k* moves for a only). Requires m_a <= m_b.
   bool Dominates(const Label& a, const Label& b, int /*layers_left*/) const {
     if (a.m > b.m) return false;
+    return DominatesGivenK(a, K(a), b, K(b));
+  }
+  // Dominates with K(a) and K(b) already known.
+  bool DominatesGivenK(const Label& a, double ka, const Label& b, double kb) const {
+    if (a.m > b.m) return false;
     // Under the cap a label with more stages has fewer completions; the formula below
     // needs a.r >= b.r, so only labels with equal r compare.
     if (stage_cap && a.r != b.r) return false;
-    const double ka = K(a), kb = K(b);
     if (microbatches > 0) {
       if (ka > kb) return false;
       if (a.r < b.r || 2 * a.total - a.r * b.m > 2 * b.total - b.r * b.m) return false;
@@ -231,24 +235,44 @@ struct Sosp23Objective {
     x.q = x.r;
   }
   double SortKey(const Label& x) const { return microbatches > 0 ? K(x) : 3 * x.m + K(x); }
+  // Candidates in key order (ties in their given order); K and the key of each label are
+  // computed once.
   template <typename E>
   void ParetoFilter(std::vector<E>& candidates, std::vector<E>& front) const {
-    std::stable_sort(candidates.begin(), candidates.end(),
-                     [&](const E& x, const E& y) { return SortKey(x.label) < SortKey(y.label); });
-    for (const E& e : candidates) {
+    struct Keyed {
+      double key;
+      double k;
+      int32_t index;
+    };
+    thread_local std::vector<Keyed> order, kept;
+    order.clear();
+    for (int32_t i = 0; i < static_cast<int32_t>(candidates.size()); ++i) {
+      const double k = K(candidates[i].label);
+      order.push_back({microbatches > 0 ? k : 3 * candidates[i].label.m + k, k, i});
+    }
+    std::sort(order.begin(), order.end(), [](const Keyed& x, const Keyed& y) {
+      return x.key != y.key ? x.key < y.key : x.index < y.index;
+    });
+    kept.clear();
+    for (int32_t i = 0; i < static_cast<int32_t>(front.size()); ++i) {
+      const double k = K(front[i].label);
+      kept.push_back({microbatches > 0 ? k : 3 * front[i].label.m + k, k, i});
+    }
+    for (const Keyed& c : order) {
+      const Label& label = candidates[c.index].label;
       bool dominated = false;
-      for (const E& kept : front) {
-        if (Dominates(kept.label, e.label, 1)) {
-          dominated = true;
-          break;
-        }
+      for (size_t j = 0; j < kept.size() && !dominated; ++j) {
+        dominated = DominatesGivenK(front[j].label, kept[j].k, label, c.k);
       }
       if (dominated) continue;
-      const double key = SortKey(e.label);
-      for (size_t i = front.size(); i-- > 0 && SortKey(front[i].label) == key;) {
-        if (Dominates(e.label, front[i].label, 1)) front.erase(front.begin() + i);
+      for (size_t j = front.size(); j-- > 0 && kept[j].key == c.key;) {
+        if (DominatesGivenK(label, c.k, front[j].label, kept[j].k)) {
+          front.erase(front.begin() + j);
+          kept.erase(kept.begin() + j);
+        }
       }
-      front.push_back(e);
+      front.push_back(candidates[c.index]);
+      kept.push_back(c);
     }
   }
   static double Primary(const Label& x) { return x.total; }

@@ -239,16 +239,18 @@ struct Sosp23Objective {
   // computed once.
   template <typename E>
   void ParetoFilter(std::vector<E>& candidates, std::vector<E>& front) const {
-    struct Keyed {
+    struct Keyed {  // compact, so that the scan over kept labels stays in cache
       double key;
       double k;
+      double m;
       int32_t index;
     };
     thread_local std::vector<Keyed> order, kept;
     order.clear();
     for (int32_t i = 0; i < static_cast<int32_t>(candidates.size()); ++i) {
       const double k = K(candidates[i].label);
-      order.push_back({microbatches > 0 ? k : 3 * candidates[i].label.m + k, k, i});
+      const double m = candidates[i].label.m;
+      order.push_back({microbatches > 0 ? k : 3 * m + k, k, m, i});
     }
     std::sort(order.begin(), order.end(), [](const Keyed& x, const Keyed& y) {
       return x.key != y.key ? x.key < y.key : x.index < y.index;
@@ -256,13 +258,14 @@ struct Sosp23Objective {
     kept.clear();
     for (int32_t i = 0; i < static_cast<int32_t>(front.size()); ++i) {
       const double k = K(front[i].label);
-      kept.push_back({microbatches > 0 ? k : 3 * front[i].label.m + k, k, i});
+      const double m = front[i].label.m;
+      kept.push_back({microbatches > 0 ? k : 3 * m + k, k, m, i});
     }
     for (const Keyed& c : order) {
       const Label& label = candidates[c.index].label;
       bool dominated = false;
       for (size_t j = 0; j < kept.size() && !dominated; ++j) {
-        dominated = DominatesGivenK(front[j].label, kept[j].k, label, c.k);
+        dominated = kept[j].m <= c.m && DominatesGivenK(front[j].label, kept[j].k, label, c.k);
       }
       if (dominated) continue;
       for (size_t j = front.size(); j-- > 0 && kept[j].key == c.key;) {

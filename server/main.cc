@@ -15,6 +15,7 @@
 #include "absl/flags/parse.h"
 #include "core/profile_catalog.h"
 #include "core/template_planner.h"
+#include "server/memory.h"
 #include "server/metrics.h"
 #include "server/planner_server.h"
 #include "server/planner_service.h"
@@ -53,6 +54,15 @@ ABSL_FLAG(int, max_concurrent_searches, 2,
           "RESOURCE_EXHAUSTED when none frees before their deadline.");
 ABSL_FLAG(double, max_search_queue_wait_s, 30,
           "Longest wait for a search slot of a call without a deadline, in seconds.");
+ABSL_FLAG(int, malloc_arena_max, 2,
+          "At most this many glibc malloc arenas (mallopt M_ARENA_MAX), so that memory freed "
+          "by one search is reused by the next instead of staying in a worker thread's arena; "
+          "0 = glibc's default (8 per core). MALLOC_ARENA_MAX in the environment overrides it.");
+ABSL_FLAG(double, malloc_trim_interval_s, 5,
+          "Every this many seconds, return the allocator's free memory to the OS "
+          "(malloc_trim) when it holds at least --malloc_trim_min_free_mb; 0 = never.");
+ABSL_FLAG(int64_t, malloc_trim_min_free_mb, 32,
+          "Free memory held by the allocator, in MiB, that makes the periodic trim run.");
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
@@ -83,6 +93,25 @@ int main(int argc, char** argv) {
               << ")\n";
     return 2;
   }
+  const int malloc_arena_max = absl::GetFlag(FLAGS_malloc_arena_max);
+  if (malloc_arena_max < 0 || malloc_arena_max > 1024) {
+    std::cerr << "--malloc_arena_max must be between 0 and 1024 (got " << malloc_arena_max << ")\n";
+    return 2;
+  }
+  const double trim_interval_s = absl::GetFlag(FLAGS_malloc_trim_interval_s);
+  if (!(trim_interval_s == 0 || (trim_interval_s >= 0.1 && trim_interval_s <= 86400))) {
+    std::cerr << "--malloc_trim_interval_s must be 0 or between 0.1 and 86400 (got "
+              << trim_interval_s << ")\n";
+    return 2;
+  }
+  const int64_t trim_min_free_mb = absl::GetFlag(FLAGS_malloc_trim_min_free_mb);
+  if (trim_min_free_mb < 0 || trim_min_free_mb > (int64_t{1} << 30)) {
+    std::cerr << "--malloc_trim_min_free_mb must be between 0 and 2^30 (got " << trim_min_free_mb
+              << ")\n";
+    return 2;
+  }
+  // Before any thread exists: a thread keeps the arena it got first.
+  std::cerr << oobleck::server::CapMallocArenas(malloc_arena_max) << "\n";
   absl::StatusOr<oobleck::server::ServerSecurity> security = oobleck::server::ReadServerSecurity(
       absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
       absl::GetFlag(FLAGS_auth_token_file));
@@ -161,6 +190,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::cout << "listening on " << running->address << std::endl;
+  // Off the request threads: the trim walks every arena.
+  std::unique_ptr<oobleck::server::MallocTrimmer> trimmer;
+  if (trim_interval_s > 0) {
+    trimmer = std::make_unique<oobleck::server::MallocTrimmer>(absl::Seconds(trim_interval_s),
+                                                               trim_min_free_mb << 20);
+  }
 
   grpc::Server* server = running->server.get();
   std::thread stopper([&stop_signals, server] {

@@ -1,5 +1,7 @@
 // Prometheus metrics (--metrics_address), served as text on http://ADDRESS/metrics:
 //   oobleck_planner_rpcs_total{method,code}                 calls by method and status code
+//                                                           (as the request log records it:
+//                                                           server/request_log.h)
 //   oobleck_planner_rpc_duration_seconds{method,code}       their latency (histogram; for
 //                                                           PlanTemplates, the planning time)
 //   oobleck_planner_template_cache_{hits,misses,evictions}_total, _{entries,bytes,capacity_bytes}

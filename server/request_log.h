@@ -1,9 +1,12 @@
 // One structured line on stderr per RPC (logfmt: key=value), for people and log shippers:
 //   ts=2024-05-01T12:00:00.123Z rpc=/oobleck.planner.v1.Planner/PlanTemplates
 //   request_id=7 code=OK latency_ms=12.345 peer=ipv4:127.0.0.1:40522
-// (one line; wrapped here). Failed calls add message="...". The request id is the
-// client's x-request-id metadata when it sends a usable one, else a counter, and is
-// returned to the client as x-request-id initial metadata so both sides can be matched.
+// (one line; wrapped here). Failed calls add message="...". A call cancelled (or past its
+// deadline) before its request message arrived is logged and observed as CANCELLED, not
+// as the INTERNAL "Couldn't initialize byte buffer reader" gRPC's handler answers it.
+// The request id is the client's x-request-id metadata when it sends a usable one, else a
+// counter, and is returned to the client as x-request-id initial metadata so both sides
+// can be matched.
 // Health checks are not logged: probes every few seconds would drown the rest.
 // Template searches running longer than a second add progress lines with the same request
 // id (RequestLog::ProgressLogger). The same interceptor reports each finished call to metrics

@@ -91,6 +91,7 @@ namespace pb = ::oobleck::planner::v1;
 namespace health = ::grpc::health::v1;
 using oobleck::bench::Percentile;
 using oobleck::bench::ProcStatusKiB;
+using oobleck::bench::ScrapeMetrics;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -420,27 +421,6 @@ std::vector<Job> ReplanJobs(const Job& plan_job, const pb::PlanResponse& planned
 
 // ---------------------------------------------------------------------------------------
 // What the server says about itself
-
-// GET http://127.0.0.1:<port>/metrics; empty on failure.
-std::string ScrapeMetrics(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return "";
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string text;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0) {
-    const std::string request = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
-      char buffer[4096];
-      ssize_t n;
-      while ((n = read(fd, buffer, sizeof(buffer))) > 0) text.append(buffer, n);
-    }
-  }
-  close(fd);
-  return text;
-}
 
 // The value of an unlabelled metric, or -1.
 double MetricValue(const std::string& text, const std::string& name) {

@@ -3,14 +3,10 @@
 // that the test controls whether and when the message is sent.
 #include "server/request_log.h"
 
-#include <arpa/inet.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/security/credentials.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <memory>
@@ -22,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "bench/server_process.h"
 #include "core/profile_catalog.h"
 #include "core/template_planner.h"
 #include "gmock/gmock.h"
@@ -36,28 +33,9 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
+using ::oobleck::bench::ScrapeMetrics;
 
 constexpr char kMethod[] = "/oobleck.planner.v1.Planner/PlanTemplates";
-
-std::string ScrapeMetrics(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return "";
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string text;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0) {
-    const std::string request = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
-      char buffer[4096];
-      ssize_t n;
-      while ((n = read(fd, buffer, sizeof(buffer))) > 0) text.append(buffer, n);
-    }
-  }
-  close(fd);
-  return text;
-}
 
 // oobleck_planner_rpcs_total of PlanTemplates with `code` (labels in either order); 0 if
 // absent.

@@ -971,24 +971,25 @@ class LabelSearch {
     }
     const bool may_break = weakest_coeff >= 0;
     const PrefixCost floor_only(0, nullptr, floor_ms);
-    // Whether a stage of this compute (whose end leaves `after_ms` of cheapest compute)
-    // cannot be part of a pipeline that beats the incumbent of any served mix.
-    // The mix that fitted last is tried first.
+    // Whether a stage of this compute, whose end leaves `after_ms` of cheapest compute,
+    // cannot be part of a pipeline that beats the incumbent of any served mix, by the
+    // bound that holds for all of them at once (O(1)).
+    auto hopeless_for_all = [&](double compute, double after_ms) {
+      return may_break &&
+             objective_.StageBound(compute, weakest_coeff, floor_only, rest_max_ms) + after_ms >
+                 loosest_bound;
+    };
+    // The same, mix by mix (a stage that is not alone); the mix that fitted last is tried
+    // first.
     size_t stage_fit = 0;
-    auto no_target_fits = [&](double compute, double after_ms, bool alone_if_last) {
-      if (may_break && objective_.StageBound(compute, weakest_coeff, floor_only, rest_max_ms) +
-                               after_ms >
-                           loosest_bound) {
-        return true;
-      }
+    auto no_target_fits = [&](double compute) {
+      if (hopeless_for_all(compute, 0)) return true;
       for (size_t k = 0, i = stage_fit; k < targets.size();
            ++k, i = i + 1 == targets.size() ? 0 : i + 1) {
         const Target& target = targets[i];
-        const double coeff = alone_if_last ? target.alone_coeff : target.break_coeff;
-        if (coeff < 0 ||
-            objective_.StageBound(compute, coeff, target.prefix, target.rest_max_ms) +
-                    after_ms <=
-                target.mix->bound) {
+        if (target.break_coeff < 0 ||
+            objective_.StageBound(compute, target.break_coeff, target.prefix,
+                                  target.rest_max_ms) <= target.mix->bound) {
           stage_fit = i;
           return false;
         }
@@ -1002,7 +1003,7 @@ class LabelSearch {
     auto too_costly = [&](double compute) {
       if (compute <= ok_up_to) return false;
       if (compute >= too_costly_from) return true;
-      if (no_target_fits(compute, 0, false)) {
+      if (no_target_fits(compute)) {
         too_costly_from = compute;
         return true;
       }
@@ -1076,8 +1077,9 @@ class LabelSearch {
         const int64_t src = space_.Index(l, u_src, ns_src);
         const std::vector<Entry>& sources = fronts_[src];
         if (sources.empty()) continue;
-        if (no_target_fits(compute, prefix_cost_.floor_ms(L) - prefix_cost_.floor_ms(l),
-                           a == 0 && l == L)) {
+        // The labels are tested mix by mix below; here only what no mix can use goes,
+        // before its sources are read.
+        if (hopeless_for_all(compute, prefix_cost_.floor_ms(L) - prefix_cost_.floor_ms(l))) {
           continue;
         }
         const int max_after = std::min(model_.MaxStagesFromEnd(t, g, a, l), stage_cap_);

@@ -31,6 +31,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "bench/proto_cluster.h"
 #include "bench/server_process.h"
 #include "bench/synthetic_profile.h"
 #include "oobleck/planner/v1/planner.grpc.pb.h"
@@ -79,27 +80,8 @@ struct RunResult {
 // The 3-type cluster: the measured GPU and two derived from it, 2 GPUs per node,
 // `max_nodes` nodes of each type.
 pb::Cluster MixedCluster(int max_nodes) {
-  struct Gpu {
-    const char* name;
-    double memory_gib, relative_speed;  // 0: measured
-  };
-  const Gpu gpus[] = {{"v100", 16, 0.4}, {"a100", 24, 0}, {"h100", 24, 1.7}};
-  pb::Cluster cluster;
-  cluster.set_inter_node_bytes_per_s(12.5e9);
-  for (const Gpu& gpu : gpus) {
-    pb::NodeType* type = cluster.add_node_types();
-    type->set_name(gpu.name);
-    type->set_gpu_type(gpu.name);
-    type->set_gpus_per_node(2);
-    type->set_gpu_memory_bytes(gpu.memory_gib * kGiB);
-    type->set_intra_node_bytes_per_s(25e9);
-    type->set_count(max_nodes);
-    if (gpu.relative_speed > 0) {
-      type->mutable_derive()->set_measured_gpu_type(kMeasuredGpu);
-      type->mutable_derive()->set_relative_speed(gpu.relative_speed);
-    }
-  }
-  return cluster;
+  return oobleck::bench::ProtoCluster({{"v100", 16, 0.4}, {"a100", 24, 1}, {"h100", 24, 1.7}},
+                                      kMeasuredGpu, /*gpus_per_node=*/2, max_nodes);
 }
 
 // The requests planned for one model: each its own cache keys (cost model, M and cluster

@@ -17,10 +17,7 @@
 //   a failure).
 // It prints latency percentiles by method, counts by status code, and the server's RSS at
 // the start, middle and end.
-#include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -50,6 +47,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "bench/proto_cluster.h"
 #include "bench/server_process.h"
 #include "bench/synthetic_profile.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -266,27 +264,9 @@ bool Intended(const CallResult& r) {
 // v100, rtx3090 (both derived from the measured rtx4090 by relative speed) and rtx4090;
 // `per_type` nodes of each, `gpus` GPUs per node.
 pb::Cluster ThreeTypes(int per_type, int gpus) {
-  struct Gpu {
-    const char* name;
-    double memory_gib, relative_speed;
-  };
-  const Gpu kGpus[] = {{"v100", 16, 1.0}, {"rtx3090", 24, 1.8}, {"rtx4090", 24, 2.94}};
-  pb::Cluster cluster;
-  cluster.set_inter_node_bytes_per_s(12.5e9);
-  for (const Gpu& gpu : kGpus) {
-    pb::NodeType* type = cluster.add_node_types();
-    type->set_name(gpu.name);
-    type->set_gpu_type(gpu.name);
-    type->set_gpus_per_node(gpus);
-    type->set_gpu_memory_bytes(gpu.memory_gib * kGiB);
-    type->set_intra_node_bytes_per_s(25e9);
-    type->set_count(per_type);
-    if (std::string(gpu.name) != "rtx4090") {
-      type->mutable_derive()->set_measured_gpu_type("rtx4090");
-      type->mutable_derive()->set_relative_speed(gpu.relative_speed / 2.94);
-    }
-  }
-  return cluster;
+  return oobleck::bench::ProtoCluster(
+      {{"v100", 16, 1.0 / 2.94}, {"rtx3090", 24, 1.8 / 2.94}, {"rtx4090", 24, 1}}, "rtx4090",
+      gpus, per_type);
 }
 
 pb::Cluster OneType(int count, int gpus) {

@@ -939,17 +939,6 @@ class LabelSearch {
     targets.clear();
     const double floor_ms = prefix_cost_.floor_ms(a);
     const double suffix_floor_ms = prefix_cost_.floor_ms(L) - floor_ms;
-    const int NS = space_.num_node_states();
-    for (const TargetMix& mix : targets_[u]) {
-      if (a == 0 ? mix.free != 0 : ns == 0 && mix.free == 0) continue;  // nodes must match
-      const LayerBound& b = layer_[static_cast<size_t>(mix.free) * NS + ns];
-      if (std::isinf(b.rest_max_ms)) continue;  // no node left for the layers before a
-      if (b.empty_stage_bound + suffix_floor_ms > mix.bound) continue;
-      targets.push_back({&mix, b.prefix, b.rest_max_ms,
-                         objective_.StageCoefficient(mix.min_stages, mix.max_stages, a == 0),
-                         objective_.StageCoefficient(mix.min_stages, mix.max_stages, true)});
-    }
-    if (targets.empty()) return;
     // Bounds that hold for every served mix at once (the weakest of each part) reject most
     // of what no mix can use before the mixes are tried one by one.
     double rest_max_ms = std::numeric_limits<double>::infinity();
@@ -957,18 +946,26 @@ class LabelSearch {
     double weakest_coeff = std::numeric_limits<double>::infinity();
     double most_primary = -std::numeric_limits<double>::infinity();
     int fewest_stages = INT_MAX, most_stages = 0;
-    for (const Target& target : targets) {
-      const TargetMix& mix = *target.mix;
+    const int NS = space_.num_node_states();
+    for (const TargetMix& mix : targets_[u]) {
+      if (a == 0 ? mix.free != 0 : ns == 0 && mix.free == 0) continue;  // nodes must match
+      const LayerBound& b = layer_[static_cast<size_t>(mix.free) * NS + ns];
+      if (std::isinf(b.rest_max_ms)) continue;  // no node left for the layers before a
+      if (b.empty_stage_bound + suffix_floor_ms > mix.bound) continue;
+      const Target& target = targets.emplace_back(
+          Target{&mix, b.prefix, b.rest_max_ms,
+                 objective_.StageCoefficient(mix.min_stages, mix.max_stages, a == 0),
+                 objective_.StageCoefficient(mix.min_stages, mix.max_stages, true)});
       rest_max_ms = std::min(rest_max_ms, target.rest_max_ms);
       loosest_bound = std::max(loosest_bound, mix.bound);
       weakest_coeff = std::min({weakest_coeff, target.break_coeff, target.alone_coeff});
       fewest_stages = std::min(fewest_stages, mix.min_stages);
       most_stages = std::max(most_stages, mix.max_stages);
-      const LayerBound& b = layer_[static_cast<size_t>(mix.free) * NS + ns];
       most_primary = std::max(
           most_primary,
           mix.bound - objective_.PrimaryBound(b.empty_stage_bound, floor_ms, mix.max_stages));
     }
+    if (targets.empty()) return;
     const bool may_break = weakest_coeff >= 0;
     const PrefixCost floor_only(0, nullptr, floor_ms);
     // Whether a stage of this compute, whose end leaves `after_ms` of cheapest compute,
@@ -996,8 +993,7 @@ class LabelSearch {
       }
       return true;
     };
-    // The same with the weakest coefficient any stage here may have (monotone in compute,
-    // so known answers settle most calls).
+    // no_target_fits is monotone in compute, so known answers settle most calls.
     double ok_up_to = -std::numeric_limits<double>::infinity();
     double too_costly_from = std::numeric_limits<double>::infinity();
     auto too_costly = [&](double compute) {

@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "core/cost_model.h"
 #include "core/profile.h"
+#include "server/call_watch.h"
 #include "server/plan_request.h"
 #include "server/plan_rpc.h"
 #include "server/proto_conversion.h"
@@ -169,16 +170,13 @@ grpc::Status PlannerService::PlanTemplatesCall(grpc::ServerContext* context,
   absl::StatusOr<CostModel> model = CostModel::Create(std::move(converted->problem));
   if (!model.ok()) return ToGrpcStatus(model.status());
 
-  // The search polls this; a passed deadline stops it as early as a cancellation does
-  // (gRPC may not have marked the call cancelled yet when the deadline passes).
-  const std::chrono::system_clock::time_point deadline = context->deadline();
-  auto deadline_passed = [deadline] { return std::chrono::system_clock::now() >= deadline; };
-  SearchOptions options;
-  options.cancelled = [context, deadline_passed] {
-    return context->IsCancelled() || deadline_passed();
-  };
+  // The search polls the call's deadline, cancellation and the server's shutdown.
+  const CallWatch watch(context, &shutdown_);
+  SearchOptions options = watch.Options();
   // A bounded number of searches run at once; cached answers need no slot.
-  if (options_.search_gate != nullptr) options.admit = options_.search_gate->AdmissionFor(context);
+  if (options_.search_gate != nullptr) {
+    options.admit = options_.search_gate->AdmissionFor(context, watch.Predicate());
+  }
   // Long searches log their advance under the call's request id.
   SearchProgressFn log_progress;
   if (options_.request_log != nullptr) log_progress = options_.request_log->ProgressLogger(context);
@@ -192,13 +190,8 @@ grpc::Status PlannerService::PlanTemplatesCall(grpc::ServerContext* context,
   absl::StatusOr<std::vector<PlannedMix>> planned =
       planner_.PlanTemplates(*model, converted->mixes, options);
   if (!planned.ok()) {
-    if (planned.status().code() == absl::StatusCode::kCancelled) {
-      if (deadline_passed()) {
-        return grpc::Status(
-            grpc::StatusCode::DEADLINE_EXCEEDED,
-            absl::StrCat("the deadline passed while planning ", converted->mixes.size(), " mixes"));
-      }
-      return grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled while planning");
+    if (planned.status().code() == absl::StatusCode::kCancelled && watch.Stopped()) {
+      return watch.Interrupted(absl::StrCat("planning ", converted->mixes.size(), " mixes"));
     }
     return ToGrpcStatus(planned.status());
   }
@@ -214,13 +207,13 @@ grpc::Status PlannerService::PlanTemplatesCall(grpc::ServerContext* context,
 grpc::Status PlannerService::Plan(grpc::ServerContext* context, const pb::PlanRequest* request,
                                   pb::PlanResponse* response) {
   return HandlePlan(context, *request, response,
-                    {catalog_, &cluster_planner_, options_.search_gate, &models_});
+                    {catalog_, &cluster_planner_, options_.search_gate, &models_, &shutdown_});
 }
 
 grpc::Status PlannerService::Replan(grpc::ServerContext* context, const pb::ReplanRequest* request,
                                     pb::ReplanResponse* response) {
   return HandleReplan(context, *request, response,
-                      {catalog_, &cluster_planner_, options_.search_gate, &models_});
+                      {catalog_, &cluster_planner_, options_.search_gate, &models_, &shutdown_});
 }
 
 grpc::Status PlannerService::GetStats(grpc::ServerContext* /*context*/,

@@ -39,6 +39,57 @@ std::string PlanningProblem::CacheKey() const {
   return key;
 }
 
+namespace {
+
+// Every cost the model can form is finite: the whole model's compute on every stage size
+// (a tiny relative speed divides it up to inf), its memory, and the largest boundary
+// transfer over each link (a tiny bandwidth). An overflow is the input's fault, named here,
+// never a false "infeasible" reason later.
+absl::Status CheckFiniteCosts(const PlanningProblem& problem, int t, double whole_forward_ms, double whole_backward_ms,
+                              double whole_param_bytes, double largest_boundary_bytes) {
+  const NodeType& type = problem.node_types[t];
+  auto overflow = [&](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "node type %d (%s): %s overflows to infinity; check its profile's layer times, "
+        "derive.relative_speed and the bandwidths",
+        t, type.name, what));
+  };
+  if (!std::isfinite(whole_forward_ms) || !std::isfinite(whole_backward_ms)) {
+    return overflow("the whole model's compute time");
+  }
+  if (!std::isfinite(whole_param_bytes * (1 + problem.optimizer_state_multiplier))) {
+    return overflow("the model's parameter memory times optimizer_state_multiplier");
+  }
+  if (!std::isfinite(largest_boundary_bytes / type.intra_node_bytes_per_s * 1e3)) {
+    return overflow("a layer's output transfer time at intra_node_bytes_per_s");
+  }
+  if (problem.cost_model == CostModelKind::kOneFOneB &&
+      !std::isfinite(largest_boundary_bytes / problem.inter_node_bytes_per_s * 1e3)) {
+    return overflow("a layer's output transfer time at inter_node_bytes_per_s");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CostModel::CheckFinite(const PlanningProblem& problem, const CostModel& model) {
+  const int L = model.num_layers_;
+  double largest_boundary = 0;
+  for (double b : model.boundary_bytes_) largest_boundary = std::max(largest_boundary, b);
+  for (size_t t = 0; t < model.types_.size(); ++t) {
+    const TypeTables& tables = model.types_[t];
+    double forward = 0, backward = 0;
+    for (size_t i = 0; i < tables.sizes.size(); ++i) {
+      forward = std::max(forward, tables.forward_prefix[i][L]);
+      backward = std::max(backward, tables.backward_prefix[i][L]);
+    }
+    absl::Status s = CheckFiniteCosts(problem, static_cast<int>(t), forward, backward,
+                                      tables.param_prefix[L], largest_boundary);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<CostModel> CostModel::Create(PlanningProblem problem) {
   absl::Status s = ValidateNodeTypes(problem.node_types);
   if (!s.ok()) return s;
@@ -125,6 +176,7 @@ absl::StatusOr<CostModel> CostModel::Create(PlanningProblem problem) {
           tables.activation_prefix[l] + profile.layers[l].activation_bytes;
     }
   }
+  if (absl::Status finite = CheckFinite(problem, model); !finite.ok()) return finite;
   model.problem_ = std::move(problem);
   model.problem_key_ = model.problem_.CacheKey();
   if (model.kind() == CostModelKind::kOneFOneB) {

@@ -99,6 +99,9 @@ class CostModel {
   absl::StatusOr<PipelineTemplate> Evaluate(PipelineTemplate tmpl) const;
 
  private:
+  // OK, or INVALID_ARGUMENT naming the node type whose costs overflow to infinity.
+  static absl::Status CheckFinite(const PlanningProblem& problem, const CostModel& model);
+
   struct TypeTables {
     std::vector<int> sizes;
     // Per size index: prefix sums over layers of f/g + AR and b/g + AR.

@@ -252,8 +252,9 @@ absl::StatusOr<ReplanContext> Prepare(const CostModel& model, const std::vector<
     ctx.joined.push_back(true);
   }
   if (ctx.survivors.size() > static_cast<size_t>(kMaxClusterNodes)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "the cluster would have %d nodes, more than %d", ctx.survivors.size(), kMaxClusterNodes));
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "joined_nodes would grow the cluster to %d nodes, more than the limit of %d nodes per plan",
+        ctx.survivors.size(), kMaxClusterNodes));
   }
   for (const PlannedPipeline& p : ctx.old.pipelines) {
     std::vector<int> positions;

@@ -82,8 +82,9 @@ absl::StatusOr<ClusterSetup> ToClusterSetup(const pb::PlanRequest& request,
       total += count;
     }
     if (total > kMaxClusterNodes) {
-      return Invalid(absl::StrCat(prefix, "cluster.node_types counts add up to ", total,
-                                  " nodes, more than the limit of ", kMaxClusterNodes));
+      return absl::ResourceExhaustedError(
+          absl::StrCat(prefix, "cluster.node_types counts add up to ", total,
+                       " nodes, more than the limit of ", kMaxClusterNodes, " nodes per plan"));
     }
     for (int i = 0; i < T; ++i) {
       for (int k = 0; k < cluster.node_types(i).count(); ++k) {
@@ -93,8 +94,9 @@ absl::StatusOr<ClusterSetup> ToClusterSetup(const pb::PlanRequest& request,
     }
   } else {
     if (request.nodes_size() > kMaxClusterNodes) {
-      return Invalid(absl::StrCat(prefix, "nodes must have at most ", kMaxClusterNodes,
-                                  " entries (got ", request.nodes_size(), ")"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat(prefix, "nodes has ", request.nodes_size(), " entries, more than the limit of ",
+                       kMaxClusterNodes, " nodes per plan"));
     }
     std::map<std::string, int> seen;
     for (int j = 0; j < request.nodes_size(); ++j) {

@@ -28,7 +28,8 @@ namespace pb = ::oobleck::planner::v1;
 
 
 // The profile a LoadProfileRequest describes, before it is stored.
-absl::StatusOr<ModelProfile> ProfileFromRequest(const pb::LoadProfileRequest& request) {
+absl::StatusOr<ModelProfile> ProfileFromRequest(const pb::LoadProfileRequest& request,
+                                                const ConfinedRoot* load_root) {
   if (request.model().empty()) return absl::InvalidArgumentError("model is required");
   if (request.gpu_type().empty()) return absl::InvalidArgumentError("gpu_type is required");
   if (request.source_case() == pb::LoadProfileRequest::SOURCE_NOT_SET) {
@@ -52,8 +53,14 @@ absl::StatusOr<ModelProfile> ProfileFromRequest(const pb::LoadProfileRequest& re
       if (request.directory().empty()) {
         return absl::InvalidArgumentError("directory must not be empty");
       }
+      if (load_root == nullptr) {
+        return absl::PermissionDeniedError(
+            "directory: this server reads no server-side directories (it was started "
+            "without --load_root); send the profile inline as files or layers (the CLI "
+            "does so by default)");
+      }
       return LoadOobleckProfileDir(request.directory(), request.model(), request.gpu_type(),
-                                   microbatch_size);
+                                   microbatch_size, load_root);
     case pb::LoadProfileRequest::kFiles: {
       const pb::OobleckProfileFiles& files = request.files();
       absl::StatusOr<std::vector<LayerProfile>> layers =
@@ -90,7 +97,7 @@ PlannerService::PlannerService(ProfileCatalog* catalog, TemplateCache* cache, in
 grpc::Status PlannerService::LoadProfile(grpc::ServerContext* /*context*/,
                                          const pb::LoadProfileRequest* request,
                                          pb::LoadProfileResponse* response) {
-  absl::StatusOr<ModelProfile> profile = ProfileFromRequest(*request);
+  absl::StatusOr<ModelProfile> profile = ProfileFromRequest(*request, options_.load_root);
   if (!profile.ok()) return ToGrpcStatus(profile.status());
   if (absl::Status limits = CheckProfileLimits(*profile); !limits.ok()) {
     return ToGrpcStatus(limits);

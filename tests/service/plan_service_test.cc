@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "oobleck/planner/v1/planner.grpc.pb.h"
+#include "tests/service/test_load_root.h"
 #include "server/planner_server.h"
 #include "server/planner_service.h"
 
@@ -97,7 +98,8 @@ void ExpectPlanOver(const pb::PlanRequest& request, const pb::ClusterPlan& plan)
 class PlanServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    service_ = std::make_unique<PlannerService>(&catalog_, &cache_, /*threads=*/2);
+    service_ = std::make_unique<PlannerService>(&catalog_, &cache_, /*threads=*/2,
+                                                WithTestLoadRoot());
     absl::StatusOr<RunningServer> running = StartPlannerServer("127.0.0.1:0", service_.get());
     ASSERT_TRUE(running.ok()) << running.status();
     running_ = *std::move(running);

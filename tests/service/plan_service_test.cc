@@ -369,7 +369,13 @@ TEST_F(PlanServiceTest, RejectsBadReplanRequests) {
              ->set_layer_end(1);
        },
        grpc::StatusCode::INVALID_ARGUMENT,
-       "plan.pipelines[0].template: stages[1] does not continue"},
+       "plan.pipelines[0].template: stages[1] has layers [20, 33) but must start at layer 1"},
+      {"stage on another node",
+       [](auto* r) {
+         auto* t = r->mutable_plan()->mutable_pipelines(0)->mutable_template_();
+         t->mutable_stages(t->stages_size() - 1)->set_node_index(7);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "].node_index = 7 is not a node of the template"},
       {"joined type unknown",
        [](auto* r) {
          pb::Node* n = r->add_joined_nodes();

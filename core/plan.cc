@@ -202,6 +202,14 @@ absl::StatusOr<TemplateSet> PlanTemplateSet(TemplatePlanner& planner, const Cost
                                             const PipelineSizeLimits& limits,
                                             const SearchOptions& options) {
   TemplateSet set;
+  if (CountMixes(available, limits.min_nodes, limits.max_nodes, kMaxMixesPerPlan + 1) >
+      kMaxMixesPerPlan) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "the cluster's node types and pipelines of %d to %d nodes give more than %d candidate "
+        "pipeline mixes, the limit per plan; lower max_nodes_per_pipeline or plan fewer node "
+        "types",
+        limits.min_nodes, limits.max_nodes, kMaxMixesPerPlan));
+  }
   set.mixes = EnumerateMixes(available, limits.min_nodes, limits.max_nodes);
   if (limits.min_nodes > 1) {
     for (int t = 0; t < model.num_types(); ++t) {

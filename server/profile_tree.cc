@@ -87,7 +87,8 @@ ProfileTreeReport LoadProfileTree(const std::string& root, ProfileCatalog* catal
     return report;
   }
   std::error_code error;
-  const std::vector<fs::directory_entry> models = SortedEntries(root, &error);
+  // Absolute, so that the confined loads below do not take the paths as root-relative.
+  const std::vector<fs::directory_entry> models = SortedEntries(fs::absolute(root), &error);
   if (error) {
     report.errors.push_back(absl::StrCat(root, ": ", error.message()));
     return report;

@@ -206,11 +206,18 @@ TEST_F(HostileInputTest, OneNodeTypesSearchOnlyWhatTheMixesNeed) {
 }
 
 TEST_F(HostileInputTest, AHeavySearchEndsWithinItsDeadline) {
+  // Every mix of <= 6 nodes of 4 types x 8 nodes x 8 GPUs: many seconds of search.
   pb::PlanTemplatesRequest request;
   request.set_model("gpt2-xl");
   request.set_microbatches(8);
-  *request.mutable_cluster() = Cluster(16, 1);
-  request.set_max_nodes(4);  // ~2500 mixes: many seconds of search
+  request.set_missing_allreduce_in_node(pb::MISSING_ALLREDUCE_RING);
+  *request.mutable_cluster() = Cluster(4, 8);
+  for (int i = 0; i < 4; ++i) {
+    pb::NodeType* type = request.mutable_cluster()->mutable_node_types(i);
+    type->set_gpus_per_node(8);
+    type->set_intra_node_bytes_per_s(1e10 * (i + 1));
+  }
+  request.set_max_nodes(6);
   std::chrono::milliseconds took{};
   const auto deadline = std::chrono::milliseconds(700);
   const grpc::Status status = Templates(request, deadline, &took);

@@ -23,6 +23,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "oobleck/planner/v1/planner.grpc.pb.h"
+#include "tests/service/temp_dir.h"
 #include "server/planner_server.h"
 #include "server/planner_service.h"
 
@@ -50,22 +51,6 @@ std::string ReadText(const std::string& path) {
   return text.ok() ? *text : "";
 }
 
-// A fresh directory, removed with everything in it at the end.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "oobleck-hostile-XXXXXX").string();
-    path_ = mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 class HostileInputTest : public ::testing::Test {
  protected:

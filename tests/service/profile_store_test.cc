@@ -25,6 +25,7 @@
 #include "oobleck/planner/v1/planner.grpc.pb.h"
 #include "server/planner_server.h"
 #include "server/planner_service.h"
+#include "tests/service/temp_dir.h"
 
 namespace oobleck::server {
 namespace {
@@ -58,25 +59,6 @@ void WriteFile(const fs::path& path, const std::string& text) {
   out << text;
 }
 
-// A fresh directory under the test's temp dir, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::path(::testing::TempDir()) /
-            absl::StrCat("profile_store_test_", ::getpid(), "_", counter_++);
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  static inline int counter_ = 0;
-  fs::path path_;
-};
 
 std::vector<std::string> Keys(const ProfileCatalog& catalog) {
   std::vector<std::string> keys;

@@ -16,9 +16,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "oobleck/planner/v1/planner.grpc.pb.h"
-#include "tests/service/test_load_root.h"
 #include "server/planner_server.h"
 #include "server/planner_service.h"
+#include "tests/service/test_load_root.h"
 
 namespace oobleck::server {
 namespace {

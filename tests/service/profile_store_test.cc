@@ -1,6 +1,5 @@
 // The durable profile store (--data_dir): file format, atomic writes, reload, and that a
 // damaged file is reported and skipped while the others load.
-#include "tests/service/test_load_root.h"
 #include "server/profile_store.h"
 
 #include <grpcpp/create_channel.h>
@@ -26,6 +25,7 @@
 #include "server/planner_server.h"
 #include "server/planner_service.h"
 #include "tests/service/temp_dir.h"
+#include "tests/service/test_load_root.h"
 
 namespace oobleck::server {
 namespace {

@@ -25,10 +25,10 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "oobleck/planner/v1/planner.grpc.pb.h"
-#include "tests/service/test_load_root.h"
 #include "server/plan_request.h"
 #include "server/planner_server.h"
 #include "server/planner_service.h"
+#include "tests/service/test_load_root.h"
 
 namespace oobleck::server {
 namespace {

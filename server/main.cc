@@ -16,6 +16,8 @@
 #include "core/profile_catalog.h"
 #include "core/template_planner.h"
 #include "server/memory.h"
+#include "server/etcd_client.h"
+#include "server/etcd_profile_store.h"
 #include "server/metrics.h"
 #include "server/planner_server.h"
 #include "server/planner_service.h"
@@ -36,6 +38,17 @@ ABSL_FLAG(int64_t, cache_mb, 256, "Memory budget of the shared template cache, i
 ABSL_FLAG(std::string, data_dir, "",
           "Directory where profiles loaded over RPC are persisted (one file each, written "
           "atomically) and reloaded from at start; empty: they live in memory only.");
+// --- replication (issue 13): profiles in etcd, shared by every replica ---
+ABSL_FLAG(std::string, etcd_endpoints, "",
+          "host:port[,host:port...] of an etcd v3 cluster: profiles loaded over RPC are "
+          "stored there (quorum write before the answer) and every replica follows them "
+          "with a watch. Health is NOT_SERVING until they were read. Excludes --data_dir.");
+ABSL_FLAG(std::string, etcd_prefix, "/oobleck-planner/",
+          "Prefix of every etcd key this service writes; replicas sharing profiles use the "
+          "same prefix.");
+ABSL_FLAG(int, etcd_timeout_ms, 2000,
+          "Deadline of each etcd call, in milliseconds; an upload waits at most about this "
+          "long for a quorum before it fails with UNAVAILABLE.");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain; with --tls_key, serve over TLS.");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
 ABSL_FLAG(std::string, auth_token_file, "",
@@ -155,12 +168,38 @@ int main(int argc, char** argv) {
     std::cerr << "reloaded " << report.loaded.size() << " stored profile(s) from " << data_dir
               << "\n";
   }
+  // --- replication (issue 13) ---
+  std::unique_ptr<oobleck::server::EtcdClient> etcd;
+  std::unique_ptr<oobleck::server::EtcdProfileStore> etcd_store;
+  if (const std::string endpoints = absl::GetFlag(FLAGS_etcd_endpoints); !endpoints.empty()) {
+    const int timeout_ms = absl::GetFlag(FLAGS_etcd_timeout_ms);
+    absl::StatusOr<std::vector<std::string>> parsed =
+        oobleck::server::ParseEtcdEndpoints(endpoints, "--etcd_endpoints");
+    if (!parsed.ok()) {
+      std::cerr << parsed.status().message() << "\n";
+      return 2;
+    }
+    if (store != nullptr) {
+      std::cerr << "--etcd_endpoints and --data_dir exclude each other\n";
+      return 2;
+    }
+    if (timeout_ms < 1 || timeout_ms > 600'000) {
+      std::cerr << "--etcd_timeout_ms must be between 1 and 600000 (got " << timeout_ms << ")\n";
+      return 2;
+    }
+    etcd = std::make_unique<oobleck::server::EtcdClient>(*std::move(parsed),
+                                                         absl::Milliseconds(timeout_ms));
+    etcd_store = std::make_unique<oobleck::server::EtcdProfileStore>(
+        etcd.get(), absl::GetFlag(FLAGS_etcd_prefix), &catalog);
+  }
   oobleck::TemplateCache cache(cache_mb << 20);
   oobleck::server::SearchGate search_gate(max_concurrent_searches, absl::Seconds(max_queue_wait_s));
   // Shared by the per-call lines and the progress lines of long searches.
   oobleck::server::RequestLog request_log(absl::GetFlag(FLAGS_log_requests));
   oobleck::server::ServiceOptions options;
-  options.profile_store = store.get();
+  options.profile_store = etcd_store != nullptr
+                              ? static_cast<oobleck::server::ProfileBackend*>(etcd_store.get())
+                              : store.get();
   options.request_log = &request_log;
   options.progress_interval = absl::Milliseconds(progress_interval_ms);
   options.search_gate = &search_gate;
@@ -183,6 +222,7 @@ int main(int argc, char** argv) {
   server_options.security = *std::move(security);
   if (request_log.log_lines()) server_options.request_log = &request_log;
   server_options.metrics = metrics.get();
+  server_options.serving_at_start = etcd_store == nullptr;
   auto running =
       oobleck::server::StartPlannerServer(absl::GetFlag(FLAGS_address), &service, server_options);
   if (!running.ok()) {
@@ -190,6 +230,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::cout << "listening on " << running->address << std::endl;
+  if (etcd_store != nullptr) {
+    grpc::Server* server = running->server.get();
+    etcd_store->Start([server] { oobleck::server::SetServing(server, true); });
+  }
   // Off the request threads: the trim walks every arena.
   std::unique_ptr<oobleck::server::MallocTrimmer> trimmer;
   if (trim_interval_s > 0) {
@@ -208,6 +252,7 @@ int main(int argc, char** argv) {
   });
   server->Wait();
   stopper.join();
+  etcd_store.reset();  // its thread may still touch the server's health
   std::cerr << "stopped\n";
   return 0;
 }

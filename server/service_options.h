@@ -4,15 +4,15 @@
 #define OOBLECK_SERVER_SERVICE_OPTIONS_H_
 
 #include "absl/time/time.h"
-#include "server/profile_store.h"
+#include "server/profile_backend.h"
 #include "server/request_log.h"
 #include "server/search_gate.h"
 
 namespace oobleck::server {
 
 struct ServiceOptions {
-  // --data_dir: LoadProfile persists through it before acknowledging.
-  ProfileStore* profile_store = nullptr;
+  // --data_dir or --etcd_endpoints: LoadProfile persists through it before acknowledging.
+  ProfileBackend* profile_store = nullptr;
   // --max_concurrent_searches: PlanTemplates takes a slot before planning.
   SearchGate* search_gate = nullptr;
   // --log_requests: PlanTemplates searches running longer than a second log progress.

@@ -81,14 +81,15 @@ EtcdClient::EtcdClient(std::vector<std::string> endpoints, absl::Duration call_t
 
 std::string EtcdClient::endpoints_text() const { return absl::StrJoin(endpoints_, ","); }
 
-absl::Status EtcdClient::EtcdError(const std::string& what, const grpc::Status& status) const {
+absl::Status EtcdClient::EtcdError(const std::string& what, const grpc::Status& status,
+                                   absl::Duration timeout) const {
   const std::string message =
       absl::StrCat("etcd at ", endpoints_text(), ": ", what, ": ", status.error_message());
   if (EndpointUnreachable(status)) {
     return absl::UnavailableError(absl::StrCat(
         message,
         status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED
-            ? absl::StrCat(" (no answer within ", absl::FormatDuration(call_timeout_),
+            ? absl::StrCat(" (no answer within ", absl::FormatDuration(timeout),
                            "; has the cluster lost its quorum? A write may still take effect "
                            "once it is back)")
             : ""));
@@ -98,14 +99,16 @@ absl::Status EtcdClient::EtcdError(const std::string& what, const grpc::Status& 
 
 absl::Status EtcdClient::CallAnyEndpoint(
     const std::string& what,
-    const std::function<grpc::Status(int endpoint, grpc::ClientContext*)>& call) {
+    const std::function<grpc::Status(int endpoint, grpc::ClientContext*)>& call,
+    absl::Duration timeout) {
+  if (timeout == absl::ZeroDuration()) timeout = call_timeout_;
   const int n = static_cast<int>(endpoints_.size());
   const int first = preferred_.load(std::memory_order_relaxed);
   grpc::Status last;
   for (int i = 0; i < n; ++i) {
     const int endpoint = (first + i) % n;
     grpc::ClientContext context;
-    context.set_deadline(DeadlineAfter(call_timeout_));
+    context.set_deadline(DeadlineAfter(timeout));
     last = call(endpoint, &context);
     if (last.ok()) {
       preferred_.store(endpoint, std::memory_order_relaxed);
@@ -119,7 +122,7 @@ absl::Status EtcdClient::CallAnyEndpoint(
     }
     if (last.error_code() != grpc::StatusCode::UNAVAILABLE) break;
   }
-  return EtcdError(what, last);
+  return EtcdError(what, last, timeout);
 }
 
 absl::StatusOr<EtcdRange> EtcdClient::RangePrefix(const std::string& prefix) {
@@ -139,18 +142,35 @@ absl::StatusOr<EtcdRange> EtcdClient::RangePrefix(const std::string& prefix) {
   return range;
 }
 
-absl::StatusOr<EtcdKeyValue> EtcdClient::Get(const std::string& key) {
-  pb::RangeRequest request;
-  request.set_key(key);
-  pb::RangeResponse response;
-  absl::Status status = CallAnyEndpoint(absl::StrCat("reading ", key),
-                                        [&](int endpoint, grpc::ClientContext* context) {
-                                          response.Clear();
-                                          return kv_[endpoint]->Range(context, request, &response);
-                                        });
+absl::StatusOr<std::vector<std::optional<std::string>>> EtcdClient::GetMany(
+    const std::vector<std::string>& keys, absl::Duration timeout) {
+  // One read-only transaction of serializable ranges: one round trip, answered locally.
+  pb::TxnRequest request;
+  for (const std::string& key : keys) {
+    pb::RangeRequest* range = request.add_success()->mutable_request_range();
+    range->set_key(key);
+    range->set_serializable(true);
+  }
+  pb::TxnResponse response;
+  absl::Status status = CallAnyEndpoint(
+      absl::StrCat("reading ", keys.size(), " key(s)"),
+      [&](int endpoint, grpc::ClientContext* context) {
+        response.Clear();
+        return kv_[endpoint]->Txn(context, request, &response);
+      },
+      timeout);
   if (!status.ok()) return status;
-  if (response.kvs().empty()) return absl::NotFoundError(absl::StrCat(key, " is not in etcd"));
-  return FromProto(response.kvs(0));
+  if (response.responses_size() != static_cast<int>(keys.size())) {
+    return absl::InternalError(absl::StrCat("etcd at ", endpoints_text(), ": asked for ",
+                                            keys.size(), " key(s), got ", response.responses_size(),
+                                            " answers"));
+  }
+  std::vector<std::optional<std::string>> values(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const pb::RangeResponse& range = response.responses(static_cast<int>(i)).response_range();
+    if (!range.kvs().empty()) values[i] = range.kvs(0).value();
+  }
+  return values;
 }
 
 absl::StatusOr<EtcdWrite> EtcdClient::Put(const std::string& key, const std::string& value,

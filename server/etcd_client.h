@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,8 +63,11 @@ class EtcdClient {
 
   // Every key starting with `prefix`, read linearizably (what a quorum agreed on).
   absl::StatusOr<EtcdRange> RangePrefix(const std::string& prefix);
-  // One key; NOT_FOUND when absent.
-  absl::StatusOr<EtcdKeyValue> Get(const std::string& key);
+  // The values of `keys` in order (nullopt where absent), read from whichever member
+  // answers (serializable: no quorum round, so a member cut off from the others still
+  // answers, maybe a little behind), within `timeout`.
+  absl::StatusOr<std::vector<std::optional<std::string>>> GetMany(
+      const std::vector<std::string>& keys, absl::Duration timeout);
   // Writes `value` under `key` (attached to `lease` when non-zero) and returns once a
   // quorum has it. With !overwrite nothing is written when the key exists
   // (result.existed, revision 0).
@@ -90,10 +94,13 @@ class EtcdClient {
   using Stub = etcdserverpb::KV::Stub;
   // Runs `call` against each endpoint in turn, starting at the one that worked last,
   // until one answers; errors are worded by EtcdError.
+  // `timeout` 0: the client's call_timeout.
   absl::Status CallAnyEndpoint(
       const std::string& what,
-      const std::function<grpc::Status(int endpoint, grpc::ClientContext*)>& call);
-  absl::Status EtcdError(const std::string& what, const grpc::Status& status) const;
+      const std::function<grpc::Status(int endpoint, grpc::ClientContext*)>& call,
+      absl::Duration timeout = absl::ZeroDuration());
+  absl::Status EtcdError(const std::string& what, const grpc::Status& status,
+                         absl::Duration timeout) const;
 
   const std::vector<std::string> endpoints_;
   const absl::Duration call_timeout_;

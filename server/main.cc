@@ -18,6 +18,7 @@
 #include "server/memory.h"
 #include "server/etcd_client.h"
 #include "server/etcd_profile_store.h"
+#include "server/etcd_template_store.h"
 #include "server/metrics.h"
 #include "server/planner_server.h"
 #include "server/planner_service.h"
@@ -49,6 +50,12 @@ ABSL_FLAG(std::string, etcd_prefix, "/oobleck-planner/",
 ABSL_FLAG(int, etcd_timeout_ms, 2000,
           "Deadline of each etcd call, in milliseconds; an upload waits at most about this "
           "long for a quorum before it fails with UNAVAILABLE.");
+ABSL_FLAG(int64_t, etcd_template_ttl_s, 3600,
+          "With --etcd_endpoints, templates this replica computes are shared through etcd "
+          "for about this long (an etcd lease), in seconds.");
+ABSL_FLAG(int64_t, etcd_template_budget_mb, 64,
+          "With --etcd_endpoints, at most this many MiB of templates written to etcd per "
+          "lease by this replica; 0 = share none.");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain; with --tls_key, serve over TLS.");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
 ABSL_FLAG(std::string, auth_token_file, "",
@@ -171,6 +178,7 @@ int main(int argc, char** argv) {
   // --- replication (issue 13) ---
   std::unique_ptr<oobleck::server::EtcdClient> etcd;
   std::unique_ptr<oobleck::server::EtcdProfileStore> etcd_store;
+  std::unique_ptr<oobleck::server::EtcdTemplateStore> shared_templates;
   if (const std::string endpoints = absl::GetFlag(FLAGS_etcd_endpoints); !endpoints.empty()) {
     const int timeout_ms = absl::GetFlag(FLAGS_etcd_timeout_ms);
     absl::StatusOr<std::vector<std::string>> parsed =
@@ -191,6 +199,22 @@ int main(int argc, char** argv) {
                                                          absl::Milliseconds(timeout_ms));
     etcd_store = std::make_unique<oobleck::server::EtcdProfileStore>(
         etcd.get(), absl::GetFlag(FLAGS_etcd_prefix), &catalog);
+    const int64_t ttl_s = absl::GetFlag(FLAGS_etcd_template_ttl_s);
+    const int64_t budget_mb = absl::GetFlag(FLAGS_etcd_template_budget_mb);
+    if (ttl_s < 5 || ttl_s > 30 * 86400) {
+      std::cerr << "--etcd_template_ttl_s must be between 5 and 2592000 (got " << ttl_s << ")\n";
+      return 2;
+    }
+    if (budget_mb < 0 || budget_mb > (int64_t{1} << 20)) {
+      std::cerr << "--etcd_template_budget_mb must be between 0 and 2^20 (got " << budget_mb
+                << ")\n";
+      return 2;
+    }
+    if (budget_mb > 0) {
+      shared_templates = std::make_unique<oobleck::server::EtcdTemplateStore>(
+          etcd.get(), absl::GetFlag(FLAGS_etcd_prefix),
+          oobleck::server::SharedCacheOptions{absl::Seconds(ttl_s), budget_mb << 20});
+    }
   }
   oobleck::TemplateCache cache(cache_mb << 20);
   oobleck::server::SearchGate search_gate(max_concurrent_searches, absl::Seconds(max_queue_wait_s));
@@ -200,6 +224,7 @@ int main(int argc, char** argv) {
   options.profile_store = etcd_store != nullptr
                               ? static_cast<oobleck::server::ProfileBackend*>(etcd_store.get())
                               : store.get();
+  options.shared_templates = shared_templates.get();
   options.request_log = &request_log;
   options.progress_interval = absl::Milliseconds(progress_interval_ms);
   options.search_gate = &search_gate;

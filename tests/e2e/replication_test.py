@@ -13,7 +13,8 @@ The steps share one cluster and run in order (test_1 ... test_6):
      (examples/python/planner_channel.py): no call fails;
   5. one etcd member down: uploads and plans go on; two down (no quorum): uploads get
      UNAVAILABLE naming etcd, plans still answer; members back: everything converges and
-     nothing acknowledged is lost.
+     nothing acknowledged is lost;
+  6. templates one replica computed are shared hits on another (GetStats tells them apart).
 Figures (calls, retries, failures, time to converge) are printed as "figures: ...".
 """
 
@@ -282,6 +283,49 @@ class ReplicationTest(unittest.TestCase):
                 upload_refused_after_s=f"{refused_s:.2f}", quorum_back_s=f"{quorum_s:.2f}",
                 converged_s=f"{time.monotonic() - restart:.2f}",
                 converged_after_upload_s=f"{converge_s:.3f}")
+
+    def test_6_template_computed_on_one_replica_is_a_shared_hit_on_another(self):
+        b, c = self.planners[1], self.planners[2]
+        pb = self.pb
+        # Three types (two derived) and up to 5 nodes: a search of some 50 mixes.
+        types = []
+        for name, speed in (("rtx4090", 1.0), ("slow", 0.5), ("slower", 0.3)):
+            t = pb.NodeType(name=name, gpu_type=name, gpus_per_node=2, count=2,
+                            gpu_memory_bytes=24 << 30, intra_node_bytes_per_s=25e9)
+            if name != "rtx4090":
+                t.derive.measured_gpu_type = "rtx4090"
+                t.derive.relative_speed = speed
+            types.append(t)
+        request = pb.PlanTemplatesRequest(
+            model="gpt2-xl", microbatches=8, min_nodes=1, max_nodes=5,
+            missing_allreduce_in_node=pb.MISSING_ALLREDUCE_RING,
+            cluster=pb.Cluster(node_types=types, inter_node_bytes_per_s=12.5e9))
+        stats = pb.GetStatsRequest()
+        published_before = self.stub(b).GetStats(stats, timeout=RPC_TIMEOUT_S).shared_cache_published
+        on_b = self.stub(b).PlanTemplates(request, timeout=60)
+        mixes = len(on_b.results)
+        self.assertGreater(mixes, 10)
+        self.assertFalse(any(r.shared_cache_hit for r in on_b.results))
+        publish_s = self.wait_for(
+            lambda: self.stub(b).GetStats(stats, timeout=RPC_TIMEOUT_S).shared_cache_published
+            - published_before >= mixes, 5, "publishing B's templates")
+        before = self.stub(c).GetStats(stats, timeout=RPC_TIMEOUT_S)
+        on_c = self.stub(c).PlanTemplates(request, timeout=60)
+        after = self.stub(c).GetStats(stats, timeout=RPC_TIMEOUT_S)
+        self.assertTrue(all(r.shared_cache_hit and r.cache_hit for r in on_c.results),
+                        f"{sum(r.shared_cache_hit for r in on_c.results)} of {mixes} shared "
+                        f"hits; C's stats: {after}; C's log: {c.stderr()[-1500:]}")
+        self.assertEqual(after.shared_cache_hits - before.shared_cache_hits, mixes)
+        self.assertEqual(after.cache_hits, before.cache_hits, "no local hit on C")
+        for x, y in zip(on_b.results, on_c.results):
+            self.assertEqual(x.template.iteration_time_ms, y.template.iteration_time_ms)
+            self.assertEqual(list(x.template.node_order), list(y.template.node_order))
+        # Again on C: now from C's own memory.
+        again = self.stub(c).PlanTemplates(request, timeout=60)
+        self.assertTrue(all(r.cache_hit and not r.shared_cache_hit for r in again.results))
+        figures(mixes=mixes, cold_planning_ms_on_b=f"{on_b.planning_time_ms:.1f}",
+                shared_hit_planning_ms_on_c=f"{on_c.planning_time_ms:.1f}",
+                published_within_s=f"{publish_s:.3f}")
 
 
 if __name__ == "__main__":

@@ -7,8 +7,8 @@ The steps share one cluster and run in order (test_1 ... test_6):
   1. an upload through replica A is listed and planned by B within 1 s; replace and an
      operator's delete reach every replica too;
   2. a hand-written value that does not parse is reported and skipped;
-  3. a replica started while etcd is unreachable is NOT_SERVING and says why, and turns
-     SERVING once etcd answers;
+  3. a replica started while etcd is unreachable is NOT_SERVING and says why (and, in
+     step 5, turns SERVING once its etcd member is back);
   4. kill -9 of A under a steady Plan/Replan load through the failover channel
      (examples/python/planner_channel.py): no call fails;
   5. one etcd member down: uploads and plans go on; two down (no quorum): uploads get
@@ -231,6 +231,12 @@ class ReplicationTest(unittest.TestCase):
         acknowledged = {}
 
         self.etcd.kill(0)
+        # A replica whose only endpoint is the dead member starts NOT_SERVING ...
+        only_member_0 = self.start_planner(f"127.0.0.1:{self.etcd.client_ports[0]}")
+        self.addCleanup(only_member_0.stop)
+        health = self.s.health_pb2
+        health_stub = self.s.health_pb2_grpc.HealthStub(
+            self.grpc.insecure_channel(only_member_0.address))
         # When the killed member led the cluster, the others elect a new leader first.
         start = time.monotonic()
         self.etcd.wait_healthy([1, 2])
@@ -254,6 +260,8 @@ class ReplicationTest(unittest.TestCase):
             self.assertGreater(plan.plan.iteration_time_ms, 0)
             self.assertEqual(self.fingerprints(planner)[key], acknowledged[key])
 
+        self.assertEqual(health_stub.Check(health.HealthCheckRequest(), timeout=2).status,
+                         health.HealthCheckResponse.NOT_SERVING)
         restart = time.monotonic()
         self.etcd.start(0)
         self.etcd.start(1)
@@ -270,10 +278,13 @@ class ReplicationTest(unittest.TestCase):
                     raise
                 time.sleep(0.1)
         acknowledged[("after-recovery", "rtx4090", 1)] = loaded.profile.fingerprint
+        # ... and turns SERVING with every acknowledged profile once its member is back.
         converge_s = self.wait_for(
             lambda: all(all(self.fingerprints(p).get(k) == f for k, f in acknowledged.items())
-                        for p in (b, c)),
+                        for p in (b, c, only_member_0)),
             5, "convergence after recovery")
+        self.assertEqual(health_stub.Check(health.HealthCheckRequest(), timeout=2).status,
+                         health.HealthCheckResponse.SERVING)
         # The refused upload's outcome is unknown (etcd may commit the proposal it held once
         # the quorum is back), but whatever it is, every replica agrees on it.
         lost_key = ("after-quorum-loss", "rtx4090", 1)

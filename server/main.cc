@@ -16,14 +16,12 @@
 #include "core/profile_catalog.h"
 #include "core/template_planner.h"
 #include "server/memory.h"
-#include "server/etcd_client.h"
-#include "server/etcd_profile_store.h"
-#include "server/etcd_template_store.h"
 #include "server/metrics.h"
 #include "server/planner_server.h"
 #include "server/planner_service.h"
 #include "server/profile_store.h"
 #include "server/profile_tree.h"
+#include "server/replication.h"
 #include "server/request_log.h"
 #include "server/search_gate.h"
 #include "server/server_security.h"
@@ -39,23 +37,6 @@ ABSL_FLAG(int64_t, cache_mb, 256, "Memory budget of the shared template cache, i
 ABSL_FLAG(std::string, data_dir, "",
           "Directory where profiles loaded over RPC are persisted (one file each, written "
           "atomically) and reloaded from at start; empty: they live in memory only.");
-// --- replication (issue 13): profiles in etcd, shared by every replica ---
-ABSL_FLAG(std::string, etcd_endpoints, "",
-          "host:port[,host:port...] of an etcd v3 cluster: profiles loaded over RPC are "
-          "stored there (quorum write before the answer) and every replica follows them "
-          "with a watch. Health is NOT_SERVING until they were read. Excludes --data_dir.");
-ABSL_FLAG(std::string, etcd_prefix, "/oobleck-planner/",
-          "Prefix of every etcd key this service writes; replicas sharing profiles use the "
-          "same prefix.");
-ABSL_FLAG(int, etcd_timeout_ms, 2000,
-          "Deadline of each etcd call, in milliseconds; an upload waits at most about this "
-          "long for a quorum before it fails with UNAVAILABLE.");
-ABSL_FLAG(int64_t, etcd_template_ttl_s, 3600,
-          "With --etcd_endpoints, templates this replica computes are shared through etcd "
-          "for about this long (an etcd lease), in seconds.");
-ABSL_FLAG(int64_t, etcd_template_budget_mb, 64,
-          "With --etcd_endpoints, at most this many MiB of templates written to etcd per "
-          "lease by this replica; 0 = share none.");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain; with --tls_key, serve over TLS.");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
 ABSL_FLAG(std::string, auth_token_file, "",
@@ -175,56 +156,20 @@ int main(int argc, char** argv) {
     std::cerr << "reloaded " << report.loaded.size() << " stored profile(s) from " << data_dir
               << "\n";
   }
-  // --- replication (issue 13) ---
-  std::unique_ptr<oobleck::server::EtcdClient> etcd;
-  std::unique_ptr<oobleck::server::EtcdProfileStore> etcd_store;
-  std::unique_ptr<oobleck::server::EtcdTemplateStore> shared_templates;
-  if (const std::string endpoints = absl::GetFlag(FLAGS_etcd_endpoints); !endpoints.empty()) {
-    const int timeout_ms = absl::GetFlag(FLAGS_etcd_timeout_ms);
-    absl::StatusOr<std::vector<std::string>> parsed =
-        oobleck::server::ParseEtcdEndpoints(endpoints, "--etcd_endpoints");
-    if (!parsed.ok()) {
-      std::cerr << parsed.status().message() << "\n";
-      return 2;
-    }
-    if (store != nullptr) {
-      std::cerr << "--etcd_endpoints and --data_dir exclude each other\n";
-      return 2;
-    }
-    if (timeout_ms < 1 || timeout_ms > 600'000) {
-      std::cerr << "--etcd_timeout_ms must be between 1 and 600000 (got " << timeout_ms << ")\n";
-      return 2;
-    }
-    etcd = std::make_unique<oobleck::server::EtcdClient>(*std::move(parsed),
-                                                         absl::Milliseconds(timeout_ms));
-    etcd_store = std::make_unique<oobleck::server::EtcdProfileStore>(
-        etcd.get(), absl::GetFlag(FLAGS_etcd_prefix), &catalog);
-    const int64_t ttl_s = absl::GetFlag(FLAGS_etcd_template_ttl_s);
-    const int64_t budget_mb = absl::GetFlag(FLAGS_etcd_template_budget_mb);
-    if (ttl_s < 5 || ttl_s > 30 * 86400) {
-      std::cerr << "--etcd_template_ttl_s must be between 5 and 2592000 (got " << ttl_s << ")\n";
-      return 2;
-    }
-    if (budget_mb < 0 || budget_mb > (int64_t{1} << 20)) {
-      std::cerr << "--etcd_template_budget_mb must be between 0 and 2^20 (got " << budget_mb
-                << ")\n";
-      return 2;
-    }
-    if (budget_mb > 0) {
-      shared_templates = std::make_unique<oobleck::server::EtcdTemplateStore>(
-          etcd.get(), absl::GetFlag(FLAGS_etcd_prefix),
-          oobleck::server::SharedCacheOptions{absl::Seconds(ttl_s), budget_mb << 20});
-    }
+  // --etcd_endpoints: several replicas share profiles and templates (server/replication.h).
+  absl::StatusOr<std::unique_ptr<oobleck::server::Replication>> replication =
+      oobleck::server::Replication::FromFlags(&catalog, store != nullptr);
+  if (!replication.ok()) {
+    std::cerr << replication.status().message() << "\n";
+    return 2;
   }
   oobleck::TemplateCache cache(cache_mb << 20);
   oobleck::server::SearchGate search_gate(max_concurrent_searches, absl::Seconds(max_queue_wait_s));
   // Shared by the per-call lines and the progress lines of long searches.
   oobleck::server::RequestLog request_log(absl::GetFlag(FLAGS_log_requests));
   oobleck::server::ServiceOptions options;
-  options.profile_store = etcd_store != nullptr
-                              ? static_cast<oobleck::server::ProfileBackend*>(etcd_store.get())
-                              : store.get();
-  options.shared_templates = shared_templates.get();
+  options.profile_store = store.get();
+  if (*replication != nullptr) (*replication)->Configure(&options);
   options.request_log = &request_log;
   options.progress_interval = absl::Milliseconds(progress_interval_ms);
   options.search_gate = &search_gate;
@@ -247,7 +192,7 @@ int main(int argc, char** argv) {
   server_options.security = *std::move(security);
   if (request_log.log_lines()) server_options.request_log = &request_log;
   server_options.metrics = metrics.get();
-  server_options.serving_at_start = etcd_store == nullptr;
+  server_options.serving_at_start = *replication == nullptr;
   auto running =
       oobleck::server::StartPlannerServer(absl::GetFlag(FLAGS_address), &service, server_options);
   if (!running.ok()) {
@@ -255,10 +200,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::cout << "listening on " << running->address << std::endl;
-  if (etcd_store != nullptr) {
-    grpc::Server* server = running->server.get();
-    etcd_store->Start([server] { oobleck::server::SetServing(server, true); });
-  }
+  if (*replication != nullptr) (*replication)->Start(running->server.get());
   // Off the request threads: the trim walks every arena.
   std::unique_ptr<oobleck::server::MallocTrimmer> trimmer;
   if (trim_interval_s > 0) {
@@ -277,7 +219,7 @@ int main(int argc, char** argv) {
   });
   server->Wait();
   stopper.join();
-  etcd_store.reset();  // its thread may still touch the server's health
+  replication->reset();  // its thread may still touch the server's health
   std::cerr << "stopped\n";
   return 0;
 }

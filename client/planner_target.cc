@@ -38,15 +38,11 @@ Family AddressFamily(absl::string_view part) {
 
 absl::StatusOr<std::string> PlannerTarget(const std::string& server) {
   if (server.empty()) return absl::InvalidArgumentError("--server must not be empty");
-  // A URI: "dns:///planner:50051", "ipv4:...", "unix:/path".
-  const size_t colon = server.find(':');
-  if (absl::StrContains(server, ":/") ||
-      (colon != std::string::npos && !absl::StrContains(server, ",") &&
-       (absl::StartsWith(server, "ipv4:") || absl::StartsWith(server, "ipv6:") ||
-        absl::StartsWith(server, "unix:")))) {
-    return server;
+  // Already a gRPC target: "dns:///planner:50051", "ipv4:a:1,b:2", "unix:/path", ...
+  for (const char* scheme : {"dns:", "ipv4:", "ipv6:", "unix:", "unix-abstract:"}) {
+    if (absl::StartsWith(server, scheme)) return server;
   }
-  if (!absl::StrContains(server, ',')) return server;
+  if (absl::StrContains(server, ":/") || !absl::StrContains(server, ',')) return server;
   std::vector<std::string> parts = absl::StrSplit(server, ',');
   const Family first = AddressFamily(parts[0]);
   for (const std::string& part : parts) {

@@ -12,9 +12,10 @@
 
 namespace oobleck::client {
 
-// The gRPC target for --server: a URI (scheme ":" ...) as is; "HOST:PORT" as is; a list of
-// IP:PORT as "ipv4:a,b,..." (or "ipv6:[a]:p,..."). INVALID_ARGUMENT naming the part that
-// is not IP:PORT (a list of host names has no gRPC target; use dns:///).
+// The gRPC target for --server: a target with a scheme (dns:, ipv4:, ipv6:, unix:, or
+// any "scheme://...") and a single "HOST:PORT" as they are; a list of IP:PORT as
+// "ipv4:a,b,..." (or "ipv6:[a]:p,..."). INVALID_ARGUMENT naming the part that is not
+// IP:PORT (a list of host names has no gRPC target; use dns:///).
 absl::StatusOr<std::string> PlannerTarget(const std::string& server);
 
 // proto/oobleck/planner/v1/service_config.json: round_robin plus the retry policy.

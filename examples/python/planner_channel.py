@@ -30,6 +30,8 @@ def _family(part):
 def planner_target(server):
     """The gRPC target for --server (see the module comment); ValueError naming the part of
     a list that is not IP:PORT."""
+    if server.startswith(("dns:", "ipv4:", "ipv6:", "unix:", "unix-abstract:")):
+        return server
     if ":/" in server or "," not in server:
         return server
     parts = server.split(",")

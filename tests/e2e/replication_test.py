@@ -145,6 +145,24 @@ class ReplicationTest(unittest.TestCase):
         figures(upload_seen_s=f"{seen_s:.3f}", replace_seen_s=f"{replace_s:.3f}",
                 delete_seen_s=f"{delete_s:.3f}")
 
+    def test_1b_clients_take_every_replica(self):
+        addresses = [p.address for p in self.planners]
+        for server in (",".join(addresses), "ipv4:" + ",".join(addresses),
+                       "dns:///" + addresses[1]):
+            listed = e2e_support.run_cli("--server", server, "list-profiles")
+            self.assertEqual(listed.returncode, 0, f"{server}: {listed.stderr}")
+            self.assertIn("gpt2-xl", listed.stdout)
+        # Host names in a list have no gRPC target: a usage error naming the part.
+        refused = e2e_support.run_cli("--server", "a.example:1,b.example:2", "list-profiles")
+        self.assertEqual(refused.returncode, 2)
+        self.assertIn('"a.example:1"', refused.stderr)
+        pc = planner_channel_module()
+        self.assertEqual(pc.planner_target("10.0.0.1:1,10.0.0.2:2"), "ipv4:10.0.0.1:1,10.0.0.2:2")
+        self.assertEqual(pc.planner_target("[::1]:1,[::1]:2"), "ipv6:[::1]:1,[::1]:2")
+        self.assertEqual(pc.planner_target("dns:///planner:50051"), "dns:///planner:50051")
+        with self.assertRaisesRegex(ValueError, "a.example:1"):
+            pc.planner_target("a.example:1,b.example:2")
+
     def test_2_value_that_does_not_parse_is_reported_and_skipped(self):
         a = self.planners[0]
         bad_key = "/oobleck-planner/profiles/handmade+rtx4090+mb1.json"

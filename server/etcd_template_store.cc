@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/fnv1a.h"
 #include "nlohmann/json.hpp"
 
 namespace oobleck::server {
@@ -16,15 +17,6 @@ constexpr char kFormat[] = "oobleck-planner-template";
 constexpr int kVersion = 1;
 // A new lease once the current one has lived this share of its TTL.
 constexpr double kLeaseRenewShare = 0.9;
-
-uint64_t Fnv1a64(const std::string& bytes, uint64_t basis) {
-  uint64_t h = basis;
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
 
 absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
 
@@ -196,7 +188,9 @@ EtcdTemplateStore::~EtcdTemplateStore() {
 }
 
 std::string EtcdTemplateStore::KeyOf(const std::string& cache_key) const {
-  return absl::StrFormat("%s%016x%016x", prefix_, Fnv1a64(cache_key, 1469598103934665603ULL),
+  // Two FNV-1a runs from different bases: 128 bits, so collisions (which the stored full
+  // key would catch anyway) do not evict each other in practice.
+  return absl::StrFormat("%s%016x%016x", prefix_, Fnv1a64(cache_key),
                          Fnv1a64(cache_key, 0x9e3779b97f4a7c15ULL));
 }
 

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "client/planner_target.h"
 
 namespace oobleck::client {
 namespace {
@@ -58,6 +59,7 @@ std::shared_ptr<grpc::Channel> CreatePlannerChannel(
     const std::string& tls_server_name) {
   grpc::ChannelArguments arguments;
   if (!tls_server_name.empty()) arguments.SetSslTargetNameOverride(tls_server_name);
+  arguments.SetServiceConfigJSON(PlannerServiceConfigJson());
   return grpc::CreateCustomChannel(address, credentials, arguments);
 }
 

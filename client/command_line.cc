@@ -14,7 +14,10 @@
 #include "absl/strings/str_split.h"
 
 // Global flags.
-ABSL_FLAG(std::string, server, "127.0.0.1:50051", "planner server address HOST:PORT");
+ABSL_FLAG(std::string, server, "127.0.0.1:50051",
+          "planner address HOST:PORT, several replicas as IP:PORT,IP:PORT,..., or a gRPC "
+          "target such as dns:///NAME:PORT; calls are balanced round-robin and idempotent "
+          "ones retried on another replica");
 ABSL_FLAG(bool, json, false,
           "print the response as proto3 JSON with the proto's field names instead of a table");
 ABSL_FLAG(double, timeout_s, 120, "deadline of each RPC in seconds");

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "client/channel_security.h"
+#include "client/planner_target.h"
 #include "client/command_line.h"
 #include "client/output.h"
 #include "client/plan_commands.h"
@@ -356,8 +357,13 @@ int Main(int argc, char** argv) {
     PrintError(credentials.status());
     return 2;
   }
+  absl::StatusOr<std::string> target = PlannerTarget(cl->options.server);
+  if (!target.ok()) {
+    PrintError(target.status());
+    return 2;
+  }
   PlannerConnection server(
-      CreatePlannerChannel(cl->options.server, *credentials, cl->options.tls_server_name),
+      CreatePlannerChannel(*target, *credentials, cl->options.tls_server_name),
       cl->options.timeout_s);
   absl::Status status;
   if (cl->command == "load-profile") {

@@ -124,7 +124,7 @@ std::string FormatStats(const pb::GetStatsResponse& s) {
   const int64_t lookups = s.cache_hits() + s.cache_misses();
   const std::string hit_rate =
       lookups > 0 ? absl::StrFormat(" (%.1f%% hits)", 100.0 * s.cache_hits() / lookups) : "";
-  return RenderTable({
+  std::vector<std::vector<std::string>> rows = {
       {"profiles loaded", absl::StrCat(s.profiles_loaded())},
       {"PlanTemplates requests", absl::StrCat(s.plan_templates_requests())},
       {"cache hits / misses", absl::StrCat(s.cache_hits(), " / ", s.cache_misses(), hit_rate)},
@@ -133,7 +133,16 @@ std::string FormatStats(const pb::GetStatsResponse& s) {
                                      s.cache_capacity_bytes() / kMiB)},
       {"cache evictions", absl::StrCat(s.cache_evictions())},
       {"uptime", absl::StrFormat("%.1f s", s.uptime_s())},
-  });
+  };
+  // Only a replica sharing templates through etcd has these.
+  if (s.shared_cache_hits() + s.shared_cache_misses() + s.shared_cache_published() > 0) {
+    rows.push_back({"shared cache hits / misses",
+                    absl::StrCat(s.shared_cache_hits(), " / ", s.shared_cache_misses())});
+    rows.push_back({"shared cache published / skipped / errors",
+                    absl::StrCat(s.shared_cache_published(), " / ", s.shared_cache_skipped(),
+                                 " / ", s.shared_cache_errors())});
+  }
+  return RenderTable(rows);
 }
 
 }  // namespace oobleck::client

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/numbers.h"
 #include "core/file_reader.h"
+#include "core/fnv1a.h"
 #include "nlohmann/json.hpp"
 
 namespace oobleck {
@@ -129,14 +130,8 @@ std::string ProfileKey::ToString() const {
 
 std::string ModelProfile::Fingerprint() const {
   // FNV-1a over the exact bit patterns of every value: equal content, equal fingerprint.
-  uint64_t h = 1469598103934665603ULL;
-  auto mix = [&h](const void* data, size_t n) {
-    const auto* p = static_cast<const unsigned char*>(data);
-    for (size_t i = 0; i < n; ++i) {
-      h ^= p[i];
-      h *= 1099511628211ULL;
-    }
-  };
+  uint64_t h = kFnv1a64Basis;
+  auto mix = [&h](const void* data, size_t n) { h = Fnv1a64(data, n, h); };
   for (const LayerProfile& l : layers) {
     for (double v : {l.forward_ms, l.backward_ms, l.param_bytes, l.activation_bytes}) {
       mix(&v, sizeof v);

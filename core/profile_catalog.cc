@@ -22,6 +22,11 @@ absl::StatusOr<bool> ProfileCatalog::Put(ModelProfile profile, bool replace) {
   return exists;
 }
 
+bool ProfileCatalog::Remove(const ProfileKey& key) {
+  absl::MutexLock lock(&mu_);
+  return profiles_.erase(key) > 0;
+}
+
 absl::StatusOr<std::shared_ptr<const ModelProfile>> ProfileCatalog::Find(
     const std::string& model, const std::string& gpu_type, int microbatch_size) const {
   absl::MutexLock lock(&mu_);

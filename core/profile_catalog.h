@@ -25,6 +25,8 @@ class ProfileCatalog {
                                                            const std::string& gpu_type,
                                                            int microbatch_size) const;
   std::vector<std::shared_ptr<const ModelProfile>> List(const std::string& model) const;
+  // Forgets the profile under `key`; false when there was none.
+  bool Remove(const ProfileKey& key);
   int size() const;
 
  private:

@@ -23,6 +23,7 @@
 #include "server/planner_service.h"
 #include "server/profile_store.h"
 #include "server/profile_tree.h"
+#include "server/replication.h"
 #include "server/request_log.h"
 #include "server/search_gate.h"
 #include "server/server_security.h"
@@ -176,12 +177,20 @@ int main(int argc, char** argv) {
     std::cerr << "reloaded " << report.loaded.size() << " stored profile(s) from " << data_dir
               << "\n";
   }
+  // --etcd_endpoints: several replicas share profiles and templates (server/replication.h).
+  absl::StatusOr<std::unique_ptr<oobleck::server::Replication>> replication =
+      oobleck::server::Replication::FromFlags(&catalog, store != nullptr);
+  if (!replication.ok()) {
+    std::cerr << replication.status().message() << "\n";
+    return 2;
+  }
   oobleck::TemplateCache cache(cache_mb << 20);
   oobleck::server::SearchGate search_gate(max_concurrent_searches, absl::Seconds(max_queue_wait_s));
   // Shared by the per-call lines and the progress lines of long searches.
   oobleck::server::RequestLog request_log(absl::GetFlag(FLAGS_log_requests));
   oobleck::server::ServiceOptions options;
   options.profile_store = store.get();
+  if (*replication != nullptr) (*replication)->Configure(&options);
   options.request_log = &request_log;
   options.progress_interval = absl::Milliseconds(progress_interval_ms);
   options.search_gate = &search_gate;
@@ -205,6 +214,7 @@ int main(int argc, char** argv) {
   server_options.security = *std::move(security);
   if (request_log.log_lines()) server_options.request_log = &request_log;
   server_options.metrics = metrics.get();
+  server_options.serving_at_start = *replication == nullptr;
   auto running =
       oobleck::server::StartPlannerServer(absl::GetFlag(FLAGS_address), &service, server_options);
   if (!running.ok()) {
@@ -212,6 +222,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::cout << "listening on " << running->address << std::endl;
+  if (*replication != nullptr) (*replication)->Start(running->server.get());
   // Off the request threads: the trim walks every arena.
   std::unique_ptr<oobleck::server::MallocTrimmer> trimmer;
   if (trim_interval_s > 0) {
@@ -230,6 +241,7 @@ int main(int argc, char** argv) {
   });
   server->Wait();
   stopper.join();
+  replication->reset();  // its thread may still touch the server's health
   std::cerr << "stopped\n";
   return 0;
 }

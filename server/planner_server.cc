@@ -54,14 +54,19 @@ absl::StatusOr<RunningServer> StartPlannerServer(const std::string& address, grp
   }
   // The whole server ("") is SERVING by default; the Planner service is too, so that probes
   // may ask for it by name.
-  if (auto* health = running.server->GetHealthCheckService(); health != nullptr) {
-    health->SetServingStatus(::oobleck::planner::v1::Planner::service_full_name(), true);
-  }
+  SetServing(running.server.get(), options.serving_at_start);
   running.address = address;
   if (absl::EndsWith(address, ":0")) {
     running.address = absl::StrCat(address.substr(0, address.size() - 1), running.port);
   }
   return running;
+}
+
+void SetServing(grpc::Server* server, bool serving) {
+  if (auto* health = server->GetHealthCheckService(); health != nullptr) {
+    health->SetServingStatus(serving);
+    health->SetServingStatus(::oobleck::planner::v1::Planner::service_full_name(), serving);
+  }
 }
 
 }  // namespace oobleck::server

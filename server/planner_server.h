@@ -24,6 +24,9 @@ struct ServerOptions {
   // One line per RPC (server/request_log.h); must outlive the server. Null: no lines.
   RequestLog* request_log = nullptr;
   ServerMetrics* metrics = nullptr;  // --metrics_address; must outlive the server
+  // Health starts NOT_SERVING when false (--etcd_endpoints: until the profiles are read);
+  // the caller flips it with SetServing.
+  bool serving_at_start = true;
 };
 
 struct RunningServer {
@@ -38,6 +41,9 @@ struct RunningServer {
 // (or the TLS key and certificate are rejected).
 absl::StatusOr<RunningServer> StartPlannerServer(const std::string& address, grpc::Service* service,
                                                  const ServerOptions& options = {});
+
+// Sets the health of the whole server ("") and of the Planner service.
+void SetServing(grpc::Server* server, bool serving);
 
 }  // namespace oobleck::server
 

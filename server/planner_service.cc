@@ -90,7 +90,7 @@ PlannerService::PlannerService(ProfileCatalog* catalog, TemplateCache* cache, in
     : catalog_(catalog),
       options_(options),
       cache_(cache),
-      planner_(cache, threads),
+      planner_(cache, threads, options.shared_templates),
       cluster_planner_(&planner_, threads),
       start_time_(std::chrono::steady_clock::now()) {}
 
@@ -236,6 +236,14 @@ grpc::Status PlannerService::GetStats(grpc::ServerContext* /*context*/,
   response->set_profiles_loaded(catalog_->size());
   response->set_plan_templates_requests(plan_templates_requests_.load(std::memory_order_relaxed));
   response->set_uptime_s(MillisecondsSince(start_time_) / 1000.0);
+  if (options_.shared_templates != nullptr) {
+    const SharedCacheStats shared = options_.shared_templates->stats();
+    response->set_shared_cache_hits(shared.hits);
+    response->set_shared_cache_misses(shared.misses);
+    response->set_shared_cache_published(shared.published);
+    response->set_shared_cache_skipped(shared.skipped);
+    response->set_shared_cache_errors(shared.errors);
+  }
   return grpc::Status::OK;
 }
 

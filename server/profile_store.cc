@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/fnv1a.h"
 #include "nlohmann/json.hpp"
 #include "core/file_reader.h"
 
@@ -32,12 +33,7 @@ constexpr char kChecksumPrefix[] = "fnv1a64:";
 constexpr char kTempMarker[] = ".tmp.";
 
 std::string Checksum(std::string_view bytes) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  return absl::StrFormat("%s%016x", kChecksumPrefix, h);
+  return absl::StrFormat("%s%016x", kChecksumPrefix, Fnv1a64(bytes));
 }
 
 std::string SystemError(int error_number) { return std::system_category().message(error_number); }

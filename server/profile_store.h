@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "core/profile.h"
 #include "core/profile_catalog.h"
+#include "server/profile_backend.h"
 
 namespace oobleck::server {
 
@@ -45,7 +46,7 @@ struct ProfileStoreReport {
   std::vector<std::string> errors;  // one line per file skipped or cleaned up
 };
 
-class ProfileStore {
+class ProfileStore final : public ProfileBackend {
  public:
   // Creates `dir` (and parents) when missing. `catalog` must outlive the store.
   // FAILED_PRECONDITION when the directory cannot be created or is not a directory.
@@ -61,7 +62,7 @@ class ProfileStore {
   // OK. Nothing is written when the profile is invalid or the key exists and !replace;
   // when writing fails the catalog is unchanged and the error (INTERNAL naming the file and
   // the system error) is returned.
-  absl::StatusOr<bool> Put(ModelProfile profile, bool replace);
+  absl::StatusOr<bool> Put(ModelProfile profile, bool replace) override;
 
   const std::string& dir() const { return dir_; }
 

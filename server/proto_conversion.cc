@@ -121,6 +121,7 @@ void ToProtoMixTemplate(const PlannedMix& planned, const PlanningProblem& proble
     out->set_infeasible_reason(result.infeasible_reason);
   }
   out->set_cache_hit(planned.cache_hit);
+  out->set_shared_cache_hit(planned.shared_cache_hit);
 }
 
 }  // namespace oobleck::server

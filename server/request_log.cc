@@ -78,6 +78,10 @@ class RequestLogInterceptor final : public grpc::experimental::Interceptor {
       if (metadata != nullptr) {
         auto it = metadata->find(kRequestIdMetadata);
         if (it != metadata->end()) client_id = {it->second.data(), it->second.size()};
+        // Set by gRPC's client retry policy on every attempt after the first.
+        if (auto retry = metadata->find("grpc-previous-rpc-attempts"); retry != metadata->end()) {
+          previous_attempts_ = std::string(retry->second.data(), retry->second.size());
+        }
       }
       // Before the handler runs, so that it can log progress under the same id.
       if (info_->server_context() != nullptr && request_id_.empty()) {
@@ -121,6 +125,7 @@ class RequestLogInterceptor final : public grpc::experimental::Interceptor {
     if (auto* context = info_->server_context(); context != nullptr) {
       absl::StrAppend(&line, " peer=", context->peer());
     }
+    if (!previous_attempts_.empty()) absl::StrAppend(&line, " previous_attempts=", previous_attempts_);
     if (status_seen_ && !status_.ok())
       absl::StrAppend(&line, " message=", Quoted(status_.error_message()));
     log_->Write(line);
@@ -181,6 +186,7 @@ class RequestLogInterceptor final : public grpc::experimental::Interceptor {
   grpc::Status status_;
   bool status_seen_ = false;
   bool request_received_ = false;
+  std::string previous_attempts_;  // a retried call's grpc-previous-rpc-attempts
 };
 
 // Interceptors are created for every call; health checks get none.

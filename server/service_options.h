@@ -5,15 +5,18 @@
 
 #include "absl/time/time.h"
 #include "core/confined_root.h"
-#include "server/profile_store.h"
+#include "server/etcd_template_store.h"
+#include "server/profile_backend.h"
 #include "server/request_log.h"
 #include "server/search_gate.h"
 
 namespace oobleck::server {
 
 struct ServiceOptions {
-  // --data_dir: LoadProfile persists through it before acknowledging.
-  ProfileStore* profile_store = nullptr;
+  // --data_dir or --etcd_endpoints: LoadProfile persists through it before acknowledging.
+  ProfileBackend* profile_store = nullptr;
+  // --etcd_endpoints: the template cache shared by the replicas, behind the local one.
+  EtcdTemplateStore* shared_templates = nullptr;
   // --max_concurrent_searches: PlanTemplates takes a slot before planning.
   SearchGate* search_gate = nullptr;
   // --log_requests: PlanTemplates searches running longer than a second log progress.

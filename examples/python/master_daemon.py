@@ -23,6 +23,8 @@ import os
 import sys
 import time
 
+import planner_channel
+
 GIB = 1 << 30
 # GPU types on the scale of shared/data's cluster files; only the RTX 4090 is measured
 # (examples/profiles/gpt2-xl/rtx4090), the others are derived by relative speed.
@@ -32,7 +34,9 @@ MEASURED, MEASURED_SPEED = "rtx4090", 2.94
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--server", default="127.0.0.1:50051", help="HOST:PORT")
+    parser.add_argument("--server", default="127.0.0.1:50051",
+                        help="HOST:PORT, IP:PORT,IP:PORT,... of several replicas, or a gRPC "
+                             "target such as dns:///NAME:PORT (planner_channel.py)")
     parser.add_argument("--stubs", default=os.path.join(os.path.dirname(__file__), "gen"),
                         help="directory holding oobleck/planner/v1/planner_pb2*.py")
     parser.add_argument("--model", default="gpt2-xl")
@@ -108,7 +112,7 @@ def main():
         latencies.append((time.monotonic() - started) * 1e3)
         return response
 
-    with grpc.insecure_channel(args.server) as channel:
+    with planner_channel.open_channel(grpc, args.server) as channel:
         planner = planner_pb2_grpc.PlannerStub(channel)
         try:
             response = call(planner.Plan, build_request(pb, args))

@@ -23,12 +23,16 @@ import argparse
 import os
 import sys
 
+import planner_channel
+
 GIB = 1 << 30
 
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--server", default="127.0.0.1:50051", help="HOST:PORT")
+    parser.add_argument("--server", default="127.0.0.1:50051",
+                        help="HOST:PORT, IP:PORT,IP:PORT,... of several replicas, or a gRPC "
+                             "target such as dns:///NAME:PORT (planner_channel.py)")
     parser.add_argument("--stubs", default=os.path.join(os.path.dirname(__file__), "gen"),
                         help="directory holding oobleck/planner/v1/planner_pb2*.py")
     parser.add_argument("--model", default="gpt2-xl")
@@ -54,14 +58,14 @@ def open_channel(grpc, args):
     if not args.tls_ca:
         if args.auth_token_file:
             sys.exit("error: --auth-token-file needs --tls-ca")
-        return grpc.insecure_channel(args.server)
+        return planner_channel.open_channel(grpc, args.server)
     with open(args.tls_ca, "rb") as ca:
         credentials = grpc.ssl_channel_credentials(root_certificates=ca.read())
     if args.auth_token_file:
         with open(args.auth_token_file) as token:
             credentials = grpc.composite_channel_credentials(
                 credentials, grpc.access_token_call_credentials(token.read().strip()))
-    return grpc.secure_channel(args.server, credentials)
+    return planner_channel.open_channel(grpc, args.server, credentials)
 
 
 def main():

@@ -1,5 +1,7 @@
 #include "core/template_planner.h"
 
+#include <map>
+
 #include "core/cluster.h"
 #include "gtest/gtest.h"
 #include "tests/core/test_problems.h"
@@ -59,6 +61,86 @@ TEST(TemplatePlannerTest, CancelledSearchCachesNothing) {
   EXPECT_EQ(planner.PlanTemplates(*model, {{2}}, cancelled).status().code(),
             absl::StatusCode::kCancelled);
   EXPECT_EQ(cache.stats().entries, 0);
+}
+
+// Another process's cache level, in memory: what was published, and what it hands out.
+class FakeSharedStore final : public SharedTemplateStore {
+ public:
+  std::vector<std::shared_ptr<const MixResult>> FindAll(
+      const std::vector<std::string>& keys) override {
+    std::vector<std::shared_ptr<const MixResult>> out;
+    for (const std::string& key : keys) {
+      auto it = entries.find(key);
+      out.push_back(it == entries.end() ? nullptr : it->second);
+    }
+    return out;
+  }
+  void Publish(const std::string& key, std::shared_ptr<const MixResult> result) override {
+    entries[key] = std::move(result);
+    ++published;
+  }
+  std::map<std::string, std::shared_ptr<const MixResult>> entries;
+  int published = 0;
+};
+
+TEST(TemplatePlannerTest, WhatOneProcessSearchedIsASharedHitForAnother) {
+  auto model = Gpt2XlModel(8);
+  ASSERT_TRUE(model.ok()) << model.status();
+  FakeSharedStore shared;
+  TemplateCache cache_a(1 << 20);
+  TemplatePlanner a(&cache_a, 1, &shared);
+  auto searched = a.PlanTemplates(*model, EnumerateMixes({3}, 1, 3));
+  ASSERT_TRUE(searched.ok()) << searched.status();
+  EXPECT_EQ(shared.published, 3);
+
+  TemplateCache cache_b(1 << 20);
+  TemplatePlanner b(&cache_b, 1, &shared);
+  SearchOptions no_search;  // a search would have to be admitted first
+  no_search.admit = []() -> absl::StatusOr<std::shared_ptr<void>> {
+    return absl::InternalError("searched although every mix was shared");
+  };
+  auto from_shared = b.PlanTemplates(*model, EnumerateMixes({3}, 1, 3), no_search);
+  ASSERT_TRUE(from_shared.ok()) << from_shared.status();
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE((*from_shared)[i].cache_hit && (*from_shared)[i].shared_cache_hit);
+    EXPECT_EQ((*from_shared)[i].result->best.iteration_time_ms,
+              (*searched)[i].result->best.iteration_time_ms);
+  }
+  // Now in B's own cache: local hits, not shared ones.
+  auto local = b.PlanTemplates(*model, EnumerateMixes({3}, 1, 3), no_search);
+  ASSERT_TRUE(local.ok());
+  EXPECT_TRUE((*local)[0].cache_hit);
+  EXPECT_FALSE((*local)[0].shared_cache_hit);
+  EXPECT_EQ(shared.published, 3);
+}
+
+TEST(TemplatePlannerTest, SharedResultThatDoesNotFitTheModelIsSearchedAgain) {
+  auto model = Gpt2XlModel(8);
+  ASSERT_TRUE(model.ok()) << model.status();
+  FakeSharedStore shared;
+  TemplateCache cache_a(1 << 20);
+  TemplatePlanner a(&cache_a, 1, &shared);
+  auto searched = a.PlanTemplates(*model, {{2}});
+  ASSERT_TRUE(searched.ok());
+  ASSERT_EQ(shared.entries.size(), 1u);
+  const auto& [key, good] = *shared.entries.begin();
+  ASSERT_TRUE(good->feasible);
+  std::vector<MixResult> bad(5, *good);
+  bad[0].best.stages.back().layer_end -= 1;                 // does not cover every layer
+  bad[1].best.stages[0].node_type = 7;                      // no such node type
+  bad[2].best.node_order = {0};                             // fewer nodes than the mix
+  bad[3].best.stages.back().node_index = 9;                 // no such node
+  bad[4].best.stages[0].gpus = 2;                           // more GPUs than a node has
+  for (const MixResult& damaged : bad) {
+    shared.entries[key] = std::make_shared<const MixResult>(damaged);
+    TemplateCache cache_b(1 << 20);
+    TemplatePlanner b(&cache_b, 1, &shared);
+    auto planned = b.PlanTemplates(*model, {{2}});
+    ASSERT_TRUE(planned.ok());
+    EXPECT_FALSE((*planned)[0].shared_cache_hit);
+    EXPECT_EQ((*planned)[0].result->best.iteration_time_ms,
+              (*searched)[0].result->best.iteration_time_ms);
+  }
 }
 
 TEST(TemplateCacheTest, EvictsLeastRecentlyUsedWithinBudget) {

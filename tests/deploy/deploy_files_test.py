@@ -1,11 +1,12 @@
 """Checks the deployment files against the real binaries, so they cannot drift from them.
 
 No container runtime or cluster is needed: the commands the Dockerfile, the Kubernetes
-manifests and the compose file would run are read from those files and run here against
+manifests (single and replicated) and the compose files would run are read from those files and run here against
 build/bin/oobleck-planner and build/bin/oobleck-plan, with container paths mapped to the
 source tree and the listening address moved to 127.0.0.1:<free port>.
 
-Runs with the arguments of tests/e2e (whose RunningServer it reuses); stdlib only.
+Runs with the arguments of tests/e2e (whose RunningServer and EtcdCluster it reuses); stdlib
+only, plus Debian's etcd-server for the replicated files.
 """
 
 import json
@@ -15,6 +16,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
@@ -298,6 +300,142 @@ class ComposeTest(unittest.TestCase):
             for command in commands:
                 done = run([e2e_support.ARGS.cli_bin] + command[1:], server.address)
                 self.assertEqual(done.returncode, 0, f"{command}: {done.stderr}")
+
+
+def yaml_documents(text):
+    """The documents of a multi-document YAML file, as text."""
+    return [d for d in re.split(r"^---\s*$", text, flags=re.MULTILINE) if "kind:" in d]
+
+
+def kind_of(document):
+    return re.search(r"^kind: (\S+)", document, flags=re.MULTILINE).group(1)
+
+
+def wait_serving(server, timeout_s=20):
+    """Polls `oobleck-plan health` (a replica is NOT_SERVING until it read etcd)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        health = run([e2e_support.ARGS.cli_bin, f"--server={server.address}", "health"])
+        if health.stdout == "SERVING\n":
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not SERVING within {timeout_s} s: {health.stdout} "
+                                 f"{health.stderr}; server log: {server.stderr()}")
+        time.sleep(0.1)
+
+
+def etcd_cluster():
+    from etcd_cluster import EtcdCluster  # tests/e2e; needs Debian's etcd-server
+    return EtcdCluster(1)
+
+
+class ReplicatedKubernetesTest(unittest.TestCase):
+    """deploy/kubernetes/replicated: 3-member etcd, >= 2 planner replicas, PDBs, a headless
+    Service for client-side balancing, gRPC probes; the planner's flags run for real."""
+
+    def setUp(self):
+        self.planner = read_source("deploy", "kubernetes", "replicated", "planner.yaml")
+        self.etcd = read_source("deploy", "kubernetes", "replicated", "etcd.yaml")
+        self.docs = {}
+        for doc in yaml_documents(self.planner) + yaml_documents(self.etcd):
+            name = re.search(r"^  name: (\S+)", doc, flags=re.MULTILINE).group(1)
+            self.docs[(kind_of(doc), name)] = doc
+        self.args = yaml_list_flags(self.planner)
+
+    def test_kustomization_lists_both_files(self):
+        kustomization = read_source("deploy", "kubernetes", "replicated", "kustomization.yaml")
+        self.assertEqual(re.findall(r"^  - (\S+)$", kustomization, flags=re.MULTILINE),
+                         ["etcd.yaml", "planner.yaml"])
+
+    def test_replicas_budgets_services_and_probes_agree(self):
+        deployment = self.docs[("Deployment", "oobleck-planner-replicated")]
+        self.assertGreaterEqual(int(re.search(r"replicas: (\d+)", deployment).group(1)), 2)
+        label = "app.kubernetes.io/name: oobleck-planner-replicated"
+        self.assertIn(label, deployment)
+        budget = self.docs[("PodDisruptionBudget", "oobleck-planner-replicated")]
+        self.assertIn(label, budget)
+        self.assertIn("maxUnavailable: 1", budget)
+        service = self.docs[("Service", "oobleck-planner-replicas")]
+        self.assertIn("clusterIP: None", service)
+        self.assertIn(label, service)
+        probes = re.findall(r"(startup|readiness|liveness)Probe:\s*\n\s*grpc: \{port: (\d+)\}",
+                            deployment)
+        self.assertEqual(sorted(p[0] for p in probes), ["liveness", "readiness", "startup"])
+        port = flag_value(self.args, "address").rsplit(":", 1)[1]
+        self.assertTrue(all(p[1] == port for p in probes), probes)
+        self.assertIn(f"dns:///oobleck-planner-replicas:{port}", self.planner)
+
+    def test_etcd_members_are_the_planner_endpoints(self):
+        stateful = self.docs[("StatefulSet", "oobleck-etcd")]
+        self.assertEqual(re.search(r"replicas: (\d+)", stateful).group(1), "3")
+        members = re.findall(r"(oobleck-etcd-\d)=http://(oobleck-etcd-\d)\.oobleck-etcd:2380",
+                             stateful)
+        self.assertEqual([m[0] for m in members], ["oobleck-etcd-0", "oobleck-etcd-1",
+                                                   "oobleck-etcd-2"])
+        self.assertTrue(all(a == b for a, b in members))
+        endpoints = flag_value(self.args, "etcd_endpoints").split(",")
+        self.assertEqual(endpoints, [f"{m[0]}.oobleck-etcd:2379" for m in members])
+        self.assertIn("clusterIP: None", self.docs[("Service", "oobleck-etcd")])
+        self.assertIn("maxUnavailable: 1", self.docs[("PodDisruptionBudget", "oobleck-etcd")])
+
+    def test_two_replicas_with_the_manifest_flags_share_an_upload(self):
+        cluster = etcd_cluster()
+        try:
+            args = without_flags(self.args, "address", "profile_dir", "etcd_endpoints")
+            args.append(f"--etcd_endpoints={cluster.endpoints}")
+            profile_dir = dockerfile_paths()[flag_value(self.args, "profile_dir")]
+            with RunningServer(profile_dir=profile_dir, extra_args=args) as a, \
+                    RunningServer(profile_dir=profile_dir, extra_args=args) as b:
+                both = f"{a.address},{b.address}"
+                for server in (a, b):
+                    wait_serving(server)
+                loaded = run([e2e_support.ARGS.cli_bin, f"--server={a.address}",
+                              "load-profile", "--model=uploaded", "--gpu-type=rtx4090",
+                              source_path("examples", "profiles", "gpt2-xl", "rtx4090")])
+                self.assertEqual(loaded.returncode, 0, loaded.stderr)
+                deadline = time.monotonic() + 2  # the watch delivers it in milliseconds
+                while True:
+                    listed = run([e2e_support.ARGS.cli_bin, f"--server=dns:///{b.address}",
+                                  "list-profiles"])
+                    if "uploaded" in listed.stdout or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.05)
+                self.assertIn("uploaded", listed.stdout, listed.stderr)
+                stats = run([e2e_support.ARGS.cli_bin, f"--server={both}", "stats"])
+                self.assertEqual(stats.returncode, 0, stats.stderr)
+        finally:
+            cluster.stop()
+
+
+class ReplicatedComposeTest(unittest.TestCase):
+
+    def test_trainer_commands_succeed_against_the_replicated_planner_command(self):
+        text = read_source("deploy", "compose-replicated.yaml")
+        planner_args = yaml_list_flags(text)
+        self.assertEqual(flag_value(planner_args, "etcd_endpoints"),
+                         "etcd0:2379,etcd1:2379,etcd2:2379")
+        for member in ("etcd0", "etcd1", "etcd2"):
+            self.assertIn(f"{member}=http://{member}:2380", text)
+            self.assertIn(f"  {member}:\n", text)
+        self.assertGreaterEqual(int(re.search(r"replicas: (\d+)", text).group(1)), 2)
+        scripts = yaml_block_scripts(text)
+        [trainer] = [s for s in scripts if "oobleck-plan " in s]
+        commands = [shlex.split(line) for line in
+                    re.sub(r"\\\n\s*", " ", trainer).splitlines()
+                    if line.strip().startswith("oobleck-plan ")]
+        self.assertTrue(all("--server=dns:///planner:50051" in c for c in commands), commands)
+        cluster = etcd_cluster()
+        try:
+            args = without_flags(planner_args, "address", "profile_dir", "etcd_endpoints")
+            args.append(f"--etcd_endpoints={cluster.endpoints}")
+            profile_dir = dockerfile_paths()[flag_value(planner_args, "profile_dir")]
+            with RunningServer(profile_dir=profile_dir, extra_args=args) as server:
+                wait_serving(server)
+                for command in commands:
+                    done = run([e2e_support.ARGS.cli_bin] + command[1:], server.address)
+                    self.assertEqual(done.returncode, 0, f"{command}: {done.stderr}")
+        finally:
+            cluster.stop()
 
 
 if __name__ == "__main__":

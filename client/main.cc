@@ -307,6 +307,9 @@ absl::Status Templates(const CommandLine& cl, PlannerConnection& server) {
   svg::ScheduleOptions picture;
   picture.microbatches = request.microbatches();
   picture.gpu_type_of = gpu_type_of;
+  for (const pb::NodeType& t : request.cluster().node_types()) {
+    picture.gpu_types.push_back(GpuTypeOf(t));
+  }
   return WriteSvgFile(o.svg, svg::DrawTemplatesSvg(response, picture));
 }
 

@@ -63,9 +63,13 @@ std::string FormatBytes(double bytes) {
   return absl::StrFormat("%.0f B", bytes);
 }
 
+std::string GpuTypeOf(const pb::NodeType& type) {
+  return type.gpu_type().empty() ? type.name() : type.gpu_type();
+}
+
 std::map<std::string, std::string> GpuTypesOf(const pb::Cluster& cluster) {
   std::map<std::string, std::string> out;
-  for (const pb::NodeType& t : cluster.node_types()) out[t.name()] = t.gpu_type();
+  for (const pb::NodeType& t : cluster.node_types()) out[t.name()] = GpuTypeOf(t);
   return out;
 }
 

@@ -27,7 +27,11 @@ std::string FormatStage(const pb::Stage& stage);
 // "1.23 GB", "45.6 MB", "789 B" (decimal units, as network transfers are counted).
 std::string FormatBytes(double bytes);
 
-// Node type name -> GPU type of every node type of a request's cluster.
+// GPU type of a node type: its gpu_type, or its name when that is empty (the model's
+// only GPU type).
+std::string GpuTypeOf(const pb::NodeType& type);
+
+// Node type name -> GpuTypeOf, for every node type of a request's cluster.
 std::map<std::string, std::string> GpuTypesOf(const pb::Cluster& cluster);
 
 // The node types of `tmpl` whose GPU type's profile was derived, not measured;

@@ -186,8 +186,10 @@ void Canvas::Path(const std::string& d, const ShapeStyle& style, bool arrow_head
                   absl::string_view title) {
   absl::StrAppend(&body_, "<path d=\"", d, "\"", StyleAttributes(style));
   if (arrow_head) {
-    absl::StrAppend(&body_, " marker-end=\"url(#arrow)\"");
-    uses_arrows_ = true;
+    // One marker per stroke colour, so the head has the colour of its line.
+    const std::string id = absl::StrCat("arrow", arrow_colours_.size());
+    auto [it, inserted] = arrow_colours_.emplace(style.stroke, id);
+    absl::StrAppend(&body_, " marker-end=\"url(#", it->second, ")\"");
   }
   absl::StrAppend(&body_, Close("path", title));
 }
@@ -195,7 +197,9 @@ void Canvas::Path(const std::string& d, const ShapeStyle& style, bool arrow_head
 void Canvas::Embed(const Canvas& other, double x, double y) {
   absl::StrAppend(&body_, "<g transform=\"translate(", Num(x), " ", Num(y), ")\">\n", other.body_,
                   "</g>\n");
-  uses_arrows_ = uses_arrows_ || other.uses_arrows_;
+  // Markers of `other` keep their ids: only a canvas without arrows of its own may embed
+  // one with arrows (the pictures draw arrows on the document alone).
+  arrow_colours_.insert(other.arrow_colours_.begin(), other.arrow_colours_.end());
   Extend(x + other.max_x_, y + other.max_y_);
 }
 
@@ -208,11 +212,16 @@ std::string Canvas::Document(absl::string_view title, double margin_px) const {
       Num(w), "\" height=\"", Num(h), "\" viewBox=\"0 0 ", Num(w), " ", Num(h),
       "\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n<title>", EscapeXml(title),
       "</title>\n");
-  if (uses_arrows_) {
-    absl::StrAppend(&out,
-                    "<defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" "
-                    "markerWidth=\"7\" markerHeight=\"7\" orient=\"auto-start-reverse\">"
-                    "<path d=\"M0,0 L10,5 L0,10 z\" fill=\"#B2182B\"/></marker></defs>\n");
+  if (!arrow_colours_.empty()) {
+    absl::StrAppend(&out, "<defs>\n");
+    for (const auto& [colour, id] : arrow_colours_) {
+      absl::StrAppend(&out, "<marker id=\"", id,
+                      "\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"7\" "
+                      "markerHeight=\"7\" orient=\"auto-start-reverse\"><path d=\"M0,0 L10,5 "
+                      "L0,10 z\" fill=\"",
+                      colour, "\"/></marker>\n");
+    }
+    absl::StrAppend(&out, "</defs>\n");
   }
   absl::StrAppend(&out, "<rect x=\"0\" y=\"0\" width=\"", Num(w), "\" height=\"", Num(h),
                   "\" fill=\"#ffffff\"/>\n<g transform=\"translate(", Num(margin_px), " ",

@@ -67,7 +67,7 @@ class Canvas {
   std::string body_;
   double max_x_ = 0;
   double max_y_ = 0;
-  bool uses_arrows_ = false;
+  std::map<std::string, std::string> arrow_colours_;  // stroke colour -> marker id
 };
 
 // A fixed colour per GPU type, in the order the types are first asked for, so the same

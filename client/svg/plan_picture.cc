@@ -22,6 +22,9 @@ constexpr double kNodeHeight = 50;
 constexpr double kRowHeight = kNodeHeight + 14;
 constexpr char kFailedColour[] = "#B2182B";
 constexpr char kJoinedColour[] = "#1A9850";
+// Copy arrows, one colour each in turn so crossing arrows can be told apart.
+constexpr const char* kCopyColours[] = {"#B2182B", "#2C5AA0", "#6A3D9A",
+                                        "#1B7837", "#B35806", "#4D4D4D"};
 
 struct Box {
   double x = 0, y = 0, w = 0, h = 0;
@@ -335,8 +338,7 @@ std::string DrawPlanSvg(const pb::PlanResponse& response, const PlanPictureOptio
   const pb::ClusterPlan& plan = response.plan();
   const pb::PlanRequest& request = response.request();
   TypeColours colours;
-  for (const pb::NodeType& t : request.cluster().node_types())
-    colours.Of(t.gpu_type().empty() ? t.name() : t.gpu_type());
+  for (const pb::NodeType& t : request.cluster().node_types()) colours.Of(GpuTypeOf(t));
   Canvas doc;
   doc.Text(0, 16,
            absl::StrFormat("%s on %d nodes: %d pipelines, global batch %d micro-batches",
@@ -392,10 +394,8 @@ std::string DrawReplanSvg(const pb::PlanRequest& old_request, const pb::ClusterP
   }
 
   TypeColours colours;
-  for (const pb::NodeType& t : old_request.cluster().node_types())
-    colours.Of(t.gpu_type().empty() ? t.name() : t.gpu_type());
-  for (const pb::NodeType& t : response.request().cluster().node_types())
-    colours.Of(t.gpu_type().empty() ? t.name() : t.gpu_type());
+  for (const pb::NodeType& t : old_request.cluster().node_types()) colours.Of(GpuTypeOf(t));
+  for (const pb::NodeType& t : response.request().cluster().node_types()) colours.Of(GpuTypeOf(t));
   Panel left = DrawPanel(old_request, old_plan, old_marks, colours, options);
   Panel right = DrawPanel(response.request(), plan, new_marks, colours, options);
 
@@ -456,7 +456,7 @@ std::string DrawReplanSvg(const pb::PlanRequest& old_request, const pb::ClusterP
   // enters the receiver from the gap above its row, so it never runs over a stage.
   struct Arrow {
     double from_x, from_y, to_x, to_y, label_y;
-    std::string label, route, title;
+    std::string label, route, title, colour;
   };
   std::vector<Arrow> arrows;
   for (const pb::LayerCopy& copy : response.copies()) {
@@ -474,6 +474,7 @@ std::string DrawReplanSvg(const pb::PlanRequest& old_request, const pb::ClusterP
     arrow.label_y = (arrow.from_y + arrow.to_y) / 2;
     arrow.label = absl::StrFormat("[%d,%d) %s", copy.layer_begin(), copy.layer_end(),
                                   FormatBytes(copy.param_bytes()));
+    arrow.colour = kCopyColours[k % std::size(kCopyColours)];
     arrow.route = absl::StrCat(copy.source_node_id(), " \u2192 ", copy.dest_node_id());
     arrow.title = absl::StrFormat("%s sends layers [%d, %d) (%s) to %s", copy.source_node_id(),
                                   copy.layer_begin(), copy.layer_end(),
@@ -502,16 +503,16 @@ std::string DrawReplanSvg(const pb::PlanRequest& old_request, const pb::ClusterP
                              gutter_x - 20, under, gutter_x - 40, arrow.label_y, gutter_x,
                              arrow.label_y, gutter_x + 40, arrow.label_y, gutter_x + 20, over,
                              gutter_out, over, arrow.to_x, over, arrow.to_x, arrow.to_y + 2),
-             {.stroke = kFailedColour, .stroke_px = 1.6, .opacity = 0.8}, true, arrow.title);
-    doc.Rect(arrow.from_x - 3, arrow.from_y - 7, 6, 6, {.fill = kFailedColour}, arrow.title, 3);
+             {.stroke = arrow.colour, .stroke_px = 1.6, .opacity = 0.8}, true, arrow.title);
+    doc.Rect(arrow.from_x - 3, arrow.from_y - 7, 6, 6, {.fill = arrow.colour}, arrow.title, 3);
   }
   if (response.copies_size() <= 30) {
     for (const Arrow& arrow : arrows) {
       const double w = std::max(TextWidth(arrow.label, 10.5), TextWidth(arrow.route, 9.5)) + 8;
       doc.Rect(gutter_x - w / 2, arrow.label_y - 8, w, 27,
-               {.fill = "#ffffff", .stroke = kFailedColour, .stroke_px = 0.8}, arrow.title, 3);
+               {.fill = "#ffffff", .stroke = arrow.colour, .stroke_px = 0.8}, arrow.title, 3);
       doc.Text(gutter_x, arrow.label_y + 3.5, arrow.label,
-               {.font_px = 10.5, .anchor = "middle", .fill = kFailedColour, .bold = true},
+               {.font_px = 10.5, .anchor = "middle", .fill = arrow.colour, .bold = true},
                arrow.title);
       doc.Text(gutter_x, arrow.label_y + 15, Abbreviate(arrow.route, 44),
                {.font_px = 9.5, .anchor = "middle", .fill = "#555"}, arrow.title);

@@ -213,12 +213,14 @@ int InferMicrobatches(const pb::PipelineTemplate& tmpl, const std::string& cost_
 std::string DrawTemplatesSvg(const pb::PlanTemplatesResponse& response,
                              const ScheduleOptions& options) {
   TypeColours colours;
+  for (const std::string& gpu : options.gpu_types) colours.Of(gpu);
   Canvas doc;
   int feasible = 0;
   for (const pb::MixTemplate& r : response.results()) feasible += r.feasible();
   doc.Text(0, 16,
-           absl::StrFormat("Pipeline templates (cost model %s): %d mixes, %d feasible",
-                           response.cost_model(), response.results_size(), feasible),
+           absl::StrFormat("Pipeline templates (cost model %s): %d %s, %d feasible",
+                           response.cost_model(), response.results_size(),
+                           response.results_size() == 1 ? "mix" : "mixes", feasible),
            {.font_px = 17, .bold = true});
   doc.Text(0, 36,
            "Each template's 1F1B schedule: light blocks are forward passes, dark blocks "

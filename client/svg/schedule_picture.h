@@ -46,6 +46,9 @@ struct ScheduleOptions {
   int microbatches = 0;
   // Node type name -> GPU type (from the request); a name not listed is its own GPU type.
   std::map<std::string, std::string> gpu_type_of;
+  // GPU types in the order that picks their colours (the request's node types), so a
+  // cluster's templates and plans share colours; others follow in order of appearance.
+  std::vector<std::string> gpu_types;
   // At most this many feasible templates are drawn (the picture says how many are left).
   int max_templates = 64;
 };

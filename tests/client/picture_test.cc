@@ -130,7 +130,7 @@ TEST(ReplanPicture, ShowsBeforeAfterFailedNodeAndCopies) {
   EXPECT_THAT(svg, HasSubstr("[10,30) 1.50 GB"));
   EXPECT_THAT(svg, HasSubstr(absl::StrCat(svg::EscapeXml(kHostileId), " sends layers [10, 30)")));
   EXPECT_THAT(svg, Not(HasSubstr(kHostileId)));
-  EXPECT_THAT(svg, HasSubstr("marker-end=\"url(#arrow)\""));
+  EXPECT_THAT(svg, HasSubstr("marker-end=\"url(#arrow0)\""));
   EXPECT_THAT(svg, HasSubstr("before: 2 pipelines on 4 nodes"));
   EXPECT_THAT(svg, HasSubstr("after: 2 pipelines on 3 nodes"));
   EXPECT_THAT(svg, HasSubstr("pipeline 1 (kept)"));  // kHostileId's pipeline is unchanged

@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -22,19 +21,6 @@ RSVG_CONVERT = shutil.which("rsvg-convert") or "/usr/bin/rsvg-convert"
 
 
 class PictureCliTest(e2e_support.ExampleServerTestCase):
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.tmp = tempfile.TemporaryDirectory()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
-        super().tearDownClass()
-
-    def path(self, name):
-        return os.path.join(self.tmp.name, name)
 
     def cluster(self, name):
         return os.path.join(e2e_support.ARGS.shared_data, "clusters", name)
@@ -70,8 +56,7 @@ class PictureCliTest(e2e_support.ExampleServerTestCase):
                                         "--global-batch", "64", "--svg",
                                         self.path("plan-again.svg")).stderr)
         planned = json.loads(out)
-        with open(self.path("plan.json"), "w") as f:
-            f.write(out)
+        self.save("plan.json", out)
         svg = self.read(self.path("plan.svg"))
         for node in planned["request"]["nodes"]:
             self.assertIn(html.escape(node["id"]), svg)
@@ -83,8 +68,7 @@ class PictureCliTest(e2e_support.ExampleServerTestCase):
         out = self.cli("replan", "--plan", self.path("plan.json"), "--fail", victim, "--json",
                        "--svg", self.path("replan.svg")).stdout
         replanned = json.loads(out)
-        with open(self.path("replan.json"), "w") as f:
-            f.write(out)
+        self.save("replan.json", out)
         svg = self.read(self.path("replan.svg"))
         self.assertIn("FAILED", svg)
         self.assertIn(f"failed: {victim}", svg)
@@ -129,8 +113,7 @@ class PictureCliTest(e2e_support.ExampleServerTestCase):
         request = json_format.ParseDict(planned["request"], pb.PlanRequest())
         with grpc.insecure_channel(self.server.address) as channel:
             response = s.planner_pb2_grpc.PlannerStub(channel).Plan(request, timeout=60)
-        with open(self.path("python-plan.json"), "w") as f:
-            f.write(json_format.MessageToJson(response))
+        self.save("python-plan.json", json_format.MessageToJson(response))
         self.cli("render", self.path("python-plan.json"), "--svg", self.path("python-plan.svg"))
         svg = self.read(self.path("python-plan.svg"))
         for node_id in (n.id for n in response.request.nodes):
@@ -143,18 +126,15 @@ class PictureCliTest(e2e_support.ExampleServerTestCase):
         self.assertIn("missing.json", err)
         err = self.cli("render", expect_code=2).stderr
         self.assertIn("render takes one argument (ANSWER.json)", err)
-        with open(self.path("not-an-answer.json"), "w") as f:
-            f.write('{"profiles": []}')
+        self.save("not-an-answer.json", '{"profiles": []}')
         err = self.cli("render", self.path("not-an-answer.json"), expect_code=1).stderr
         self.assertIn("is not the --json answer of templates, plan or replan", err)
         planned = self.cli("plan", "--cluster", self.cluster("ditto-exp2.json"),
                            "--global-batch", "16", "--json").stdout
-        with open(self.path("p.json"), "w") as f:
-            f.write(planned)
+        self.save("p.json", planned)
         victim = json.loads(planned)["request"]["nodes"][0]["id"]
-        with open(self.path("r.json"), "w") as f:
-            f.write(self.cli("replan", "--plan", self.path("p.json"), "--fail", victim,
-                             "--json").stdout)
+        self.save("r.json", self.cli("replan", "--plan", self.path("p.json"), "--fail", victim,
+                                     "--json").stdout)
         err = self.cli("render", self.path("r.json"), expect_code=1).stderr
         self.assertIn("is a replan answer: pass --plan OLD.json", err)
         err = self.cli("plan", "--cluster", self.cluster("ditto-exp2.json"), "--global-batch",

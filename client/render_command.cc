@@ -56,36 +56,50 @@ absl::StatusOr<std::string> RenderAnswer(const std::string& answer_json, const s
     return absl::InvalidArgumentError(absl::StrCat(source, " is not a JSON object: ", s.message()));
   }
   const auto has = [&](const char* key) { return keys.fields().count(key) > 0; };
-  if (has("results")) {
+  const std::string kind = has("results")                   ? "templates"
+                           : has("strategy") && has("plan") ? "replan"
+                           : has("plan")                    ? "plan"
+                                                            : "";
+  if (kind.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source,
+                     " is not the --json answer of templates, plan or replan (it has no "
+                     "\"results\" or \"plan\")"));
+  }
+  if (old_plan_json.has_value() && kind != "replan") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--plan is for a replan answer (the plan it started from); ", source, " is a ",
+                     kind, " answer"));
+  }
+  if (microbatches > 0 && kind != "templates") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--microbatches is for a templates answer (the M of its schedules); ", source,
+                     " is a ", kind, " answer"));
+  }
+  if (kind == "templates") {
     pb::PlanTemplatesResponse templates;
     if (absl::Status s = ParseJson(answer_json, source, &templates); !s.ok()) return s;
     svg::ScheduleOptions options;
     options.microbatches = microbatches;
     return svg::DrawTemplatesSvg(templates, options);
   }
-  if (has("strategy") && has("plan")) {
-    pb::ReplanResponse replan;
-    if (absl::Status s = ParseJson(answer_json, source, &replan); !s.ok()) return s;
-    if (!old_plan_json.has_value()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(source,
-                       " is a replan answer: pass --plan OLD.json, the plan it started from, to "
-                       "draw it before and after"));
-    }
-    absl::StatusOr<pb::ReplanRequest> old =
-        BuildReplanRequest(*old_plan_json, old_source, {}, {}, std::nullopt);
-    if (!old.ok()) return old.status();
-    return svg::DrawReplanSvg(old->request(), old->plan(), replan);
-  }
-  if (has("plan")) {
+  if (kind == "plan") {
     pb::PlanResponse plan;
     if (absl::Status s = ParseJson(answer_json, source, &plan); !s.ok()) return s;
     return svg::DrawPlanSvg(plan);
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat(source,
-                   " is not the --json answer of templates, plan or replan (it has no "
-                   "\"results\" or \"plan\")"));
+  pb::ReplanResponse replan;
+  if (absl::Status s = ParseJson(answer_json, source, &replan); !s.ok()) return s;
+  if (!old_plan_json.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source,
+                     " is a replan answer: pass --plan OLD.json, the plan it started from, to "
+                     "draw it before and after"));
+  }
+  absl::StatusOr<pb::ReplanRequest> old =
+      BuildReplanRequest(*old_plan_json, old_source, {}, {}, std::nullopt);
+  if (!old.ok()) return old.status();
+  return svg::DrawReplanSvg(old->request(), old->plan(), replan);
 }
 
 absl::Status RunRender(const CommandLine& cl) {

@@ -95,12 +95,14 @@ std::vector<PipelineRow> GroupPipelines(const pb::ClusterPlan& plan, const NodeM
   const bool aggregate = plan.pipelines_size() > aggregate_above;
   for (int i = 0; i < plan.pipelines_size(); ++i) {
     const pb::PlannedPipeline& p = plan.pipelines(i);
-    bool alone = !aggregate || marks.kept_pipelines.count(i) > 0;
+    bool alone = !aggregate;
     for (const std::string& id : p.node_ids()) {
       alone = alone || marks.failed.count(id) || marks.joined.count(id) || marks.alone.count(id);
     }
     if (!alone) {
-      auto [it, inserted] = row_of_key.emplace(RowKey(p), rows.size());
+      // Kept and re-formed pipelines do not share a row.
+      const bool kept = marks.kept_pipelines.count(i) > 0;
+      auto [it, inserted] = row_of_key.emplace(RowKey(p) + (kept ? "|kept" : ""), rows.size());
       if (!inserted) {
         rows[it->second].pipelines.push_back(i);
         continue;
@@ -202,8 +204,7 @@ Panel DrawPanel(const pb::PlanRequest& request, const pb::ClusterPlan& plan, con
     const int count = static_cast<int>(row.pipelines.size());
     std::string name = count == 1 ? absl::StrCat("pipeline ", row.pipelines[0])
                                   : absl::StrCat(count, " x pipeline ", row.pipelines[0]);
-    if (count == 1 && marks.kept_pipelines.count(row.pipelines[0]))
-      absl::StrAppend(&name, " (kept)");
+    if (marks.kept_pipelines.count(row.pipelines[0])) absl::StrAppend(&name, " (kept)");
     std::vector<std::string> row_ids;
     for (int i : row.pipelines) {
       row_ids.push_back(absl::StrJoin(plan.pipelines(i).node_ids(), ","));

@@ -17,8 +17,10 @@ constexpr double kLabelWidth = 250;
 constexpr double kTimeWidth = 900;
 constexpr double kRowHeight = 18;
 constexpr double kRowGap = 4;
-// Passes (blocks) one schedule may draw; a larger M is drawn for its first micro-batches.
-constexpr int kMaxPasses = 20000;
+// Passes (blocks) one schedule may draw (a larger M is drawn for its first micro-batches),
+// and all schedules of a picture together, so a picture of any answer stays small.
+constexpr int kMaxPasses = 10000;
+constexpr int kMaxPicturePasses = 40000;
 
 const std::string& GpuTypeOf(const ScheduleOptions& options, const std::string& node_type) {
   auto it = options.gpu_type_of.find(node_type);
@@ -28,14 +30,15 @@ const std::string& GpuTypeOf(const ScheduleOptions& options, const std::string& 
 // One template's schedule: a header line, a row per stage, a time axis.
 Canvas DrawSchedule(const pb::MixTemplate& result, const std::string& cost_model, int microbatches,
                     const std::string& microbatches_source, const ScheduleOptions& options,
-                    TypeColours& colours) {
+                    int max_passes, TypeColours& colours, int* passes_drawn) {
   const pb::PipelineTemplate& tmpl = result.template_();
   const int stages = tmpl.stages_size();
   const std::vector<double> transfer = TransferMs(tmpl, cost_model);
   const int drawn_microbatches =
-      std::min(microbatches, std::max(1, kMaxPasses / (2 * std::max(stages, 1))));
+      std::min(microbatches, std::max(1, max_passes / (2 * std::max(stages, 1))));
   const bool all_drawn = drawn_microbatches == microbatches;
   const std::vector<ScheduledPass> passes = Schedule1F1B(tmpl, transfer, drawn_microbatches);
+  *passes_drawn = static_cast<int>(passes.size());
   double makespan_ms = 0;
   for (const ScheduledPass& p : passes) makespan_ms = std::max(makespan_ms, p.end_ms);
   const double model_ms = all_drawn ? tmpl.iteration_time_ms() : 0;
@@ -112,7 +115,11 @@ Canvas DrawSchedule(const pb::MixTemplate& result, const std::string& cost_model
     }
   }
   c.Line(kLabelWidth, bottom, kLabelWidth + kTimeWidth, bottom, {.stroke = "#666"});
-  for (double t = 0; t <= axis_ms * (1 + 1e-9); t += step) {
+  // Counted, not summed: an infinite or NaN time from a hand-edited answer draws no ticks
+  // instead of looping.
+  for (int i = 0; i <= 20 && std::isfinite(step) && step > 0; ++i) {
+    const double t = i * step;
+    if (t > axis_ms * (1 + 1e-9)) break;
     const double x = kLabelWidth + t * px_per_ms;
     c.Line(x, bottom, x, bottom + 4, {.stroke = "#666"});
     c.Text(x, bottom + 15, absl::StrFormat("%g", t), {.font_px = 10, .anchor = "middle"});
@@ -229,6 +236,7 @@ std::string DrawTemplatesSvg(const pb::PlanTemplatesResponse& response,
            {.font_px = 11, .fill = "#444"});
   double y = 52;
   int drawn = 0;
+  int passes_left = kMaxPicturePasses;
   std::set<std::string> derived_types;
   for (const pb::MixTemplate& result : response.results()) {
     if (!result.feasible()) {
@@ -239,9 +247,10 @@ std::string DrawTemplatesSvg(const pb::PlanTemplatesResponse& response,
       y += 22;
       continue;
     }
-    if (drawn == options.max_templates) continue;
-    ++drawn;
     const pb::PipelineTemplate& tmpl = result.template_();
+    const int fewest_passes = 2 * std::max(tmpl.stages_size(), 1);  // M = 1
+    if (drawn == options.max_templates || passes_left < fewest_passes) continue;
+    ++drawn;
     derived_types.insert(tmpl.derived_gpu_types().begin(), tmpl.derived_gpu_types().end());
     int m = options.microbatches;
     std::string source = "from the request";
@@ -253,15 +262,18 @@ std::string DrawTemplatesSvg(const pb::PlanTemplatesResponse& response,
       m = 2 * tmpl.stages_size();
       source = "not known: drawn for 2 x stages";
     }
-    const Canvas panel = DrawSchedule(result, response.cost_model(), m, source, options, colours);
+    int passes = 0;
+    const Canvas panel = DrawSchedule(result, response.cost_model(), m, source, options,
+                                      std::min(kMaxPasses, passes_left), colours, &passes);
+    passes_left -= passes;
     doc.Embed(panel, 0, y + 10);
     y += 10 + panel.height() + 18;
   }
   if (feasible > drawn) {
     doc.Text(0, y + 12,
-             absl::StrFormat("%d more feasible templates not drawn (at most %d per picture); "
-                             "plan fewer mixes to see them",
-                             feasible - drawn, options.max_templates),
+             absl::StrFormat("%d more feasible templates not drawn (at most %d templates and "
+                             "%d passes per picture); plan fewer mixes to see them",
+                             feasible - drawn, options.max_templates, kMaxPicturePasses),
              {.font_px = 12, .fill = "#B2182B"});
     y += 22;
   }

@@ -4,10 +4,12 @@
 // escaped.
 #include <png.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <string>
 #include <tuple>
@@ -142,6 +144,23 @@ TEST(ReplanPicture, ShowsBeforeAfterFailedNodeAndCopies) {
   EXPECT_TRUE(png.colours.count(Colour(ColourOf("v100", {"v100", "h100"}))));
 }
 
+TEST(ReplanPicture, AggregatesKeptPipelinesOfALargeReplan) {
+  // n-000 fails; the other 149 one-node pipelines are kept as they were.
+  const pb::PlanResponse before = ManyPipelinesPlan(150);
+  pb::PlanResponse after = ManyPipelinesPlan(150);
+  pb::ReplanResponse replan;
+  after.mutable_request()->mutable_nodes()->erase(after.request().nodes().begin());
+  after.mutable_plan()->mutable_pipelines()->erase(after.plan().pipelines().begin());
+  *replan.mutable_request() = after.request();
+  *replan.mutable_plan() = after.plan();
+  replan.set_strategy("keep-pipelines");
+  const std::string svg = svg::DrawReplanSvg(before.request(), before.plan(), replan);
+  EXPECT_THAT(svg, HasSubstr("149 x pipeline 0 (kept)"));
+  EXPECT_THAT(svg, HasSubstr("failed: n-000"));
+  const Rendered png = Render(svg, "many-replan");
+  EXPECT_LT(png.height, 500) << "kept pipelines should share a row";
+}
+
 TEST(ReplanPicture, MarksJoinedNodes) {
   // The replan read backwards: h100-0 joins.
   const pb::ReplanResponse failed = SampleReplan();
@@ -187,6 +206,45 @@ TEST(TemplatesPicture, InfersMWhenNotGivenAndBoundsHugeM) {
   const std::string bounded = svg::DrawTemplatesSvg(SampleTemplates(1 << 20), huge);
   EXPECT_THAT(bounded, HasSubstr("drawn for the first"));
   EXPECT_LT(bounded.size(), 20u << 20) << "the picture of a huge M must stay bounded";
+}
+
+TEST(TemplatesPicture, BoundsThePictureOfManyLargeTemplates) {
+  pb::PlanTemplatesResponse response;
+  response.set_cost_model("1f1b");
+  for (int i = 0; i < 100; ++i) {
+    pb::MixTemplate* m = response.add_results();
+    m->set_mix_label("1xv100+1xh100");
+    m->set_feasible(true);
+    *m->mutable_template_() = MixedTemplate(5000);
+  }
+  svg::ScheduleOptions options;
+  options.microbatches = 5000;
+  const std::string svg = svg::DrawTemplatesSvg(response, options);
+  // 3 stages: 1666 micro-batches (9996 passes) per schedule; four schedules and a fifth of
+  // two micro-batches fill the picture.
+  EXPECT_THAT(svg, HasSubstr("95 more feasible templates not drawn"));
+  EXPECT_THAT(svg, HasSubstr("drawn for the first 1666 micro-batches only"));
+  EXPECT_THAT(svg, HasSubstr("drawn for the first 2 micro-batches only"));
+  EXPECT_LT(svg.size(), 16u << 20);
+}
+
+TEST(TemplatesPicture, SurvivesInfiniteAndNanTimes) {
+  // proto3 JSON accepts "Infinity" and "NaN" for doubles: a hand-edited answer may hold them.
+  for (double bad : {std::numeric_limits<double>::infinity(), std::nan(""), 1e308}) {
+    pb::PlanTemplatesResponse response = SampleTemplates(4);
+    pb::PipelineTemplate* t = response.mutable_results(2)->mutable_template_();
+    t->set_iteration_time_ms(bad);
+    t->mutable_stages(0)->set_forward_ms(bad);
+    t->mutable_stages(1)->set_cost_ms(bad);
+    svg::ScheduleOptions options;
+    options.microbatches = 4;
+    const std::string svg = svg::DrawTemplatesSvg(response, options);
+    // Coordinates stay numbers (the text may say "inf").
+    EXPECT_THAT(svg, Not(HasSubstr("=\"nan")));
+    EXPECT_THAT(svg, Not(HasSubstr("=\"-nan")));
+    EXPECT_THAT(svg, Not(HasSubstr("=\"inf")));
+    Render(svg, "bad-times");
+  }
 }
 
 TEST(Escape, ReplacesWhatXmlCannotHold) {

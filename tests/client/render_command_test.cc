@@ -68,6 +68,11 @@ TEST(RenderAnswer, ErrorsNameTheFileAndWhatIsMissing) {
               HasSubstr("answer.json is a replan answer: pass --plan OLD.json"));
   EXPECT_THAT(error(ToJson(SampleReplan()), R"({"results": []})").message(),
               HasSubstr("old.json has no \"request\" and \"plan\""));
+  EXPECT_THAT(error(ToJson(SamplePlan()), ToJson(SamplePlan())).message(),
+              HasSubstr("--plan is for a replan answer (the plan it started from); answer.json "
+                        "is a plan answer"));
+  EXPECT_THAT(RenderAnswer(ToJson(SamplePlan()), "answer.json", {}, "", 4).status().message(),
+              HasSubstr("--microbatches is for a templates answer"));
 }
 
 TEST(WriteSvgFile, NamesThePathItCannotWrite) {

@@ -74,4 +74,23 @@ absl::Status ValidateNodeTypes(const std::vector<NodeType>& types) {
   return absl::OkStatus();
 }
 
+// Every branch visited leads to at least one counted mix, so the work is O(limit * types).
+int64_t CountMixes(const NodeMix& available, int64_t min_nodes, int64_t max_nodes, int64_t limit) {
+  const size_t n = available.size();
+  std::vector<int64_t> rest(n + 1, 0);  // nodes available in types i..n-1
+  for (size_t i = n; i-- > 0;) rest[i] = rest[i + 1] + available[i];
+  int64_t count = 0;
+  std::function<void(size_t, int64_t)> visit = [&](size_t i, int64_t size) {
+    if (i == n) {
+      ++count;
+      return;
+    }
+    const int64_t lo = std::max<int64_t>(0, min_nodes - size - rest[i + 1]);
+    const int64_t hi = std::min<int64_t>(available[i], max_nodes - size);
+    for (int64_t c = lo; c <= hi && count < limit; ++c) visit(i + 1, size + c);
+  };
+  visit(0, 0);
+  return count;
+}
+
 }  // namespace oobleck

@@ -2,6 +2,7 @@
 #ifndef OOBLECK_CORE_CLUSTER_H_
 #define OOBLECK_CORE_CLUSTER_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,9 @@ std::string MixLabel(const NodeMix& mix, const std::vector<NodeType>& types);
 // Every mix m with m[i] <= available[i] and min_nodes <= |m| <= max_nodes, ordered by
 // size, then lexicographically by counts.
 std::vector<NodeMix> EnumerateMixes(const NodeMix& available, int min_nodes, int max_nodes);
+// How many mixes EnumerateMixes would return, counted only up to `limit` (so that huge
+// clusters are refused without enumerating them): O(limit x types) work.
+int64_t CountMixes(const NodeMix& available, int64_t min_nodes, int64_t max_nodes, int64_t limit);
 
 absl::Status ValidateNodeTypes(const std::vector<NodeType>& types);
 

@@ -146,8 +146,9 @@ const MixResult* TemplateSet::Find(const NodeMix& mix) const {
 absl::Status ValidateNodes(const CostModel& model, const std::vector<ClusterNode>& nodes) {
   if (nodes.empty()) return absl::InvalidArgumentError("nodes must not be empty");
   if (nodes.size() > static_cast<size_t>(kMaxClusterNodes)) {
-    return absl::InvalidArgumentError(absl::StrFormat("nodes must have at most %d entries (got %d)",
-                                                      kMaxClusterNodes, nodes.size()));
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "nodes has %d entries, more than the limit of %d nodes per plan", nodes.size(),
+        kMaxClusterNodes));
   }
   std::map<std::string, size_t> seen;
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -201,6 +202,14 @@ absl::StatusOr<TemplateSet> PlanTemplateSet(TemplatePlanner& planner, const Cost
                                             const PipelineSizeLimits& limits,
                                             const SearchOptions& options) {
   TemplateSet set;
+  if (CountMixes(available, limits.min_nodes, limits.max_nodes, kMaxMixesPerPlan + 1) >
+      kMaxMixesPerPlan) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "the cluster's node types and pipelines of %d to %d nodes give more than %d candidate "
+        "pipeline mixes, the limit per plan; lower max_nodes_per_pipeline or plan fewer node "
+        "types",
+        limits.min_nodes, limits.max_nodes, kMaxMixesPerPlan));
+  }
   set.mixes = EnumerateMixes(available, limits.min_nodes, limits.max_nodes);
   if (limits.min_nodes > 1) {
     for (int t = 0; t < model.num_types(); ++t) {

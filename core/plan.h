@@ -46,6 +46,9 @@ inline constexpr int kDefaultMaxNodesPerPipeline = 4;
 inline constexpr int kMaxGlobalBatch = 1 << 20;
 inline constexpr int kMaxGlobalBatchSizes = 64;
 inline constexpr int kMaxClusterNodes = 4096;
+// Candidate pipeline mixes one plan may weigh (every mix of <= 8 nodes of 8 node types is
+// 12870).
+inline constexpr int kMaxMixesPerPlan = 1 << 14;
 
 struct PlannedPipeline {
   PipelineTemplate tmpl;              // evaluated; figures at the problem's M

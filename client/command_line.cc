@@ -89,13 +89,18 @@ ABSL_FLAG(std::vector<std::string>, join, {},
 ABSL_FLAG(double, tolerance, 0.01,
           "replan: plans within this fraction of the fastest compete on bytes copied");
 
+// Pictures.
+ABSL_FLAG(std::string, svg, "",
+          "templates, plan, replan: also draw the answer as an SVG picture into this file; "
+          "render: where the picture goes (default: standard output); - is standard output");
+
 namespace oobleck::client {
 namespace {
 
 constexpr std::string_view kCommands[] = {"load-profile", "list-profiles", "templates", "plan",
-                                          "replan", "stats", "health"};
+                                          "replan", "render", "stats", "health"};
 constexpr char kCommandList[] =
-    "one of load-profile, list-profiles, templates, plan, replan, stats, health";
+    "one of load-profile, list-profiles, templates, plan, replan, render, stats, health";
 
 // Connection flags an environment variable stands in for when the flag is not given, so
 // that a fixed command (the container's HEALTHCHECK) works with whatever TLS the
@@ -134,7 +139,7 @@ const std::vector<FlagUse>& FlagUses() {
       {"nodes", {"templates"}},
       {"gpus_per_node", {"templates"}},
       {"cost_model", {"templates", "plan"}},
-      {"microbatches", {"templates", "plan"}},
+      {"microbatches", {"templates", "plan", "render"}},
       {"gpu_memory_gib", {"templates"}},
       {"intra_node_bytes_per_s", {"templates"}},
       {"inter_node_bytes_per_s", {"templates"}},
@@ -147,10 +152,11 @@ const std::vector<FlagUse>& FlagUses() {
       {"global_batch", {"plan"}},
       {"min_nodes_per_pipeline", {"plan"}},
       {"max_nodes_per_pipeline", {"plan"}},
-      {"plan", {"replan"}},
+      {"plan", {"replan", "render"}},
       {"fail", {"replan"}},
       {"join", {"replan"}},
       {"tolerance", {"replan"}},
+      {"svg", {"templates", "plan", "replan", "render"}},
   };
   return kUses;
 }
@@ -222,16 +228,20 @@ CliOptions ReadFlags() {
   o.fail = absl::GetFlag(FLAGS_fail);
   o.join = absl::GetFlag(FLAGS_join);
   o.tolerance = absl::GetFlag(FLAGS_tolerance);
+  o.svg = absl::GetFlag(FLAGS_svg);
   return o;
 }
 
 // Positional arguments each command takes.
 absl::Status CheckArgs(const CommandLine& cl) {
-  const size_t want = cl.command == "load-profile" ? 1 : 0;
+  const bool takes_file = cl.command == "load-profile" || cl.command == "render";
+  const size_t want = takes_file ? 1 : 0;
   if (cl.args.size() != want) {
     return Usage(absl::StrCat(cl.command, " takes ",
-                              want == 1 ? "one argument (DIR)" : "no arguments", ", got ",
-                              cl.args.size(), ": ", absl::StrJoin(cl.args, " ")));
+                              !takes_file              ? "no arguments"
+                              : cl.command == "render" ? "one argument (ANSWER.json)"
+                                                       : "one argument (DIR)",
+                              ", got ", cl.args.size(), ": ", absl::StrJoin(cl.args, " ")));
   }
   return absl::OkStatus();
 }
@@ -359,6 +369,10 @@ std::string UsageText(const std::string& command) {
       "  replan --plan PLAN.json [--fail ID ...] [--join ID:TYPE ...] [--tolerance f]\n"
       "      A new plan after nodes fail or join, and the layers to copy where. Its --json\n"
       "      output is again a valid --plan.\n"
+      "  render ANSWER.json [--plan OLD.json] [--microbatches M] [--svg OUT.svg]\n"
+      "      Draws a saved --json answer of templates, plan or replan as an SVG picture\n"
+      "      (no server needed). A replan answer needs --plan, the plan it started from.\n"
+      "      templates, plan and replan draw the same pictures with --svg FILE.\n"
       "  stats\n"
       "      Cache and request counters of the server.\n"
       "  health\n"

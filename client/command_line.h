@@ -51,6 +51,8 @@ struct CliOptions {
   std::vector<std::string> fail;  // --fail ID [ID ...]
   std::vector<std::string> join;  // --join ID:TYPE [ID:TYPE ...]
   double tolerance = 0.01;
+  // Pictures (client/render_command.h).
+  std::string svg;  // --svg FILE; "" none, "-" standard output
 };
 
 struct CommandLine {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -18,7 +19,9 @@
 #include "client/output.h"
 #include "client/plan_commands.h"
 #include "client/progress_bar.h"
+#include "client/render_command.h"
 #include "client/requests.h"
+#include "client/svg/schedule_picture.h"
 #include "core/cluster_file.h"
 #include "core/profile.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -122,6 +125,7 @@ absl::Status CheckUsage(const CommandLine& cl) {
     if (o.microbatch_size < 0) return Usage("--microbatch-size must be >= 0");
   }
   if (cl.command == "plan" || cl.command == "replan") return CheckPlanUsage(cl);
+  if (cl.command == "render" && o.microbatches < 0) return Usage("--microbatches must be >= 0");
   if (cl.command != "templates") return absl::OkStatus();
 
   if (cl.IsSet("nodes")) {
@@ -298,8 +302,16 @@ absl::Status Templates(const CommandLine& cl, PlannerConnection& server) {
     s = server.Call(&pb::Planner::Stub::PlanTemplates, request, &response);
   }
   if (!s.ok()) return s;
-  Print(o, response, FormatTemplates(response));
-  return absl::OkStatus();
+  const std::map<std::string, std::string> gpu_type_of = GpuTypesOf(request.cluster());
+  Print(o, response, FormatTemplates(response, gpu_type_of));
+  if (o.svg.empty()) return absl::OkStatus();
+  svg::ScheduleOptions picture;
+  picture.microbatches = request.microbatches();
+  picture.gpu_type_of = gpu_type_of;
+  for (const pb::NodeType& t : request.cluster().node_types()) {
+    picture.gpu_types.push_back(GpuTypeOf(t));
+  }
+  return WriteSvgFile(o.svg, svg::DrawTemplatesSvg(response, picture));
 }
 
 absl::Status Stats(const CommandLine& cl, PlannerConnection& server) {
@@ -350,6 +362,11 @@ int Main(int argc, char** argv) {
     PrintError(usage);
     std::cerr << "run oobleck-plan " << cl->command << " --help for usage\n";
     return 2;
+  }
+  if (cl->command == "render") {  // draws a file; no server
+    absl::Status status = RunRender(*cl);
+    if (!status.ok()) PrintError(status);
+    return status.ok() ? 0 : 1;
   }
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
       ChannelCredentialsFromFiles(cl->options.tls_ca, cl->options.auth_token_file);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace oobleck::client {
@@ -14,7 +15,6 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr double kMiB = 1024.0 * 1024.0;
-
 
 std::string Ms(double ms) { return absl::StrFormat("%.2f", ms); }
 
@@ -57,7 +57,48 @@ std::string FormatStage(const pb::Stage& stage) {
                       ":", stage.node_type(), "/", stage.gpus(), "g");
 }
 
-std::string FormatTemplates(const pb::PlanTemplatesResponse& response) {
+std::string FormatBytes(double bytes) {
+  if (bytes >= 1e9) return absl::StrFormat("%.2f GB", bytes / 1e9);
+  if (bytes >= 1e6) return absl::StrFormat("%.1f MB", bytes / 1e6);
+  return absl::StrFormat("%.0f B", bytes);
+}
+
+std::string GpuTypeOf(const pb::NodeType& type) {
+  return type.gpu_type().empty() ? type.name() : type.gpu_type();
+}
+
+std::map<std::string, std::string> GpuTypesOf(const pb::Cluster& cluster) {
+  std::map<std::string, std::string> out;
+  for (const pb::NodeType& t : cluster.node_types()) out[t.name()] = GpuTypeOf(t);
+  return out;
+}
+
+std::set<std::string> DerivedNodeTypes(const pb::PipelineTemplate& tmpl,
+                                       const std::map<std::string, std::string>& gpu_type_of) {
+  const std::set<std::string> derived_gpus(tmpl.derived_gpu_types().begin(),
+                                           tmpl.derived_gpu_types().end());
+  std::set<std::string> out;
+  for (const std::string& name : tmpl.node_order()) {
+    auto it = gpu_type_of.find(name);
+    if (derived_gpus.count(it == gpu_type_of.end() ? name : it->second) > 0) out.insert(name);
+  }
+  return out;
+}
+
+std::string MarkDerivedTypes(const std::string& mix_label,
+                             const std::set<std::string>& derived_node_types) {
+  if (derived_node_types.empty()) return mix_label;
+  std::vector<std::string> parts = absl::StrSplit(mix_label, '+');
+  for (std::string& part : parts) {
+    // "<count>x<node type>"; a name with a '+' in it is not recognised (and not marked).
+    const size_t x = part.find('x');
+    if (x != std::string::npos && derived_node_types.count(part.substr(x + 1)) > 0) part += "*";
+  }
+  return absl::StrJoin(parts, "+");
+}
+
+std::string FormatTemplates(const pb::PlanTemplatesResponse& response,
+                            const std::map<std::string, std::string>& gpu_type_of) {
   std::vector<std::vector<std::string>> rows = {
       {"MIX", "NODES", "GPUS", "ITERATION_MS", "CACHE", "STAGES"}};
   std::set<std::string> derived_types;
@@ -75,11 +116,9 @@ std::string FormatTemplates(const pb::PlanTemplatesResponse& response) {
     const pb::PipelineTemplate& tmpl = result.template_();
     std::vector<std::string> stages;
     for (const pb::Stage& stage : tmpl.stages()) stages.push_back(FormatStage(stage));
-    std::string label = result.mix_label();
-    if (tmpl.derived_gpu_types_size() > 0) {
-      label += "*";
-      derived_types.insert(tmpl.derived_gpu_types().begin(), tmpl.derived_gpu_types().end());
-    }
+    const std::string label =
+        MarkDerivedTypes(result.mix_label(), DerivedNodeTypes(tmpl, gpu_type_of));
+    derived_types.insert(tmpl.derived_gpu_types().begin(), tmpl.derived_gpu_types().end());
     rows.push_back({label, absl::StrCat(tmpl.num_nodes()), absl::StrCat(tmpl.num_gpus()),
                     Ms(tmpl.iteration_time_ms()), cache, absl::StrJoin(stages, " ")});
   }
@@ -89,7 +128,7 @@ std::string FormatTemplates(const pb::PlanTemplatesResponse& response) {
   out += RenderTable(rows);
   out += "stage [a,b)@nK:TYPE/Gg = layers a..b-1 on pipeline node K (node type TYPE), G GPUs\n";
   if (!derived_types.empty()) {
-    absl::StrAppend(&out, "* uses profiles derived by relative speed, not measured: ",
+    absl::StrAppend(&out, "* profile derived by relative speed, not measured: ",
                     absl::StrJoin(derived_types, ", "), "\n");
   }
   return out;

@@ -1,8 +1,8 @@
 #include "client/plan_commands.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
+#include <map>
+#include <set>
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
@@ -10,6 +10,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/output.h"
+#include "client/render_command.h"
+#include "client/svg/plan_picture.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace oobleck::client {
@@ -18,12 +20,6 @@ namespace {
 absl::Status Usage(const std::string& message) { return absl::InvalidArgumentError(message); }
 
 std::string Ms(double ms) { return absl::StrFormat("%.2f", ms); }
-
-std::string Bytes(double bytes) {
-  if (bytes >= 1e9) return absl::StrFormat("%.2f GB", bytes / 1e9);
-  if (bytes >= 1e6) return absl::StrFormat("%.1f MB", bytes / 1e6);
-  return absl::StrFormat("%.0f B", bytes);
-}
 
 absl::StatusOr<std::vector<int>> ParseGlobalBatches(const std::vector<std::string>& values) {
   std::vector<int> out;
@@ -37,15 +33,24 @@ absl::StatusOr<std::vector<int>> ParseGlobalBatches(const std::vector<std::strin
   return out;
 }
 
-std::string FormatClusterPlan(const pb::ClusterPlan& plan) {
+// The pipelines' table; mix labels mark derived node types with "*" (footnoted), as the
+// templates table does.
+std::string FormatClusterPlan(const pb::ClusterPlan& plan, const pb::PlanRequest& request) {
+  const std::map<std::string, std::string> gpu_type_of = GpuTypesOf(request.cluster());
+  std::set<std::string> derived;
   std::vector<std::vector<std::string>> rows = {
       {"PIPELINE", "MIX", "NODES", "MICROBATCHES", "TIME_MS", "STAGES"}};
   for (int i = 0; i < plan.pipelines_size(); ++i) {
     const pb::PlannedPipeline& p = plan.pipelines(i);
     std::vector<std::string> stages;
     for (const pb::Stage& s : p.template_().stages()) stages.push_back(FormatStage(s));
-    rows.push_back({absl::StrCat(i), p.template_().mix_label(), absl::StrJoin(p.node_ids(), ","),
-                    absl::StrCat(p.microbatches()), Ms(p.time_ms()), absl::StrJoin(stages, " ")});
+    derived.insert(p.template_().derived_gpu_types().begin(),
+                   p.template_().derived_gpu_types().end());
+    rows.push_back({absl::StrCat(i),
+                    MarkDerivedTypes(p.template_().mix_label(),
+                                     DerivedNodeTypes(p.template_(), gpu_type_of)),
+                    absl::StrJoin(p.node_ids(), ","), absl::StrCat(p.microbatches()),
+                    Ms(p.time_ms()), absl::StrJoin(stages, " ")});
   }
   std::string out = RenderTable(rows);
   if (!plan.idle_nodes().empty()) {
@@ -53,6 +58,10 @@ std::string FormatClusterPlan(const pb::ClusterPlan& plan) {
     for (const pb::IdleNode& n : plan.idle_nodes())
       idle.push_back({n.node_id(), n.node_type(), n.reason()});
     absl::StrAppend(&out, "\n", RenderTable(idle));
+  }
+  if (!derived.empty()) {
+    absl::StrAppend(&out, "* profile derived by relative speed, not measured: ",
+                    absl::StrJoin(derived, ", "), "\n");
   }
   return out;
 }
@@ -192,7 +201,7 @@ std::string FormatPlan(const pb::PlanResponse& response) {
   absl::StrAppendFormat(&out, "\n  planned in %.1f ms from %d pipeline templates (%d cached)\n\n",
                         response.planning_time_ms(), response.mixes_planned(),
                         response.mixes_from_cache());
-  absl::StrAppend(&out, FormatClusterPlan(plan));
+  absl::StrAppend(&out, FormatClusterPlan(plan, request));
   if (response.sweep_size() > 1) {
     std::vector<std::vector<std::string>> rows = {
         {"GLOBAL_BATCH", "ITERATION_MS", "PIPELINES", "DATA_PARALLEL_MS", "SPEEDUP"}};
@@ -226,7 +235,7 @@ std::string FormatReplan(const pb::ReplanResponse& response) {
   absl::StrAppendFormat(
       &out, "  %d node(s), %d pipeline(s), %d kept; %d copies (%s); planned in %.2f ms\n",
       response.request().nodes_size(), plan.pipelines_size(), response.pipelines_kept(),
-      response.copies_size(), Bytes(response.copy_bytes()), response.planning_time_ms());
+      response.copies_size(), FormatBytes(response.copy_bytes()), response.planning_time_ms());
   if (!response.ignored_failed_node_ids().empty() || !response.ignored_joined_node_ids().empty()) {
     absl::StrAppend(&out, "  already applied (ignored): failed [",
                     absl::StrJoin(response.ignored_failed_node_ids(), ", "), "], joined [",
@@ -237,11 +246,11 @@ std::string FormatReplan(const pb::ReplanResponse& response) {
     for (const pb::LayerCopy& c : response.copies()) {
       rows.push_back({c.dest_node_id(), c.source_node_id(),
                       absl::StrFormat("[%d,%d)", c.layer_begin(), c.layer_end()),
-                      Bytes(c.param_bytes())});
+                      FormatBytes(c.param_bytes())});
     }
     absl::StrAppend(&out, "\n", RenderTable(rows));
   }
-  absl::StrAppend(&out, "\n", FormatClusterPlan(plan));
+  absl::StrAppend(&out, "\n", FormatClusterPlan(plan, response.request()));
   return out;
 }
 
@@ -279,23 +288,23 @@ absl::Status RunPlan(const CommandLine& cl, const PlanCalls& calls) {
   pb::PlanResponse response;
   if (absl::Status s = calls.plan(*request, &response); !s.ok()) return s;
   calls.print(response, FormatPlan(response));
-  return absl::OkStatus();
+  if (o.svg.empty()) return absl::OkStatus();
+  return WriteSvgFile(o.svg, svg::DrawPlanSvg(response));
 }
 
 absl::Status RunReplan(const CommandLine& cl, const PlanCalls& calls) {
   const CliOptions& o = cl.options;
-  std::ifstream in(o.plan, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", o.plan));
-  std::ostringstream text;
-  text << in.rdbuf();
+  absl::StatusOr<std::string> text = ReadTextFile(o.plan);
+  if (!text.ok()) return text.status();
   absl::StatusOr<pb::ReplanRequest> request =
-      BuildReplanRequest(text.str(), o.plan, o.fail, o.join,
+      BuildReplanRequest(*text, o.plan, o.fail, o.join,
                          cl.IsSet("tolerance") ? std::optional<double>(o.tolerance) : std::nullopt);
   if (!request.ok()) return request.status();
   pb::ReplanResponse response;
   if (absl::Status s = calls.replan(*request, &response); !s.ok()) return s;
   calls.print(response, FormatReplan(response));
-  return absl::OkStatus();
+  if (o.svg.empty()) return absl::OkStatus();
+  return WriteSvgFile(o.svg, svg::DrawReplanSvg(request->request(), request->plan(), response));
 }
 
 }  // namespace oobleck::client

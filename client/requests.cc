@@ -13,8 +13,6 @@
 #include "absl/strings/strip.h"
 
 namespace oobleck::client {
-namespace {
-
 absl::StatusOr<std::string> ReadTextFile(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path.string()));
@@ -23,6 +21,8 @@ absl::StatusOr<std::string> ReadTextFile(const std::filesystem::path& path) {
   if (in.bad()) return absl::DataLossError(absl::StrCat("cannot read ", path.string()));
   return text.str();
 }
+
+namespace {
 
 // Micro-batch size of "mb<m>.json", or 0 if the name has another form.
 int MicrobatchSizeOfFile(const std::string& filename) {

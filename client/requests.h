@@ -3,6 +3,7 @@
 #ifndef OOBLECK_CLIENT_REQUESTS_H_
 #define OOBLECK_CLIENT_REQUESTS_H_
 
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,6 +15,9 @@
 namespace oobleck::client {
 
 namespace pb = ::oobleck::planner::v1;
+
+// The whole file; NOT_FOUND naming the path when it cannot be opened.
+absl::StatusOr<std::string> ReadTextFile(const std::filesystem::path& path);
 
 struct NodeRange {
   int min_nodes = 0;

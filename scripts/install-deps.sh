@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs every build, test and benchmark dependency of oobleck-planner from Debian 12
 # packages. Used verbatim by the README, .ci/run and the Dockerfile, so all three agree.
+# librsvg2-bin (rsvg-convert), libpng-dev and python3-pil let the tests render the CLI's
+# SVG pictures and read the pixels back.
 set -euo pipefail
 
 packages=(
@@ -11,6 +13,7 @@ packages=(
   python3 python3-grpcio python3-protobuf grpc-proto
   openssl prometheus-cpp-dev
   etcd-server
+  librsvg2-bin libpng-dev python3-pil
 )
 
 missing=()

@@ -10,20 +10,21 @@ nodes that join. Replan is stateless: each call carries the previous answer's `r
 (the cluster) and `plan`.
 
 Setup (Debian 12; everything from scripts/install-deps.sh):
-  1. examples/python/gen_stubs.sh                       # writes examples/python/gen/
+  1. scripts/build.sh                                   # also writes build/python/
   2. build/bin/oobleck-planner --profile_dir examples/profiles
   3. /usr/bin/python3 examples/python/master_daemon.py [--failures 4] [--global-batch 64]
 
---stubs DIR points at stubs generated elsewhere (the e2e tests pass the build tree's).
+The stubs come from build/python/ (scripts/build.sh generates them) or
+examples/python/gen/ (examples/python/gen_stubs.sh); --stubs DIR points elsewhere.
 The last line is a summary ("summary: ...") that scripts can parse.
 """
 
 import argparse
-import os
 import sys
 import time
 
 import planner_channel
+import planner_stubs  # the generated gRPC stubs: build/python/ by default
 
 GIB = 1 << 30
 # GPU types on the scale of shared/data's cluster files; only the RTX 4090 is measured
@@ -37,8 +38,7 @@ def parse_args():
     parser.add_argument("--server", default="127.0.0.1:50051",
                         help="HOST:PORT, IP:PORT,IP:PORT,... of several replicas, or a gRPC "
                              "target such as dns:///NAME:PORT (planner_channel.py)")
-    parser.add_argument("--stubs", default=os.path.join(os.path.dirname(__file__), "gen"),
-                        help="directory holding oobleck/planner/v1/planner_pb2*.py")
+    planner_stubs.add_argument(parser)
     parser.add_argument("--model", default="gpt2-xl")
     parser.add_argument("--nodes-per-type", type=int, default=3)
     parser.add_argument("--gpus-per-node", type=int, default=2)
@@ -94,14 +94,7 @@ def print_copies(response):
 
 def main():
     args = parse_args()
-    sys.path.insert(0, args.stubs)
-    try:
-        import grpc
-        from oobleck.planner.v1 import planner_pb2 as pb
-        from oobleck.planner.v1 import planner_pb2_grpc
-    except ImportError as error:
-        sys.exit(f"cannot import gRPC or the stubs ({error}); run examples/python/gen_stubs.sh "
-                 f"and use /usr/bin/python3")
+    grpc, pb, planner_pb2_grpc = planner_stubs.load(args.stubs)
 
     latencies = []
     replans = 0

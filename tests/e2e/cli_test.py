@@ -82,8 +82,9 @@ class CliTest(e2e_support.ExampleServerTestCase):
         table = self.cli("templates", "--cluster", self.cluster_file("ditto-exp1.json"),
                          "--all-nodes", "--measured-relative-speed",
                          RTX4090_RELATIVE_SPEED).stdout
-        self.assertIn("2xv100+2xrtx3090*", table)
-        self.assertIn("* uses profiles derived by relative speed", table)
+        # Each derived type is marked where it stands in the label.
+        self.assertIn("2xv100*+2xrtx3090* ", table)
+        self.assertIn("* profile derived by relative speed, not measured: rtx3090, v100", table)
 
     def test_cluster_file_measured_type_listed_needs_no_extra_speed(self):
         """ditto-exp2 lists rtx4090, so its relative speeds resolve from the file alone."""

@@ -148,7 +148,8 @@ def run_cli(*args, timeout_s=RPC_TIMEOUT_S):
 
 
 class ExampleServerTestCase(unittest.TestCase):
-    """A test class sharing one real server with the bundled example profiles."""
+    """A test class sharing one real server with the bundled example profiles, and a
+    temporary directory for the files its tests write (path(), save())."""
 
     @classmethod
     def setUpClass(cls):
@@ -161,10 +162,22 @@ class ExampleServerTestCase(unittest.TestCase):
         except BaseException:
             cls.server.stop()
             raise
+        cls.tmp = tempfile.TemporaryDirectory()
 
     @classmethod
     def tearDownClass(cls):
+        cls.tmp.cleanup()
         cls.server.stop()
+
+    def path(self, name):
+        """A path in the class's temporary directory."""
+        return os.path.join(self.tmp.name, name)
+
+    def save(self, name, text):
+        """Writes `text` to path(name) and returns that path."""
+        with open(self.path(name), "w") as f:
+            f.write(text)
+        return self.path(name)
 
     def cli(self, *args, expect_code=0):
         """Runs oobleck-plan against the server; checks its exit code."""

@@ -7,7 +7,6 @@ Run by ctest (e2e_plan_cli) with /usr/bin/python3.
 import json
 import os
 import sys
-import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -15,22 +14,6 @@ import e2e_support  # noqa: E402
 
 
 class PlanCliTest(e2e_support.ExampleServerTestCase):
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.tmp = tempfile.TemporaryDirectory()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
-        super().tearDownClass()
-
-    def save(self, name, text):
-        path = os.path.join(self.tmp.name, name)
-        with open(path, "w") as f:
-            f.write(text)
-        return path
 
     def cluster(self):
         return os.path.join(e2e_support.ARGS.shared_data, "clusters", "ditto-exp2.json")

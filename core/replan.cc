@@ -379,6 +379,13 @@ absl::StatusOr<Candidate> Finalize(const ReplanContext& ctx, Draft draft,
   out.strategy = draft.strategy;
   ClusterPlan& plan = out.plan;
   plan.global_batch = ctx.old.global_batch;
+  // The old pipeline each survivor started, to find kept pipelines without comparing every
+  // pair of pipelines (thousands of each at fleet scale).
+  std::vector<int> old_starting_at(N, -1);
+  for (size_t i = 0; i < ctx.old_positions.size(); ++i) {
+    const std::vector<int>& positions = ctx.old_positions[i];
+    if (!positions.empty() && positions[0] >= 0) old_starting_at[positions[0]] = static_cast<int>(i);
+  }
   std::vector<int> new_pipeline(N, -1);
   for (size_t k = 0; k < draft.pipelines.size(); ++k) {
     const DraftPipeline& d = draft.pipelines[k];
@@ -391,9 +398,10 @@ absl::StatusOr<Candidate> Finalize(const ReplanContext& ctx, Draft draft,
     p.microbatches = d.microbatches;
     p.time_ms = model.PipelineTimeMs(StageCosts(p.tmpl), p.microbatches);
     plan.pipeline_time_ms = std::max(plan.pipeline_time_ms, p.time_ms);
-    for (size_t i = 0; i < ctx.old.pipelines.size(); ++i) {
-      const PlannedPipeline& o = ctx.old.pipelines[i];
-      if (o.node_ids == p.node_ids && SameShape(o.tmpl, p.tmpl)) ++out.kept;
+    if (const int i = d.nodes.empty() ? -1 : old_starting_at[d.nodes[0]]; i >= 0) {
+      if (ctx.old_positions[i] == d.nodes && SameShape(ctx.old.pipelines[i].tmpl, p.tmpl)) {
+        ++out.kept;
+      }
     }
     plan.pipelines.push_back(std::move(p));
   }

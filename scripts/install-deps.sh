@@ -10,6 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-grpcio python3-protobuf grpc-proto
   openssl prometheus-cpp-dev
+  libglpk-dev
 )
 
 missing=()

@@ -637,9 +637,14 @@ class PlanSearch {
     if (top_tau > *tau_inf) {
       absl::StatusOr<int> p_top = MinPipelines(top_tau, *p_inf);
       if (!p_top.ok()) return p_top.status();
-      Consider(top_tau, *p_top);
-      absl::Status s = Search(*tau_inf, *p_inf, top_tau, *p_top);
-      if (!s.ok()) return s;
+      if (*p_top < 0 && !inexact_) {
+        return absl::InternalError("plan search: P_min increased with the makespan");
+      }
+      if (*p_top >= 0) {  // (else an unsolved integer program: the gap says so)
+        Consider(top_tau, *p_top);
+        absl::Status s = Search(*tau_inf, *p_inf, top_tau, *p_top);
+        if (!s.ok()) return s;
+      }
     }
     return Reconstruct();
   }

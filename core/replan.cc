@@ -354,6 +354,26 @@ class LayerHolders {
   std::vector<std::vector<int>> smallest_id_;  // parallel to lists_
 };
 
+// The Hungarian method costs rows^2 x columns: seconds once a replan rebinds thousands of
+// positions of one type (a fleet whose plan changes shape). Past this the assignment is
+// greedy: the plan and its copy plan stay complete, the bytes copied may not be the least.
+constexpr size_t kMaxExactAssignmentWork = size_t{1} << 27;
+
+// Each row in turn takes the cheapest column still free (ties: the lower index).
+std::vector<int> AssignRowsGreedily(const std::vector<std::vector<double>>& cost) {
+  std::vector<int> column_of(cost.size(), -1);
+  std::vector<bool> taken(cost.empty() ? 0 : cost[0].size(), false);
+  for (size_t r = 0; r < cost.size(); ++r) {
+    for (size_t c = 0; c < taken.size(); ++c) {
+      if (!taken[c] && (column_of[r] < 0 || cost[r][c] < cost[r][column_of[r]])) {
+        column_of[r] = static_cast<int>(c);
+      }
+    }
+    taken[column_of[r]] = true;
+  }
+  return column_of;
+}
+
 absl::StatusOr<Candidate> Finalize(const ReplanContext& ctx, const LayerHolders& layer_holders,
                                    Draft draft, const std::vector<std::string>& type_reasons) {
   const CostModel& model = *ctx.model;
@@ -371,7 +391,10 @@ absl::StatusOr<Candidate> Finalize(const ReplanContext& ctx, const LayerHolders&
       const LayerRange need = LayersOfPosition(*draft.pipelines[k].tmpl, j);
       for (size_t c = 0; c < columns.size(); ++c) cost[r][c] = ctx.MissingBytes(columns[c], need);
     }
-    const std::vector<int> column_of = AssignRows(cost);
+    const std::vector<int> column_of = positions.size() * positions.size() * columns.size() <=
+                                               kMaxExactAssignmentWork
+                                           ? AssignRows(cost)
+                                           : AssignRowsGreedily(cost);
     for (size_t r = 0; r < positions.size(); ++r) {
       const auto [k, j] = positions[r];
       draft.pipelines[k].nodes[j] = columns[column_of[r]];

@@ -20,7 +20,7 @@ FROM debian:12-slim AS runtime
 # dependencies: libgrpc29, libre2-9, libc-ares2, libssl3, libtbbmalloc2, ...).
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      libgrpc++1.51 libprotobuf32 libabsl20220623 libtbb12 \
+      libgrpc++1.51 libprotobuf32 libabsl20220623 libtbb12 libglpk40 \
       libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /src/build/bin/oobleck-planner /src/build/bin/oobleck-plan /usr/local/bin/

@@ -2,6 +2,10 @@
 // of three GPU types, cold (template search included) and warm (templates cached), a sweep
 // of global batch sizes, and a warm Replan after one node fails. Reads ../shared/data.
 #include <benchmark/benchmark.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
 
 #include <memory>
 #include <string>
@@ -162,6 +166,197 @@ void BM_ReplanOneFailure(benchmark::State& state) {
   state.counters["iteration_ms"] = r->plan.iteration_time_ms;
   state.counters["copy_GB"] = r->copy_bytes / 1e9;
 }
+
+// ---- fleet scale (bench/README.md#plan-at-fleet-scale) ----------------------------------
+
+// Up to 8 node types of GPT-2 XL (ring all-reduce estimates): layer times derived from the
+// measured RTX 4090 by relative speed, 16 to 80 GiB per GPU.
+struct FleetType {
+  const char* name;
+  double relative_speed;  // to the RTX 4090
+  int gpus;
+  double memory_gib;
+};
+// (4 GPUs per node: the cold template search over mixes of 8-GPU nodes of many types is far
+// slower and larger, see bench/README.md#plan-at-fleet-scale.)
+constexpr FleetType kFleetTypes[] = {
+    {"v100", 1 / 2.94, 4, 16},   {"rtx3090", 1.8 / 2.94, 4, 24}, {"rtx4090", 1, 4, 24},
+    {"a100", 1.25, 4, 40},       {"a100-80", 1.3, 4, 80},        {"h100", 2.5, 4, 80},
+    {"l40s", 1.1, 4, 48},        {"a10", 0.45, 4, 24},
+};
+
+absl::StatusOr<PlanningProblem> FleetProblem(int types, int microbatches) {
+  absl::StatusOr<std::shared_ptr<const ModelProfile>> base =
+      LoadGpt2XlProfile("profiles/gpt2-xl-ring", "rtx4090");
+  if (!base.ok()) return base.status();
+  PlanningProblem p;
+  for (int t = 0; t < types; ++t) {
+    const FleetType& f = kFleetTypes[t];
+    p.node_types.push_back({f.name, f.name, f.gpus, f.memory_gib * kGiB, kPcie4BytesPerS});
+    p.profiles.push_back(
+        std::make_shared<const ModelProfile>(DeriveProfile(**base, f.name, f.relative_speed)));
+    p.derived_from.push_back("rtx4090");
+  }
+  p.inter_node_bytes_per_s = kNetworkBytesPerS;
+  p.cost_model = CostModelKind::kOneFOneB;
+  p.microbatches = microbatches;
+  p.missing_allreduce = MissingAllreduce::kRing;
+  return p;
+}
+
+// `nodes` nodes spread evenly over the first `types` fleet types.
+std::vector<ClusterNode> FleetNodes(int nodes, int types) {
+  std::vector<ClusterNode> out;
+  for (int k = 0; k < nodes; ++k) {
+    const int t = k % types;
+    out.push_back({absl::StrCat(kFleetTypes[t].name, "-", k / types), t});
+  }
+  return out;
+}
+
+double PeakRssMiB() {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss / 1024.0;  // kilobytes on Linux
+}
+
+// p50 and p99 of per-iteration times, as counters.
+void ReportPercentiles(benchmark::State& state, std::vector<double> ms) {
+  if (ms.empty()) return;
+  std::sort(ms.begin(), ms.end());
+  auto at = [&](double q) { return ms[std::min(ms.size() - 1, static_cast<size_t>(q * ms.size()))]; };
+  state.counters["p50_ms"] = at(0.5);
+  state.counters["p99_ms"] = at(0.99);
+}
+
+struct Fleet {
+  std::unique_ptr<CostModel> model;
+  std::unique_ptr<TemplateCache> cache;
+  std::unique_ptr<TemplatePlanner> templates;
+  std::unique_ptr<ClusterPlanner> planner;
+  std::vector<ClusterNode> nodes;
+};
+
+absl::StatusOr<Fleet> MakeFleet(int nodes, int types) {
+  absl::StatusOr<PlanningProblem> problem = FleetProblem(types, 16);
+  if (!problem.ok()) return problem.status();
+  absl::StatusOr<CostModel> model = CostModel::Create(*problem);
+  if (!model.ok()) return model.status();
+  Fleet f;
+  f.model = std::make_unique<CostModel>(*std::move(model));
+  f.cache = std::make_unique<TemplateCache>(int64_t{512} << 20);
+  f.templates = std::make_unique<TemplatePlanner>(f.cache.get(), kThreads);
+  f.planner = std::make_unique<ClusterPlanner>(f.templates.get(), kThreads);
+  f.nodes = FleetNodes(nodes, types);
+  return f;
+}
+
+constexpr int kFleetBatch = 1024;
+
+// args: nodes, types, cold (1: template search included) or warm (0: templates cached by a
+// first call with another global batch).
+void BM_PlanFleet(benchmark::State& state) {
+  absl::StatusOr<Fleet> fleet =
+      MakeFleet(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)));
+  if (!fleet.ok()) {
+    state.SkipWithError(std::string(fleet.status().message()).c_str());
+    return;
+  }
+  const bool cold = state.range(2) == 1;
+  if (!cold) (void)fleet->planner->Plan(*fleet->model, fleet->nodes, {kFleetBatch - 1}, {});
+  absl::StatusOr<PlanResult> result;
+  for (auto _ : state) {
+    if (cold) {
+      state.PauseTiming();
+      fleet->cache = std::make_unique<TemplateCache>(int64_t{512} << 20);
+      fleet->templates = std::make_unique<TemplatePlanner>(fleet->cache.get(), kThreads);
+      fleet->planner = std::make_unique<ClusterPlanner>(fleet->templates.get(), kThreads);
+      state.ResumeTiming();
+    }
+    result = fleet->planner->Plan(*fleet->model, fleet->nodes, {kFleetBatch}, {});
+    if (!result.ok()) {
+      state.SkipWithError(std::string(result.status().message()).c_str());
+      return;
+    }
+  }
+  ReportPlan(state, *result);
+  state.counters["gap"] = result->sizes[0].optimality_gap;
+  state.counters["peak_rss_MiB"] = PeakRssMiB();
+}
+
+// Warm Replan of the fleet's plan; args: nodes, types, failures (0: one node joins a
+// cluster of nodes - 1).
+void BM_ReplanFleet(benchmark::State& state) {
+  const int types = static_cast<int>(state.range(1));
+  const int failures = static_cast<int>(state.range(2));
+  // A join starts one node short, so that the cluster after it stays within the limit.
+  const int nodes = static_cast<int>(state.range(0)) - (failures == 0 ? 1 : 0);
+  absl::StatusOr<Fleet> fleet = MakeFleet(nodes, types);
+  if (!fleet.ok()) {
+    state.SkipWithError(std::string(fleet.status().message()).c_str());
+    return;
+  }
+  absl::StatusOr<PlanResult> planned =
+      fleet->planner->Plan(*fleet->model, fleet->nodes, {kFleetBatch}, {});
+  if (!planned.ok() || !planned->sizes[0].status.ok()) {
+    state.SkipWithError("plan failed");
+    return;
+  }
+  const ClusterPlan& plan = planned->sizes[0].plan;
+  ClusterEvent event;
+  for (int i = 0; i < failures; ++i) {
+    const PlannedPipeline& p = plan.pipelines[(i * 7) % plan.pipelines.size()];
+    event.failed_node_ids.push_back(p.node_ids[i % p.node_ids.size()]);
+  }
+  std::sort(event.failed_node_ids.begin(), event.failed_node_ids.end());
+  event.failed_node_ids.erase(
+      std::unique(event.failed_node_ids.begin(), event.failed_node_ids.end()),
+      event.failed_node_ids.end());
+  if (failures == 0) event.joined_nodes = {{"joined-0", types - 1}};
+  absl::StatusOr<ReplanResult> r;
+  std::vector<double> ms;
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    r = Replan(*fleet->planner, *fleet->model, fleet->nodes, plan, event, {});
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                           start).count());
+    if (!r.ok()) {
+      state.SkipWithError(std::string(r.status().message()).c_str());
+      return;
+    }
+  }
+  ReportPercentiles(state, std::move(ms));
+  state.counters["iteration_ms"] = r->plan.iteration_time_ms;
+  state.counters["strategy"] = static_cast<double>(r->strategy);
+  state.counters["peak_rss_MiB"] = PeakRssMiB();
+}
+
+void FleetSizes(benchmark::internal::Benchmark* b, bool with_cold) {
+  for (int nodes : {16, 64, 256, 1024, 4096}) {
+    for (int types : {2, 4, 6, 8}) {
+      b->Args({nodes, types, 0});
+      if (with_cold) b->Args({nodes, types, 1});
+    }
+  }
+}
+
+BENCHMARK(BM_PlanFleet)
+    ->ArgNames({"nodes", "types", "cold"})
+    ->Apply([](benchmark::internal::Benchmark* b) { FleetSizes(b, true); })
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_ReplanFleet)
+    ->ArgNames({"nodes", "types", "failures"})
+    ->Args({4096, 6, 1})
+    ->Args({4096, 6, 0})
+    ->Args({4096, 6, 8})
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      for (int nodes : {16, 64, 256, 1024, 4096}) {
+        for (int types : {2, 4, 6, 8}) b->Args({nodes, types, 1});
+      }
+    })
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 BENCHMARK(BM_Plan128Nodes)
     ->ArgNames({"B", "max_nodes", "cold"})

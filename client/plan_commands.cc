@@ -198,9 +198,15 @@ std::string FormatPlan(const pb::PlanResponse& response) {
       absl::StrAppend(&out, "; data parallel n/a: ", first.data_parallel_unavailable_reason());
     }
   }
-  absl::StrAppendFormat(&out, "\n  planned in %.1f ms from %d pipeline templates (%d cached)\n\n",
+  absl::StrAppendFormat(&out, "\n  planned in %.1f ms from %d pipeline templates (%d cached)",
                         response.planning_time_ms(), response.mixes_planned(),
                         response.mixes_from_cache());
+  // Proven optimal is the norm and goes unsaid; a bounded answer says how far it may be.
+  if (response.optimality_gap() > 0) {
+    absl::StrAppendFormat(&out, "; within %.3f%% of the optimum (proven bound)",
+                          100 * response.optimality_gap());
+  }
+  absl::StrAppend(&out, "\n\n");
   absl::StrAppend(&out, FormatClusterPlan(plan, request));
   if (response.sweep_size() > 1) {
     std::vector<std::vector<std::string>> rows = {

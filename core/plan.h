@@ -82,6 +82,9 @@ struct BatchSizePlan {
   std::optional<double> data_parallel_ms;
   std::string data_parallel_unavailable;
   double speedup = 0;  // data_parallel_ms / plan.iteration_time_ms (0 when unavailable)
+  // (iteration time - proven lower bound) / iteration time; 0 = proven optimal w.r.t. the
+  // template set (see PipelineSetSolution::optimality_gap).
+  double optimality_gap = 0;
 };
 
 struct PlanResult {
@@ -93,6 +96,8 @@ struct PlanResult {
 
 struct PlanOptions {
   PipelineSizeLimits limits;
+  // Plans have at least this many pipelines (PipelineSetProblem::min_pipelines).
+  int min_pipelines = 0;
   SearchOptions search;  // cancellation, polled by the template search and the plan search
 };
 
@@ -180,6 +185,14 @@ struct PipelineShape {
 std::vector<PipelineShape> FeasibleShapes(const CostModel& model, const TemplateSet& set,
                                           const PipelineSizeLimits& limits);
 
+// How SolvePipelineSet decides, for one makespan, which pipelines to use
+// (docs/ARCHITECTURE.md#plan-search). Both are exact.
+enum class PlanSearchMethod {
+  kAuto,         // the DP where its table is small, else the integer program
+  kNodeCountDp,  // a DP over every vector of used node counts: prod(n_t + 1) states
+  kCoverIlp,     // an integer program per makespan (core/plan_search/cover_ilp.h)
+};
+
 // The exact search (docs/ARCHITECTURE.md#plan): choose a multiset of shapes using at most
 // `available` nodes, in addition to the `fixed` pipelines every solution keeps, and split
 // the batch, minimising max T + allreduce_ms[P]. allreduce_ms must be non-decreasing and
@@ -195,6 +208,13 @@ struct PipelineSetProblem {
   // A makespan (ms) the answer is probably near, e.g. the current plan's when replanning;
   // it orders the search (0: none) and never changes the answer.
   double makespan_hint_ms = 0;
+  // The fewest pipelines in all (fixed + new) a plan may have, e.g. f + 1 to survive f
+  // failures; 0 or 1: no minimum. Needs the integer program (kAuto picks it).
+  int min_pipelines = 0;
+  PlanSearchMethod method = PlanSearchMethod::kAuto;
+  // Branch-and-bound nodes each integer program may use; past it the search keeps the best
+  // plan it has and reports the gap it can prove (PipelineSetSolution::optimality_gap).
+  int64_t max_ilp_nodes = 20000;
 };
 struct PipelineSetSolution {
   std::vector<int> chosen;               // shape indices, one per new pipeline
@@ -203,9 +223,14 @@ struct PipelineSetSolution {
   double pipeline_time_ms = 0;
   double allreduce_ms = 0;
   double iteration_time_ms = 0;
-  int evaluations = 0;  // DP passes the search needed (for benchmarks)
+  int evaluations = 0;  // DP passes or integer programs the search needed (for benchmarks)
+  // (iteration time - proven lower bound) / iteration time: 0 when proven optimal (always,
+  // unless an integer program hit max_ilp_nodes).
+  double optimality_gap = 0;
+  PlanSearchMethod method = PlanSearchMethod::kAuto;  // the method that ran
 };
-// FAILED_PRECONDITION when no plan exists (the message says why); CANCELLED.
+// FAILED_PRECONDITION when no plan exists (the message says why); RESOURCE_EXHAUSTED when
+// kNodeCountDp is asked for a table beyond its bound; CANCELLED.
 absl::StatusOr<PipelineSetSolution> SolvePipelineSet(const PipelineSetProblem& problem);
 
 // Indices into solution.chosen, larger pipelines first, then by mix (the order plans list

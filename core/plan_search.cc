@@ -26,6 +26,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/plan.h"
+#include "core/plan_search/cover_ilp.h"
 #include "tbb/blocked_range.h"
 #include "tbb/parallel_for.h"
 
@@ -302,6 +303,51 @@ class RowBlock<int16_t> {
 };
 #endif
 
+// Padding per node type of the DP's state space, so that u - mix never leaves the array.
+std::vector<int> DpPadding(const PipelineSetProblem& problem) {
+  std::vector<int> pad(problem.available.size(), 1);  // at least one: idle steps go to u - e_t
+  for (const PipelineShape& s : problem.shapes) {
+    for (size_t t = 0; t < pad.size(); ++t)
+      pad[t] = std::max(pad[t], std::min(s.mix[t], problem.available[t] + 1));
+  }
+  return pad;
+}
+
+// The DP's states, saturated just above kMaxPlanStates.
+int64_t DpStateCount(const PipelineSetProblem& problem) {
+  const std::vector<int> pad = DpPadding(problem);
+  int64_t states = 1;
+  for (size_t t = 0; t < pad.size(); ++t) {
+    states = std::min(states * (problem.available[t] + 1 + pad[t]), kMaxPlanStates + 1);
+  }
+  return states;
+}
+
+// kAuto keeps the DP where a pass over its table costs about as much as one integer
+// program (small clusters, e.g. most replans of the papers' clusters), and where no
+// minimum pipeline count asks for the integer program.
+constexpr int64_t kMaxAutoDpWork = int64_t{1} << 16;  // states x shapes
+
+// Whether problem.min_pipelines asks for more than every plan has anyway (the fixed
+// pipelines, and at least one).
+bool AsksMorePipelines(const PipelineSetProblem& problem) {
+  return problem.min_pipelines > std::max<int>(static_cast<int>(problem.fixed.size()), 1);
+}
+
+bool UsesIlp(const PipelineSetProblem& problem) {
+  switch (problem.method) {
+    case PlanSearchMethod::kCoverIlp:
+      return true;
+    case PlanSearchMethod::kNodeCountDp:
+      return false;
+    case PlanSearchMethod::kAuto:
+      break;
+  }
+  if (AsksMorePipelines(problem)) return true;
+  return DpStateCount(problem) * static_cast<int64_t>(std::max<size_t>(problem.shapes.size(), 1)) >
+         kMaxAutoDpWork;
+}
+
 // State space of the DPs: u_t in [-pad_t, available_t] per node type, so that u - mix never
 // leaves the array (padding states are "impossible"); only real states (u >= 0) are
 // computed, in index order, which puts every state after all states it is built from.
@@ -319,12 +365,19 @@ class PlanSearch {
     AttachMemos(all_, memo_);  // copies below share the memos
     fixed_.assign(all_.begin(), all_.begin() + problem.fixed.size());
     shapes_.assign(all_.begin() + problem.fixed.size(), all_.end());
+    use_ilp_ = UsesIlp(problem);
+    std::vector<int> row_digits;  // T per real state, for the fit lists below
+    const int64_t fit_pairs = use_ilp_ ? -1 : FitPairs(problem);
+    if (!use_ilp_) BuildStates(fit_pairs >= 0 ? &row_digits : nullptr);
+    BuildShapes(fit_pairs, row_digits);
+  }
+
+  // The DP's states, u_t in [-pad_t, available_t] per type (DpStateCount of them); with
+  // `row_digits`, the counts of every real state too.
+  void BuildStates(std::vector<int>* row_digits) {
+    const PipelineSetProblem& problem = problem_;
     const int T = static_cast<int>(problem.available.size());
-    std::vector<int> pad(T, 1);  // at least one: idle steps go to u - e_t
-    for (const PipelineShape& s : problem.shapes) {
-      for (int t = 0; t < T; ++t)
-        pad[t] = std::max(pad[t], std::min(s.mix[t], problem.available[t] + 1));
-    }
+    const std::vector<int> pad = DpPadding(problem);
     strides_.assign(T, 1);
     num_states_ = 1;
     for (int t = 0; t < T; ++t) {
@@ -340,16 +393,13 @@ class PlanSearch {
     real_states_.reserve(num_real);
     real_sizes_.reserve(num_real);
     std::vector<int> digits(T, 0);
-    std::vector<int> row_digits;  // T per real state, for the fit lists below
-    const int64_t fit_pairs = FitPairs(problem);
-    const bool fit_lists = fit_pairs >= 0;
-    if (fit_lists) row_digits.reserve(num_real * T);
+    if (row_digits != nullptr) row_digits->reserve(num_real * T);
     int64_t idx = origin;
     int size = 0;
     while (true) {
       real_states_.push_back(idx);
       real_sizes_.push_back(size);
-      if (fit_lists) row_digits.insert(row_digits.end(), digits.begin(), digits.end());
+      if (row_digits != nullptr) row_digits->insert(row_digits->end(), digits.begin(), digits.end());
       int t = 0;
       for (; t < T; ++t) {
         if (digits[t] < problem.available[t]) {
@@ -374,6 +424,14 @@ class PlanSearch {
       std::vector<size_t> next(level_starts_.begin(), level_starts_.end() - 1);
       for (size_t r = 0; r < real_states_.size(); ++r) by_size_[next[real_sizes_[r]]++] = r;
     }
+  }
+
+  // Per shape: whether it fits, its state offset (DP), the shapes within it (submixes_)
+  // and, with fit_pairs >= 0, the DP's fit lists.
+  void BuildShapes(int64_t fit_pairs, const std::vector<int>& row_digits) {
+    const PipelineSetProblem& problem = problem_;
+    const int T = static_cast<int>(problem.available.size());
+    const bool fit_lists = fit_pairs >= 0;
     usable_all_.reserve(problem.shapes.size());
     usable_kept_.reserve(problem.shapes.size());
     total_free_ = MixSize(problem.available);
@@ -382,7 +440,7 @@ class PlanSearch {
     fits_.reserve(problem.shapes.size());
     for (const PipelineShape& s : problem.shapes) {
       min_shape_nodes_ = std::min(min_shape_nodes_, MixSize(s.mix));
-      offsets_.push_back(Offset(s.mix));
+      if (!use_ilp_) offsets_.push_back(Offset(s.mix));
       bool fits = true;
       for (int t = 0; t < T; ++t) fits = fits && s.mix[t] <= problem.available[t];
       fits_.push_back(fits);
@@ -393,7 +451,9 @@ class PlanSearch {
     // or a state are the AND over its counts.
     const int W = (num_shapes + 63) / 64;
     std::vector<size_t> type_base(T + 1, 0);
-    std::vector<int> top(problem.available.begin(), problem.available.end());
+    // (Up to the available counts for the fit lists' states, else the shapes' counts.)
+    std::vector<int> top(T, 0);
+    if (fit_lists) top.assign(problem.available.begin(), problem.available.end());
     for (const PipelineShape& s : problem.shapes) {
       for (int t = 0; t < T; ++t) top[t] = std::max(top[t], s.mix[t]);
     }
@@ -471,7 +531,11 @@ class PlanSearch {
     for (const LoadCurve& c : all_) {
       if (c.limit() >= 1) top = std::max(top, c.Time(c.limit()));
     }
-    {
+    if (use_ilp_) {
+      absl::StatusOr<bool> fits = IlpFeasible(top);
+      if (!fits.ok()) return fits.status();
+      if (!*fits) return NoPlanError();
+    } else {
       int64_t capacity = 0;
       for (const LoadCurve& c : fixed_) capacity += c.limit();
       absl::StatusOr<Unconstrained> free = FreeAbsorbUnconstrained(top, kSaturated);
@@ -486,6 +550,7 @@ class PlanSearch {
     }
     int pipelines_bound = max_pipelines_free;  // P_min at the smallest tau is at most this
     auto exact = [&](double tau) -> absl::StatusOr<bool> {
+      if (use_ilp_) return IlpFeasible(tau);
       const int need = Need(tau);
       if (need == kImpossible) return false;
       if (need <= 0) return true;
@@ -501,12 +566,13 @@ class PlanSearch {
     // (Small clusters skip it: there the exact DP costs less than the LP's bisection.)
     double bad = -kInf, good = top;
     const double hint = problem_.makespan_hint_ms;
-    if (num_states_ * static_cast<int64_t>(shapes_.size()) > kSmallSearch) {
+    if (use_ilp_ || num_states_ * static_cast<int64_t>(shapes_.size()) > kSmallSearch) {
       absl::StatusOr<double> tau_lp = SmallestFeasible(
           all_, -kInf, top,
           [&](double tau) -> absl::StatusOr<bool> { return RelaxedFeasible(tau); });
       if (!tau_lp.ok()) return tau_lp.status();
       bad = std::nextafter(*tau_lp, -kInf);
+      proven_infeasible_ = AtOrBelow(all_, bad);  // the LP bound rules out every tau <= bad
       // Gallop up from the LP bound with growing steps (in ms), then bisect what is left.
       for (double step = std::max(1e-6 * std::abs(*tau_lp), 1e-9);; step *= 4) {
         const double probe = NextAbove(all_, std::nextafter(bad + step, -kInf));
@@ -547,7 +613,7 @@ class PlanSearch {
     }
     absl::StatusOr<double> tau_inf = SmallestFeasible(all_, bad, good, exact);
     if (!tau_inf.ok()) return tau_inf.status();
-    if (int64_t{num_states_} * (pipelines_bound + 1) > kMaxTableEntries) {
+    if (!use_ilp_ && int64_t{num_states_} * (pipelines_bound + 1) > kMaxTableEntries) {
       return absl::ResourceExhaustedError(absl::StrFormat(
           "the exact plan search over this cluster needs a table of %d node-count states x %d "
           "pipeline counts, more than the limit of %d entries; raise min_nodes_per_pipeline "
@@ -563,6 +629,7 @@ class PlanSearch {
     best_tau_ = *tau_inf;
     best_p_ = *p_inf;
     std::swap(best_table_, table_);
+    std::swap(best_counts_, ilp_counts_);
 
     // Candidates at or above best cannot improve on it (the all-reduce is >= 0). The
     // largest one below needs the fewest pipelines of all, which bounds the rest.
@@ -570,9 +637,14 @@ class PlanSearch {
     if (top_tau > *tau_inf) {
       absl::StatusOr<int> p_top = MinPipelines(top_tau, *p_inf);
       if (!p_top.ok()) return p_top.status();
-      Consider(top_tau, *p_top);
-      absl::Status s = Search(*tau_inf, *p_inf, top_tau, *p_top);
-      if (!s.ok()) return s;
+      if (*p_top < 0 && !inexact_) {
+        return absl::InternalError("plan search: P_min increased with the makespan");
+      }
+      if (*p_top >= 0) {  // (else an unsolved integer program: the gap says so)
+        Consider(top_tau, *p_top);
+        absl::Status s = Search(*tau_inf, *p_inf, top_tau, *p_top);
+        if (!s.ok()) return s;
+      }
     }
     return Reconstruct();
   }
@@ -627,6 +699,7 @@ class PlanSearch {
       best_tau_ = tau;
       best_p_ = p;
       std::swap(best_table_, table_);  // the table MinPipelines just filled at tau
+      std::swap(best_counts_, ilp_counts_);  // or the integer program's answer
     }
   }
   absl::Status Cancelled() const {
@@ -646,6 +719,106 @@ class PlanSearch {
       need -= k;
     }
     return static_cast<int>(std::max<int64_t>(need, 0));
+  }
+
+  // ---- the integer program per makespan (use_ilp_) ----------------------------------
+
+  struct IlpAnswer {
+    CoverIlpStatus status = CoverIlpStatus::kInfeasible;
+    int64_t items = 0;
+    int64_t lower_bound = 0;
+    std::vector<int64_t> counts;  // per shape
+  };
+  // The fewest free pipelines that run the batch within tau (cover_ilp.h with one row per
+  // node type), memoised per tau: the search asks for some makespans twice.
+  absl::StatusOr<const IlpAnswer*> SolveIlp(double tau) {
+    auto [it, inserted] = ilp_memo_.try_emplace(tau);
+    IlpAnswer& answer = it->second;
+    if (!inserted) return &answer;
+    const int need = Need(tau);
+    const int64_t fixed = static_cast<int64_t>(fixed_.size());
+    CoverIlp ilp;
+    ilp.capacity.assign(problem_.available.begin(), problem_.available.end());
+    ilp.need = need == kImpossible ? 0 : need;
+    ilp.min_items = std::max<int64_t>(0, problem_.min_pipelines - fixed);
+    ilp.max_items = std::max<int64_t>(0, B_ - fixed);
+    if (need == kImpossible || ilp.min_items > ilp.max_items) return &answer;  // infeasible
+    const std::vector<Usable>& usable = UsableShapes(tau);
+    for (const Usable& u : usable) {
+      const NodeMix& mix = problem_.shapes[u.shape].mix;
+      ilp.usage.emplace_back(mix.begin(), mix.end());
+      ilp.gain.push_back(std::min(u.absorb, std::max(need, 1)));
+    }
+    if (absl::Status s = Cancelled(); !s.ok()) return s;
+    ++evaluations_;
+    CoverIlpLimits limits;
+    limits.max_nodes = problem_.max_ilp_nodes;
+    limits.cancelled = problem_.search.cancelled;
+    absl::StatusOr<CoverIlpSolution> solved = SolveCoverIlp(ilp, limits);
+    if (!solved.ok()) {
+      ilp_memo_.erase(it);
+      return solved.status();
+    }
+    answer.status = solved->status;
+    answer.items = solved->items;
+    answer.lower_bound = solved->lower_bound;
+    answer.counts.assign(shapes_.size(), 0);
+    for (size_t i = 0; i < usable.size() && i < solved->counts.size(); ++i) {
+      answer.counts[usable[i].shape] = solved->counts[i];
+    }
+    if (answer.status == CoverIlpStatus::kBounded || answer.status == CoverIlpStatus::kUnknown) {
+      inexact_ = true;
+    }
+    return &answer;
+  }
+  static bool HasPlan(const IlpAnswer& a) {
+    return a.status == CoverIlpStatus::kOptimal || a.status == CoverIlpStatus::kBounded;
+  }
+  // Whether some set of pipelines runs the batch within tau; unsolved counts as no (and
+  // leaves a gap).
+  absl::StatusOr<bool> IlpFeasible(double tau) {
+    absl::StatusOr<const IlpAnswer*> a = SolveIlp(tau);
+    if (!a.ok()) return a.status();
+    if ((*a)->status == CoverIlpStatus::kInfeasible) {
+      proven_infeasible_ = std::max(proven_infeasible_, tau);
+    }
+    return HasPlan(**a);
+  }
+  // The pipeline count of the best plan found at tau (-1: none), its pipelines kept for
+  // Consider. An exact answer is at most pcap whenever the search asks (P_min is monotone).
+  absl::StatusOr<int> IlpMinPipelines(double tau, int /*pcap*/) {
+    absl::StatusOr<const IlpAnswer*> a = SolveIlp(tau);
+    if (!a.ok()) return a.status();
+    if (!HasPlan(**a)) return -1;
+    ilp_counts_ = (*a)->counts;
+    return static_cast<int>((*a)->items);
+  }
+  // A lower bound on every plan's iteration time: the first makespan not proven infeasible
+  // plus the all-reduce of the fewest pipelines any plan better than the incumbent needs
+  // (P_min never increases with tau, and such a plan's makespan is below the incumbent).
+  absl::StatusOr<double> ProvenLowerBound() {
+    const double tau_low = NextAbove(all_, proven_infeasible_);
+    const double tau_top = AtOrBelow(all_, std::nextafter(best_, -kInf));
+    if (tau_top < tau_low) return best_;
+    absl::StatusOr<const IlpAnswer*> a = SolveIlp(tau_top);
+    if (!a.ok()) return a.status();
+    if ((*a)->status == CoverIlpStatus::kInfeasible) return best_;
+    const int64_t most = static_cast<int64_t>(problem_.allreduce_ms->size()) - 1 -
+                         static_cast<int64_t>(fixed_.size());
+    const int p_low = static_cast<int>(std::clamp<int64_t>((*a)->lower_bound, 0, most));
+    return std::min(best_, tau_low + Allreduce(p_low));
+  }
+  absl::Status NoPlanError() const {
+    if (AsksMorePipelines(problem_)) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "no plan of at least %d pipelines fits the available nodes and holds the global "
+          "batch of %d micro-batches within GPU memory (every pipeline needs one)",
+          problem_.min_pipelines, B_));
+    }
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the available pipelines cannot hold the global batch of %d micro-batches within GPU "
+        "memory",
+        B_));
   }
 
   // Shapes usable at tau with what they absorb, dropping every shape some smaller shape
@@ -891,6 +1064,7 @@ class PlanSearch {
 
   // The fewest free pipelines (<= pcap) that run the batch within tau; -1 if none.
   absl::StatusOr<int> MinPipelines(double tau, int pcap) {
+    if (use_ilp_) return IlpMinPipelines(tau, pcap);
     const int need = Need(tau);
     if (need == kImpossible) return -1;
     if (need <= 0) return 0;
@@ -917,7 +1091,10 @@ class PlanSearch {
     if (c <= a) c = first;
     absl::StatusOr<int> pc = MinPipelines(c, pa);
     if (!pc.ok()) return pc.status();
-    if (*pc < 0) return absl::InternalError("plan search: P_min increased with the makespan");
+    if (*pc < 0 && !inexact_) {
+      return absl::InternalError("plan search: P_min increased with the makespan");
+    }
+    if (*pc < 0) return absl::OkStatus();  // an unsolved integer program: the gap says so
     Consider(c, *pc);
     if (absl::Status s = Search(a, pa, c, *pc); !s.ok()) return s;
     return Search(c, *pc, b, pb);
@@ -926,7 +1103,11 @@ class PlanSearch {
   absl::StatusOr<PipelineSetSolution> Reconstruct() {
     PipelineSetSolution solution;
     const int need = Need(best_tau_);
-    if (best_p_ > 0) {
+    if (best_p_ > 0 && use_ilp_) {
+      for (size_t j = 0; j < best_counts_.size(); ++j) {
+        for (int64_t c = 0; c < best_counts_[j]; ++c) solution.chosen.push_back(static_cast<int>(j));
+      }
+    } else if (best_p_ > 0) {
       // best_table_ was filled at best_tau_ with room for at least best_p_ pipelines.
       const std::vector<Usable>& usable = UsableShapes(best_tau_);
       const Table& table = best_table_;
@@ -976,6 +1157,13 @@ class PlanSearch {
     solution.allreduce_ms = (*problem_.allreduce_ms)[loads.size()];
     solution.iteration_time_ms = solution.pipeline_time_ms + solution.allreduce_ms;
     solution.evaluations = evaluations_;
+    solution.method = use_ilp_ ? PlanSearchMethod::kCoverIlp : PlanSearchMethod::kNodeCountDp;
+    if (inexact_) {
+      absl::StatusOr<double> bound = ProvenLowerBound();
+      if (!bound.ok()) return bound.status();
+      solution.optimality_gap =
+          std::max(0.0, (solution.iteration_time_ms - *bound) / solution.iteration_time_ms);
+    }
     return solution;
   }
 
@@ -1012,6 +1200,11 @@ class PlanSearch {
   Table table_, best_table_;
   mutable std::vector<Usable> usable_all_, usable_kept_;
   mutable std::vector<int32_t> absorb_by_shape_;
+  bool use_ilp_ = false;
+  std::map<double, IlpAnswer> ilp_memo_;
+  std::vector<int64_t> ilp_counts_, best_counts_;  // per shape: the last answer, the best
+  bool inexact_ = false;                // some integer program stopped at its node limit
+  double proven_infeasible_ = -kInf;    // every tau <= this is proven infeasible
   double best_ = kInf;
   double best_tau_ = kInf;
   int best_p_ = -1;
@@ -1177,15 +1370,21 @@ absl::StatusOr<PipelineSetSolution> SolvePipelineSet(const PipelineSetProblem& p
     return absl::InvalidArgumentError(
         "plan search: allreduce_ms does not cover every pipeline count");
   }
-  // The DP's state space, checked before anything is allocated for it.
-  int64_t states = 1;
-  for (size_t t = 0; t < problem.available.size(); ++t) {
-    int pad = 1;
-    for (const PipelineShape& s : problem.shapes) {
-      pad = std::max(pad, std::min(s.mix[t], problem.available[t] + 1));
+  if (problem.min_pipelines < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("min_pipelines must be >= 0, got ", problem.min_pipelines));
+  }
+  if (problem.max_ilp_nodes < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_ilp_nodes must be >= 0, got ", problem.max_ilp_nodes));
+  }
+  if (!UsesIlp(problem)) {
+    if (AsksMorePipelines(problem)) {
+      return absl::InvalidArgumentError(
+          "plan search: the node-count DP does not take min_pipelines; use kCoverIlp or kAuto");
     }
-    states *= problem.available[t] + 1 + pad;
-    if (states > kMaxPlanStates) {
+    // The DP's state space, checked before anything is allocated for it.
+    if (DpStateCount(problem) > kMaxPlanStates) {
       return absl::ResourceExhaustedError(absl::StrFormat(
           "the exact plan search over %d node types with %s nodes has more than %d "
           "node-count states; plan fewer node types or nodes at once",

@@ -307,8 +307,75 @@ absl::StatusOr<ReplanContext> Prepare(const CostModel& model, const std::vector<
 }
 
 // Binds the draft's pipelines to survivors (minimum bytes to copy), then the copy plan.
-absl::StatusOr<Candidate> Finalize(const ReplanContext& ctx, Draft draft,
-                                   const std::vector<std::string>& type_reasons) {
+// Per node type and layer, the survivors that hold the layer, the longest holds first (then
+// by id), with running minima of ids: the copy plan picks its source among thousands of
+// holders by a binary search instead of a scan (Finalize, one per layer range copied).
+class LayerHolders {
+ public:
+  explicit LayerHolders(const ReplanContext& ctx)
+      : ctx_(ctx), layers_(ctx.model->num_layers()) {
+    lists_.resize(static_cast<size_t>(ctx.model->num_types()) * layers_);
+    for (int s = 0; s < static_cast<int>(ctx.survivors.size()); ++s) {
+      const LayerRange h = ctx.held[s];
+      for (int l = std::max(h.begin, 0); l < h.end; ++l) List(ctx.survivors[s].type, l).push_back(s);
+    }
+    smallest_id_.resize(lists_.size());
+    for (size_t i = 0; i < lists_.size(); ++i) {
+      std::vector<int>& list = lists_[i];
+      std::sort(list.begin(), list.end(), [&](int a, int b) {
+        return ctx.held[a].end != ctx.held[b].end ? ctx.held[a].end > ctx.held[b].end
+                                                  : ctx.survivors[a].id < ctx.survivors[b].id;
+      });
+      for (size_t k = 0; k < list.size(); ++k) {
+        const bool smaller = k == 0 || ctx.survivors[list[k]].id <
+                                           ctx.survivors[smallest_id_[i].back()].id;
+        smallest_id_[i].push_back(smaller ? list[k] : smallest_id_[i].back());
+      }
+    }
+  }
+  // Among the holders of layer l of `type`: the longest run within [l, end), then the
+  // smallest id; -1 if none.
+  int Best(int type, int l, int end) const {
+    const size_t i = static_cast<size_t>(type) * layers_ + l;
+    const std::vector<int>& list = lists_[i];
+    if (list.empty()) return -1;
+    // Every holder reaching `end` runs to it: the smallest id among those wins.
+    const auto reaching = std::partition_point(
+        list.begin(), list.end(), [&](int s) { return ctx_.held[s].end >= end; });
+    if (reaching != list.begin()) return smallest_id_[i][reaching - list.begin() - 1];
+    return list.front();
+  }
+
+ private:
+  std::vector<int>& List(int type, int l) { return lists_[static_cast<size_t>(type) * layers_ + l]; }
+  const ReplanContext& ctx_;
+  int layers_;
+  std::vector<std::vector<int>> lists_;        // [type * layers + l]
+  std::vector<std::vector<int>> smallest_id_;  // parallel to lists_
+};
+
+// The Hungarian method costs rows^2 x columns: seconds once a replan rebinds thousands of
+// positions of one type (a fleet whose plan changes shape). Past this the assignment is
+// greedy: the plan and its copy plan stay complete, the bytes copied may not be the least.
+constexpr size_t kMaxExactAssignmentWork = size_t{1} << 27;
+
+// Each row in turn takes the cheapest column still free (ties: the lower index).
+std::vector<int> AssignRowsGreedily(const std::vector<std::vector<double>>& cost) {
+  std::vector<int> column_of(cost.size(), -1);
+  std::vector<bool> taken(cost.empty() ? 0 : cost[0].size(), false);
+  for (size_t r = 0; r < cost.size(); ++r) {
+    for (size_t c = 0; c < taken.size(); ++c) {
+      if (!taken[c] && (column_of[r] < 0 || cost[r][c] < cost[r][column_of[r]])) {
+        column_of[r] = static_cast<int>(c);
+      }
+    }
+    taken[column_of[r]] = true;
+  }
+  return column_of;
+}
+
+absl::StatusOr<Candidate> Finalize(const ReplanContext& ctx, const LayerHolders& layer_holders,
+                                   Draft draft, const std::vector<std::string>& type_reasons) {
   const CostModel& model = *ctx.model;
   const int T = model.num_types();
   const int N = static_cast<int>(ctx.survivors.size());
@@ -324,7 +391,10 @@ absl::StatusOr<Candidate> Finalize(const ReplanContext& ctx, Draft draft,
       const LayerRange need = LayersOfPosition(*draft.pipelines[k].tmpl, j);
       for (size_t c = 0; c < columns.size(); ++c) cost[r][c] = ctx.MissingBytes(columns[c], need);
     }
-    const std::vector<int> column_of = AssignRows(cost);
+    const std::vector<int> column_of = positions.size() * positions.size() * columns.size() <=
+                                               kMaxExactAssignmentWork
+                                           ? AssignRows(cost)
+                                           : AssignRowsGreedily(cost);
     for (size_t r = 0; r < positions.size(); ++r) {
       const auto [k, j] = positions[r];
       draft.pipelines[k].nodes[j] = columns[column_of[r]];
@@ -379,6 +449,13 @@ absl::StatusOr<Candidate> Finalize(const ReplanContext& ctx, Draft draft,
   out.strategy = draft.strategy;
   ClusterPlan& plan = out.plan;
   plan.global_batch = ctx.old.global_batch;
+  // The old pipeline each survivor started, to find kept pipelines without comparing every
+  // pair of pipelines (thousands of each at fleet scale).
+  std::vector<int> old_starting_at(N, -1);
+  for (size_t i = 0; i < ctx.old_positions.size(); ++i) {
+    const std::vector<int>& positions = ctx.old_positions[i];
+    if (!positions.empty() && positions[0] >= 0) old_starting_at[positions[0]] = static_cast<int>(i);
+  }
   std::vector<int> new_pipeline(N, -1);
   for (size_t k = 0; k < draft.pipelines.size(); ++k) {
     const DraftPipeline& d = draft.pipelines[k];
@@ -391,9 +468,10 @@ absl::StatusOr<Candidate> Finalize(const ReplanContext& ctx, Draft draft,
     p.microbatches = d.microbatches;
     p.time_ms = model.PipelineTimeMs(StageCosts(p.tmpl), p.microbatches);
     plan.pipeline_time_ms = std::max(plan.pipeline_time_ms, p.time_ms);
-    for (size_t i = 0; i < ctx.old.pipelines.size(); ++i) {
-      const PlannedPipeline& o = ctx.old.pipelines[i];
-      if (o.node_ids == p.node_ids && SameShape(o.tmpl, p.tmpl)) ++out.kept;
+    if (const int i = d.nodes.empty() ? -1 : old_starting_at[d.nodes[0]]; i >= 0) {
+      if (ctx.old_positions[i] == d.nodes && SameShape(ctx.old.pipelines[i].tmpl, p.tmpl)) {
+        ++out.kept;
+      }
     }
     plan.pipelines.push_back(std::move(p));
   }
@@ -413,30 +491,41 @@ absl::StatusOr<Candidate> Finalize(const ReplanContext& ctx, Draft draft,
 
   // Copy plan: for each node, the layers it needs and does not hold, from surviving
   // holders: same node type first, then the same new pipeline, then the longest run, then id.
-  std::vector<int> holders;
-  for (int s = 0; s < N; ++s) {
-    if (!ctx.held[s].empty()) holders.push_back(s);
-  }
   auto copy_range = [&](int dest, LayerRange range) {
+    const int dest_type = ctx.survivors[dest].type;
+    const std::vector<int>& pipeline = draft.pipelines[new_pipeline[dest]].nodes;
     int l = range.begin;
-    while (l < range.end) {
+    // The better of two sources of layer l by (-run, id); -1 is no source.
+    auto better = [&](int a, int b) {
+      if (a < 0 || b < 0) return a < 0 ? b : a;
+      const int run_a = std::min(range.end, ctx.held[a].end), run_b = std::min(range.end, ctx.held[b].end);
+      if (run_a != run_b) return run_a > run_b ? a : b;
+      return ctx.survivors[a].id < ctx.survivors[b].id ? a : b;
+    };
+    // The best node of dest's new pipeline holding l, of its type or of another one.
+    auto in_pipeline = [&](bool same_type) {
       int best = -1;
-      std::tuple<bool, bool, int, std::string> best_key;
-      for (int s : holders) {
-        if (s == dest || l < ctx.held[s].begin || l >= ctx.held[s].end) continue;
-        const int run = std::min(range.end, ctx.held[s].end) - l;
-        std::tuple<bool, bool, int, std::string> key{
-            ctx.survivors[s].type != ctx.survivors[dest].type,
-            new_pipeline[s] != new_pipeline[dest] || new_pipeline[s] < 0, -run,
-            ctx.survivors[s].id};
-        if (best < 0 || key < best_key) {
-          best = s;
-          best_key = std::move(key);
+      for (int s : pipeline) {
+        const LayerRange h = ctx.held[s];
+        if (s == dest || (ctx.survivors[s].type == dest_type) != same_type || l < h.begin ||
+            l >= h.end) {
+          continue;
         }
+        best = better(best, s);
+      }
+      return best;
+    };
+    while (l < range.end) {
+      int best = in_pipeline(true);
+      if (best < 0) best = layer_holders.Best(dest_type, l, range.end);
+      if (best < 0) best = in_pipeline(false);
+      // (No node of dest's pipeline holds l: every other holder is in another pipeline.)
+      for (int t = 0; t < T && best < 0; ++t) {
+        if (t != dest_type) best = better(best, layer_holders.Best(t, l, range.end));
       }
       if (best < 0) return;  // unreachable: Prepare checked every layer has a holder
       const int end = std::min(range.end, ctx.held[best].end);
-      const double bytes = ctx.ParamBytes(ctx.survivors[dest].type, {l, end});
+      const double bytes = ctx.ParamBytes(dest_type, {l, end});
       out.copies.push_back({ctx.survivors[dest].id, ctx.survivors[best].id, l, end, bytes});
       out.bytes += bytes;
       l = end;
@@ -660,6 +749,7 @@ absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostMod
   const int T = model.num_types();
   NodeMix counts(T, 0);
   for (const ClusterNode& node : ctx.survivors) ++counts[node.type];
+  const LayerHolders layer_holders(ctx);
   absl::StatusOr<TemplateSet> set =
       PlanTemplateSet(*planner.templates(), model, counts, ctx.limits, options.search);
   if (!set.ok()) return set.status();
@@ -704,7 +794,7 @@ absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostMod
         }
         draft.pipelines.push_back(std::move(p));
       }
-      absl::StatusOr<Candidate> c = Finalize(ctx, std::move(draft), type_reasons);
+      absl::StatusOr<Candidate> c = Finalize(ctx, layer_holders, std::move(draft), type_reasons);
       if (!c.ok()) return c.status();
       candidates.push_back(*std::move(c));
     }
@@ -750,7 +840,7 @@ absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostMod
         p.microbatches = solution->chosen_microbatches[k];
         draft.pipelines.push_back(std::move(p));
       }
-      absl::StatusOr<Candidate> c = Finalize(ctx, std::move(draft), type_reasons);
+      absl::StatusOr<Candidate> c = Finalize(ctx, layer_holders, std::move(draft), type_reasons);
       if (!c.ok()) return c.status();
       candidates.push_back(*std::move(c));
     }
@@ -763,7 +853,7 @@ absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostMod
     return fallback.status();
   }
   if (fallback.ok()) {
-    absl::StatusOr<Candidate> c = Finalize(ctx, *std::move(fallback), type_reasons);
+    absl::StatusOr<Candidate> c = Finalize(ctx, layer_holders, *std::move(fallback), type_reasons);
     if (!c.ok()) return c.status();
     candidates.push_back(*std::move(c));
     result.oobleck_fallback_ms = candidates.back().plan.iteration_time_ms;
@@ -812,7 +902,8 @@ absl::StatusOr<ClusterPlan> OobleckFallbackPlan(
       FallbackDraft(*ctx, nullptr, *planner.templates(), options.search, &keepalive);
   if (!draft.ok()) return draft.status();
   absl::StatusOr<Candidate> c =
-      Finalize(*ctx, *std::move(draft), std::vector<std::string>(model.num_types()));
+      Finalize(*ctx, LayerHolders(*ctx), *std::move(draft),
+               std::vector<std::string>(model.num_types()));
   if (!c.ok()) return c.status();
   return c->plan;
 }

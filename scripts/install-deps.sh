@@ -14,6 +14,7 @@ packages=(
   openssl prometheus-cpp-dev
   etcd-server
   librsvg2-bin libpng-dev python3-pil
+  libglpk-dev
 )
 
 missing=()

@@ -64,6 +64,7 @@ absl::StatusOr<ClusterSetup> ToClusterSetup(const pb::PlanRequest& request,
                                             const ProfileCatalog& catalog,
                                             const std::string& prefix, CostModelCache* models) {
   if (!request.has_cluster()) return Invalid(absl::StrCat(prefix, "cluster is required"));
+  if (absl::Status limits = CheckPlanLimits(request, prefix); !limits.ok()) return limits;
   const pb::Cluster& cluster = request.cluster();
   const int T = cluster.node_types_size();
   std::map<std::string, int> type_index;
@@ -72,19 +73,12 @@ absl::StatusOr<ClusterSetup> ToClusterSetup(const pb::PlanRequest& request,
   ClusterSetup setup;
   std::vector<int> counts(T, 0);
   if (request.nodes().empty()) {
-    int64_t total = 0;
     for (int i = 0; i < T; ++i) {
       const int count = cluster.node_types(i).count();
       if (count < 1) {
         return Invalid(absl::StrCat(prefix, "cluster.node_types[", i,
                                     "].count must be >= 1 when nodes is empty (got ", count, ")"));
       }
-      total += count;
-    }
-    if (total > kMaxClusterNodes) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat(prefix, "cluster.node_types counts add up to ", total,
-                       " nodes, more than the limit of ", kMaxClusterNodes, " nodes per plan"));
     }
     for (int i = 0; i < T; ++i) {
       for (int k = 0; k < cluster.node_types(i).count(); ++k) {
@@ -93,11 +87,6 @@ absl::StatusOr<ClusterSetup> ToClusterSetup(const pb::PlanRequest& request,
       counts[i] = cluster.node_types(i).count();
     }
   } else {
-    if (request.nodes_size() > kMaxClusterNodes) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat(prefix, "nodes has ", request.nodes_size(), " entries, more than the limit of ",
-                       kMaxClusterNodes, " nodes per plan"));
-    }
     std::map<std::string, int> seen;
     for (int j = 0; j < request.nodes_size(); ++j) {
       const pb::Node& node = request.nodes(j);
@@ -292,7 +281,9 @@ grpc::Status HandlePlan(grpc::ServerContext* context, const pb::PlanRequest& req
     out->set_data_parallel_iteration_time_ms(size.data_parallel_ms.value_or(0));
     out->set_data_parallel_unavailable_reason(size.data_parallel_unavailable);
     out->set_speedup(size.speedup);
+    out->set_optimality_gap(size.optimality_gap);
   }
+  response->set_optimality_gap(first.optimality_gap);
   response->set_cost_model(std::string(CostModelName(problem.cost_model)));
   AddDerivedGpuTypes(*setup, response->mutable_derived_gpu_types());
   response->set_mixes_planned(result->mixes_planned);

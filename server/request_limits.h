@@ -7,8 +7,10 @@
 #define OOBLECK_SERVER_REQUEST_LIMITS_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
+#include "core/plan.h"
 #include "core/profile.h"
 #include "oobleck/planner/v1/planner.pb.h"
 
@@ -22,7 +24,15 @@ inline constexpr int kMaxNodeTypesPerRequest = 256;
 // the model has layers, so this is far above anything plannable.
 inline constexpr int64_t kMaxNodesPerRequest = 1 << 20;
 
+// Plan and Replan: the fleet sizes whose plan search is benchmarked to answer in under a
+// second once the templates are cached (bench/README.md#plan-at-fleet-scale).
+inline constexpr int kMaxPlanNodeTypes = 8;
+inline constexpr int kMaxPlanNodes = kMaxClusterNodes;  // core/plan.h
+
 absl::Status CheckProfileLimits(const ModelProfile& profile);
+// The cluster of a PlanRequest (also inside a ReplanRequest; `prefix` names where).
+absl::Status CheckPlanLimits(const ::oobleck::planner::v1::PlanRequest& request,
+                             const std::string& prefix);
 absl::Status CheckPlanTemplatesLimits(const ::oobleck::planner::v1::PlanTemplatesRequest& request);
 
 }  // namespace oobleck::server

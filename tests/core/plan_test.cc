@@ -60,14 +60,14 @@ double BruteForceMakespan(const CostModel& model, const std::vector<std::vector<
 // Every assignment of the concrete nodes to pipelines (or idle), every split.
 double BruteForcePlan(const CostModel& model, const TemplateSet& set,
                       const std::vector<ClusterNode>& nodes, const PipelineSizeLimits& limits,
-                      int B, const std::vector<double>& allreduce) {
+                      int B, const std::vector<double>& allreduce, int min_pipelines = 0) {
   const int N = static_cast<int>(nodes.size());
   const int T = model.num_types();
   std::vector<int> block(N, -1);  // -1 idle
   double best = kInf;
   std::function<void(int, int)> rec = [&](int i, int blocks) {
     if (i == N) {
-      if (blocks == 0) return;
+      if (blocks == 0 || blocks < min_pipelines) return;
       std::vector<NodeMix> mixes(blocks, NodeMix(T, 0));
       for (int j = 0; j < N; ++j) {
         if (block[j] >= 0) ++mixes[block[j]][nodes[j].type];
@@ -224,7 +224,20 @@ TEST(PlanTest, CostModelDocWorkedExample) {
   EXPECT_THAT(size.data_parallel_unavailable, HasSubstr("pipeline has no template"));
 }
 
-TEST(PlanTest, TooManyNodeCountStatesIsResourceExhausted) {
+// The problem of a Plan call, as ClusterPlanner::Plan sets it up.
+PipelineSetProblem ProblemOf(const Planned& p, const TemplateSet& set, const NodeMix& available,
+                             const PipelineSizeLimits& limits, int global_batch,
+                             const std::vector<double>& allreduce) {
+  PipelineSetProblem problem;
+  problem.model = p.model.get();
+  problem.available = available;
+  problem.shapes = FeasibleShapes(*p.model, set, limits);
+  problem.global_batch = global_batch;
+  problem.allreduce_ms = &allreduce;
+  return problem;
+}
+
+TEST(PlanTest, ManyNodeCountStatesPlanWithTheIntegerProgram) {
   testing::RandomInstance inst = testing::MakeRandomInstance(3, CostModelKind::kOneFOneB, 4, 3);
   PlanningProblem problem = inst.problem;
   while (problem.node_types.size() < 6) {  // six types of 20 nodes: 21^6 states
@@ -240,11 +253,22 @@ TEST(PlanTest, TooManyNodeCountStatesIsResourceExhausted) {
   auto p = MakePlanner(problem);
   PlanOptions options;
   options.limits.max_nodes = 1;
-  absl::StatusOr<PlanResult> result =
-      p.planner->Plan(*p.model, NodesOf({20, 20, 20, 20, 20, 20}), {64}, options);
+  const NodeMix available = {20, 20, 20, 20, 20, 20};
+  const std::vector<ClusterNode> nodes = NodesOf(available);
+  absl::StatusOr<PlanResult> result = p.planner->Plan(*p.model, nodes, {64}, options);
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_EQ(result->sizes[0].status.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(result->sizes[0].status.message(), HasSubstr("node-count states"));
+  ASSERT_TRUE(result->sizes[0].status.ok()) << result->sizes[0].status;
+  ExpectValidPlan(*p.model, nodes, result->sizes[0].plan);
+  // The DP alone refuses that many states.
+  absl::StatusOr<TemplateSet> set = PlanTemplateSet(*p.templates, *p.model, available,
+                                                    result->limits, {});
+  ASSERT_TRUE(set.ok());
+  const std::vector<double> allreduce = CrossPipelineAllreduceMs(*p.model, 120);
+  PipelineSetProblem dp = ProblemOf(p, *set, available, result->limits, 64, allreduce);
+  dp.method = PlanSearchMethod::kNodeCountDp;
+  absl::StatusOr<PipelineSetSolution> refused = SolvePipelineSet(dp);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(), HasSubstr("node-count states"));
 }
 
 TEST(PlanTest, MatchesBruteForceOnRandomSmallClusters) {
@@ -312,9 +336,158 @@ TEST(PlanTest, MatchesBruteForceOnRandomSmallClusters) {
       absl::StatusOr<PipelineSetSolution> hinted = SolvePipelineSet(problem);
       ASSERT_TRUE(hinted.ok()) << hinted.status();
       EXPECT_TRUE(Near(hinted->iteration_time_ms, expected)) << "hinted, seed " << seed;
+      // The integer program finds the same optimum, and proves it.
+      problem.method = PlanSearchMethod::kCoverIlp;
+      absl::StatusOr<PipelineSetSolution> ilp = SolvePipelineSet(problem);
+      ASSERT_TRUE(ilp.ok()) << ilp.status() << " seed " << seed;
+      EXPECT_TRUE(Near(ilp->iteration_time_ms, expected)) << "integer program, seed " << seed;
+      EXPECT_EQ(ilp->optimality_gap, 0) << "seed " << seed;
+      EXPECT_EQ(ilp->method, PlanSearchMethod::kCoverIlp);
     }
   }
   EXPECT_GT(feasible, checked / 2);
+}
+
+TEST(PlanTest, MinPipelinesMatchesBruteForceOnRandomSmallClusters) {
+  int feasible = 0, binding = 0;
+  for (uint32_t seed = 0; seed < 80; ++seed) {
+    testing::RandomInstance inst =
+        testing::MakeRandomInstance(900 + seed, CostModelKind::kOneFOneB, 6, 5);
+    std::mt19937 rng(seed);
+    auto p = MakePlanner(inst.problem);
+    const std::vector<ClusterNode> nodes = NodesOf(inst.available);
+    const int N = static_cast<int>(nodes.size());
+    absl::StatusOr<PipelineSizeLimits> limits = ResolveLimits({}, N);
+    ASSERT_TRUE(limits.ok());
+    absl::StatusOr<TemplateSet> set =
+        PlanTemplateSet(*p.templates, *p.model, inst.available, *limits, {});
+    ASSERT_TRUE(set.ok());
+    const std::vector<double> allreduce = CrossPipelineAllreduceMs(*p.model, N);
+    const int B = std::uniform_int_distribution<int>(1, 10)(rng);
+    const int min_pipelines = std::uniform_int_distribution<int>(0, N)(rng);
+    PipelineSetProblem problem = ProblemOf(p, *set, inst.available, *limits, B, allreduce);
+    problem.min_pipelines = min_pipelines;
+    absl::StatusOr<PipelineSetSolution> solution = SolvePipelineSet(problem);
+    const double expected =
+        BruteForcePlan(*p.model, *set, nodes, *limits, B, allreduce, min_pipelines);
+    const double unconstrained = BruteForcePlan(*p.model, *set, nodes, *limits, B, allreduce);
+    if (std::isinf(expected)) {
+      EXPECT_EQ(solution.status().code(), absl::StatusCode::kFailedPrecondition)
+          << solution.status() << " seed " << seed;
+      continue;
+    }
+    ++feasible;
+    binding += expected > unconstrained;
+    ASSERT_TRUE(solution.ok()) << solution.status() << " seed " << seed;
+    EXPECT_GE(static_cast<int>(solution->chosen.size()), min_pipelines) << "seed " << seed;
+    EXPECT_TRUE(Near(solution->iteration_time_ms, expected))
+        << solution->iteration_time_ms << " vs brute force " << expected << " seed " << seed;
+  }
+  EXPECT_GT(feasible, 20);
+  EXPECT_GT(binding, 3);  // the minimum changes the answer on some instances
+}
+
+// 2-4 node types (copies of a small random instance's types at other speeds) and up to
+// `max_nodes` nodes: clusters where the node-count DP still runs.
+testing::RandomInstance MidsizeInstance(uint32_t seed, int max_nodes) {
+  testing::RandomInstance inst =
+      testing::MakeRandomInstance(seed, CostModelKind::kOneFOneB, 8, max_nodes);
+  std::mt19937 rng(seed);
+  PlanningProblem& problem = inst.problem;
+  const int types = std::uniform_int_distribution<int>(2, 4)(rng);
+  while (static_cast<int>(problem.node_types.size()) < types) {
+    const size_t from = problem.node_types.size() % 2;
+    NodeType type = problem.node_types[from];
+    type.name = type.gpu_type = absl::StrCat("copy", problem.node_types.size());
+    auto profile = std::make_shared<ModelProfile>(*problem.profiles[from]);
+    profile->key.gpu_type = type.gpu_type;
+    const double speed = std::uniform_real_distribution<double>(0.4, 2.5)(rng);
+    for (LayerProfile& l : profile->layers) {
+      l.forward_ms /= speed;
+      l.backward_ms /= speed;
+    }
+    problem.node_types.push_back(type);
+    problem.profiles.push_back(std::move(profile));
+  }
+  problem.node_types.resize(types);
+  problem.profiles.resize(types);
+  problem.derived_from.assign(types, "");
+  inst.available.assign(types, 0);
+  const int nodes = std::uniform_int_distribution<int>(types, max_nodes)(rng);
+  for (int k = 0; k < nodes; ++k) ++inst.available[std::uniform_int_distribution<int>(0, types - 1)(rng)];
+  return inst;
+}
+
+TEST(PlanTest, IntegerProgramMatchesNodeCountDpOnRandomMidsizeClusters) {
+  int compared = 0;
+  for (uint32_t seed = 0; seed < 40; ++seed) {
+    testing::RandomInstance inst = MidsizeInstance(2000 + seed, seed % 4 == 0 ? 60 : 30);
+    std::mt19937 rng(seed);
+    auto p = MakePlanner(inst.problem);
+    const int N = MixSize(inst.available);
+    PipelineSizeLimits limits;
+    limits.max_nodes = std::uniform_int_distribution<int>(1, 4)(rng);
+    absl::StatusOr<PipelineSizeLimits> resolved = ResolveLimits(limits, N);
+    ASSERT_TRUE(resolved.ok());
+    absl::StatusOr<TemplateSet> set =
+        PlanTemplateSet(*p.templates, *p.model, inst.available, *resolved, {});
+    ASSERT_TRUE(set.ok()) << set.status();
+    const std::vector<double> allreduce = CrossPipelineAllreduceMs(*p.model, N);
+    const int B = std::uniform_int_distribution<int>(1, 4 * N)(rng);
+    PipelineSetProblem problem = ProblemOf(p, *set, inst.available, *resolved, B, allreduce);
+    problem.method = PlanSearchMethod::kNodeCountDp;
+    absl::StatusOr<PipelineSetSolution> dp = SolvePipelineSet(problem);
+    problem.method = PlanSearchMethod::kCoverIlp;
+    absl::StatusOr<PipelineSetSolution> ilp = SolvePipelineSet(problem);
+    ASSERT_EQ(dp.status().code(), ilp.status().code())
+        << dp.status() << " vs " << ilp.status() << " seed " << seed;
+    if (!dp.ok()) continue;
+    ++compared;
+    EXPECT_TRUE(Near(ilp->iteration_time_ms, dp->iteration_time_ms))
+        << ilp->iteration_time_ms << " vs DP " << dp->iteration_time_ms << " seed " << seed;
+    EXPECT_EQ(ilp->optimality_gap, 0) << "seed " << seed;
+    // A plan over the concrete nodes with the chosen pipelines.
+    NodeMix used(inst.available.size(), 0);
+    for (int j : ilp->chosen) {
+      for (size_t t = 0; t < used.size(); ++t) used[t] += problem.shapes[j].mix[t];
+    }
+    for (size_t t = 0; t < used.size(); ++t) EXPECT_LE(used[t], inst.available[t]);
+  }
+  EXPECT_GT(compared, 25);
+}
+
+TEST(PlanTest, NodeLimitedIntegerProgramsReportAProvenGap) {
+  int gaps = 0;
+  for (uint32_t seed = 0; seed < 30; ++seed) {
+    testing::RandomInstance inst = MidsizeInstance(3000 + seed, 40);
+    auto p = MakePlanner(inst.problem);
+    const int N = MixSize(inst.available);
+    absl::StatusOr<PipelineSizeLimits> limits = ResolveLimits({}, N);
+    ASSERT_TRUE(limits.ok());
+    absl::StatusOr<TemplateSet> set =
+        PlanTemplateSet(*p.templates, *p.model, inst.available, *limits, {});
+    ASSERT_TRUE(set.ok()) << set.status();
+    const std::vector<double> allreduce = CrossPipelineAllreduceMs(*p.model, N);
+    PipelineSetProblem problem =
+        ProblemOf(p, *set, inst.available, *limits, 2 * N + static_cast<int>(seed), allreduce);
+    problem.method = PlanSearchMethod::kNodeCountDp;
+    absl::StatusOr<PipelineSetSolution> dp = SolvePipelineSet(problem);
+    if (!dp.ok()) continue;
+    problem.method = PlanSearchMethod::kCoverIlp;
+    problem.max_ilp_nodes = 0;  // no branching: LP bounds and rounding only
+    absl::StatusOr<PipelineSetSolution> ilp = SolvePipelineSet(problem);
+    ASSERT_TRUE(ilp.ok()) << ilp.status() << " seed " << seed;
+    const double optimum = dp->iteration_time_ms;
+    EXPECT_GE(ilp->iteration_time_ms, optimum * (1 - 1e-9)) << "seed " << seed;
+    EXPECT_LE(ilp->iteration_time_ms * (1 - ilp->optimality_gap), optimum * (1 + 1e-9))
+        << "the gap claims more than it proves, seed " << seed;
+    if (ilp->optimality_gap == 0) {
+      EXPECT_TRUE(Near(ilp->iteration_time_ms, optimum)) << "seed " << seed;
+    } else {
+      ++gaps;
+    }
+  }
+  EXPECT_GT(gaps, 0);  // some instances need branching, so the gap path is exercised
 }
 
 // --- Replan ------------------------------------------------------------------------------

@@ -13,6 +13,7 @@
 
 #include "core/profile_catalog.h"
 #include "core/template_planner.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "oobleck/planner/v1/planner.grpc.pb.h"
@@ -177,6 +178,33 @@ TEST_F(PlanServiceTest, PlansEveryBatchSizeAndComparesWithDataParallelism) {
   EXPECT_EQ(again.plan().SerializeAsString(), response.plan().SerializeAsString());
 }
 
+TEST_F(PlanServiceTest, PlansAFleetOf4096NodesOf8TypesExactly) {
+  pb::PlanRequest request;
+  request.set_model("gpt2-xl");
+  request.set_microbatches(16);
+  request.set_missing_allreduce_in_node(pb::MISSING_ALLREDUCE_RING);
+  request.set_max_nodes_per_pipeline(2);  // keeps the cold template search to a second
+  pb::Cluster* cluster = request.mutable_cluster();
+  cluster->set_inter_node_bytes_per_s(12.5e9);
+  const double speeds[] = {1 / 2.94, 1.8 / 2.94, 1.05, 1.25, 1.3, 2.5, 1.1, 0.45};
+  for (int t = 0; t < 8; ++t) {
+    pb::NodeType type = Type(absl::StrCat("type", t), 24 + 8 * t, speeds[t]);
+    type.set_count(512);
+    *cluster->add_node_types() = type;
+  }
+  request.add_global_batch(1024);
+  request.add_global_batch(1000);
+  const pb::PlanResponse response = PlanOk(request);
+  ASSERT_EQ(response.request().nodes_size(), 4096);
+  ExpectPlanOver(response.request(), response.plan());
+  EXPECT_EQ(response.optimality_gap(), 0);
+  for (const pb::BatchSizePlan& size : response.sweep()) {
+    ASSERT_TRUE(size.feasible()) << size.infeasible_reason();
+    EXPECT_EQ(size.optimality_gap(), 0);
+    ExpectPlanOver(response.request(), size.plan());
+  }
+}
+
 TEST_F(PlanServiceTest, DataParallelBaselineWhenEveryNodeHoldsTheModel) {
   pb::PlanRequest request;
   request.set_model("gpt2-xl");
@@ -307,6 +335,25 @@ TEST_F(PlanServiceTest, RejectsBadPlanRequests) {
       {"bad gpus",
        [](auto* r) { r->mutable_cluster()->mutable_node_types(1)->set_gpus_per_node(0); },
        grpc::StatusCode::INVALID_ARGUMENT, "cluster.node_types[1].gpus_per_node must be >= 1"},
+      {"more node types than Plan takes",
+       [](auto* r) {
+         for (int i = 0; i < 6; ++i) {
+           pb::NodeType* type = r->mutable_cluster()->add_node_types();
+           *type = r->cluster().node_types(0);
+           type->set_name("extra" + std::to_string(i));
+         }
+       },
+       grpc::StatusCode::RESOURCE_EXHAUSTED,
+       "cluster.node_types has 9 entries, more than the limit of 8 node types per Plan"},
+      {"more nodes than Plan takes",
+       [](auto* r) {
+         r->clear_nodes();
+         r->mutable_cluster()->mutable_node_types(0)->set_count(4000);
+         r->mutable_cluster()->mutable_node_types(1)->set_count(90);
+         r->mutable_cluster()->mutable_node_types(2)->set_count(7);
+       },
+       grpc::StatusCode::RESOURCE_EXHAUSTED,
+       "counts add up to 4097 nodes, more than the limit of 4096 nodes per Plan"},
       {"batch beyond memory",
        [](auto* r) {
          for (auto& t : *r->mutable_cluster()->mutable_node_types())

@@ -10,6 +10,7 @@
 #ifndef OOBLECK_CORE_PLAN_H_
 #define OOBLECK_CORE_PLAN_H_
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -67,6 +68,10 @@ struct ClusterPlan {
   double pipeline_time_ms = 0;   // max_i T_i(M_i)
   double allreduce_ms = 0;       // cross-pipeline gradient all-reduce for P pipelines
   double iteration_time_ms = 0;  // the sum of both
+
+  // The most simultaneous node failures after which every layer still has a replica on a
+  // surviving node: pipelines - 1 (docs/COST_MODEL.md#fault-tolerance).
+  int fault_tolerance() const { return std::max(0, static_cast<int>(pipelines.size()) - 1); }
 };
 
 // One global batch size of a Plan request.
@@ -88,9 +93,15 @@ struct PlanResult {
   int mixes_from_cache = 0;
 };
 
+// The f-failure guarantee: f >= 0, a plan has at least f + 1 pipelines.
+inline constexpr int kMaxFaultTolerance = kMaxClusterNodes - 1;
+// "fault_tolerance must be in [0, 4095] (got -1)"; OK for a valid f.
+absl::Status ValidateFaultTolerance(int fault_tolerance);
+
 struct PlanOptions {
   PipelineSizeLimits limits;
-  SearchOptions search;  // cancellation, polled by the template search and the plan search
+  int fault_tolerance = 0;  // every plan has at least fault_tolerance + 1 pipelines
+  SearchOptions search;     // cancellation, polled by the template search and the plan search
 };
 
 // The cross-pipeline gradient all-reduce of a plan of P pipelines (COST_MODEL.md): per
@@ -192,6 +203,12 @@ struct PipelineSetProblem {
   // A makespan (ms) the answer is probably near, e.g. the current plan's when replanning;
   // it orders the search (0: none) and never changes the answer.
   double makespan_hint_ms = 0;
+  // The fewest pipelines (fixed + chosen) a solution may have: f + 1 for the f-failure
+  // guarantee (docs/COST_MODEL.md#fault-tolerance); 0 or 1: no minimum. The answer is the
+  // optimum among solutions with at least that many. The reason names it in the error
+  // when no such solution exists (e.g. "fault_tolerance = 2").
+  int min_pipelines = 0;
+  std::string min_pipelines_reason;
 };
 struct PipelineSetSolution {
   std::vector<int> chosen;               // shape indices, one per new pipeline
@@ -204,6 +221,10 @@ struct PipelineSetSolution {
 };
 // FAILED_PRECONDITION when no plan exists (the message says why); CANCELLED.
 absl::StatusOr<PipelineSetSolution> SolvePipelineSet(const PipelineSetProblem& problem);
+
+// The most pipelines (fixed + chosen, min_pipelines ignored) of any solution of `problem`;
+// 0 when it has none. One table fill at the largest useful makespan.
+absl::StatusOr<int> MaxPipelineCount(const PipelineSetProblem& problem);
 
 // Indices into solution.chosen, larger pipelines first, then by mix (the order plans list
 // their pipelines in).

@@ -345,15 +345,7 @@ absl::StatusOr<pb::PlanRequest> BaseRequest(Planner& planner) {
       return absl::InternalError(absl::StrCat("LoadProfile ", upload.dir, ": ", s.error_message()));
     }
   }
-  const pb::PlanTemplatesRequest& t = built->request;
-  pb::PlanRequest request;
-  request.set_model(t.model());
-  request.set_microbatch_size(t.microbatch_size());
-  *request.mutable_cluster() = t.cluster();
-  request.set_cost_model(t.cost_model());
-  request.set_microbatches(t.microbatches());
-  request.set_optimizer_state_multiplier(t.optimizer_state_multiplier());
-  request.set_missing_allreduce_in_node(t.missing_allreduce_in_node());
+  pb::PlanRequest request = oobleck::client::PlanRequestOf(built->request);
   request.add_global_batch(absl::GetFlag(FLAGS_global_batch));
   request.set_max_nodes_per_pipeline(absl::GetFlag(FLAGS_max_nodes_per_pipeline));
   request.set_fault_tolerance(absl::GetFlag(FLAGS_fault_tolerance));

@@ -108,15 +108,7 @@ absl::StatusOr<pb::PlanRequest> BuildPlanRequest(const ClusterFile& file,
                                                  std::vector<ProfileUpload>* uploads) {
   absl::StatusOr<ClusterRequest> built = BuildClusterRequest(file, overrides);
   if (!built.ok()) return built.status();
-  const pb::PlanTemplatesRequest& t = built->request;
-  pb::PlanRequest request;
-  request.set_model(t.model());
-  request.set_microbatch_size(t.microbatch_size());
-  *request.mutable_cluster() = t.cluster();
-  request.set_cost_model(t.cost_model());
-  request.set_microbatches(t.microbatches());
-  request.set_optimizer_state_multiplier(t.optimizer_state_multiplier());
-  request.set_missing_allreduce_in_node(t.missing_allreduce_in_node());
+  pb::PlanRequest request = PlanRequestOf(built->request);
   // Node types are one per (gpu, gpus_per_node), as ClusterFile::NodeTypes() names them.
   const std::vector<NodeType> types = file.NodeTypes();
   for (size_t g = 0; g < file.node_groups.size(); ++g) {

@@ -123,6 +123,17 @@ Planned MakePlanner(PlanningProblem problem) {
   return p;
 }
 
+// The plan of `nodes` for one global batch size; empty (and a failed expectation) when
+// there is none.
+ClusterPlan PlanOf(const Planned& p, const std::vector<ClusterNode>& nodes, int global_batch,
+                   const PlanOptions& options = {}) {
+  absl::StatusOr<PlanResult> planned = p.planner->Plan(*p.model, nodes, {global_batch}, options);
+  EXPECT_TRUE(planned.ok()) << planned.status();
+  if (!planned.ok()) return {};
+  EXPECT_TRUE(planned->sizes[0].status.ok()) << planned->sizes[0].status;
+  return planned->sizes[0].plan;
+}
+
 // Structural checks of a plan over `nodes`: every node once, shares add up, figures agree
 // with EvaluatePlan.
 void ExpectValidPlan(const CostModel& model, const std::vector<ClusterNode>& nodes,
@@ -540,9 +551,8 @@ TEST(ReplanTest, FailingNodesOneByOneEndsWithAClearError) {
 TEST(ReplanTest, LosingEveryReplicaOfALayerNamesTheLayers) {
   auto p = MakePlanner(ThreeTypeProblem());
   const std::vector<ClusterNode> nodes = NodesOf({0, 0, 2});
-  absl::StatusOr<PlanResult> planned = p.planner->Plan(*p.model, nodes, {1}, {});
-  ASSERT_TRUE(planned.ok() && planned->sizes[0].status.ok());
-  const ClusterPlan& plan = planned->sizes[0].plan;
+  const ClusterPlan plan = PlanOf(p, nodes, 1);
+  ASSERT_FALSE(plan.pipelines.empty());
   ASSERT_EQ(plan.pipelines.size(), 1u);  // one micro-batch: one pipeline
   const PlannedPipeline& only = plan.pipelines[0];
   ClusterEvent event;
@@ -560,9 +570,8 @@ TEST(ReplanTest, LosingEveryReplicaOfALayerNamesTheLayers) {
 TEST(ReplanTest, JoinedNodeIsUsedAndNeverSlows) {
   auto p = MakePlanner(ThreeTypeProblem());
   const std::vector<ClusterNode> nodes = NodesOf({2, 2, 1});
-  absl::StatusOr<PlanResult> planned = p.planner->Plan(*p.model, nodes, {32}, {});
-  ASSERT_TRUE(planned.ok() && planned->sizes[0].status.ok());
-  const ClusterPlan& plan = planned->sizes[0].plan;
+  const ClusterPlan plan = PlanOf(p, nodes, 32);
+  ASSERT_FALSE(plan.pipelines.empty());
   ClusterEvent event;
   event.joined_nodes = {{"10.0.0.99", 2}};
   absl::StatusOr<ReplanResult> r = Replan(*p.planner, *p.model, nodes, plan, event, {});
@@ -618,9 +627,8 @@ TEST(ReplanTest, ReplayingAnEventIsANoOp) {
 TEST(ReplanTest, RejectsMalformedEvents) {
   auto p = MakePlanner(ThreeTypeProblem());
   const std::vector<ClusterNode> nodes = NodesOf({1, 1, 2});
-  absl::StatusOr<PlanResult> planned = p.planner->Plan(*p.model, nodes, {8}, {});
-  ASSERT_TRUE(planned.ok() && planned->sizes[0].status.ok());
-  const ClusterPlan& plan = planned->sizes[0].plan;
+  const ClusterPlan plan = PlanOf(p, nodes, 8);
+  ASSERT_FALSE(plan.pipelines.empty());
   struct Case {
     ClusterEvent event;
     std::string message;
@@ -751,11 +759,7 @@ TEST(ReplanTest, FailuresOfUpToFNodesNeverLoseALayer) {
     std::mt19937 rng(seed);
     const int f = 1 + static_cast<int>(seed % 2);
     std::vector<ClusterNode> nodes = NodesOf({3, 3, 3});
-    PlanOptions plan_options;
-    plan_options.fault_tolerance = f;
-    absl::StatusOr<PlanResult> planned = p.planner->Plan(*p.model, nodes, {64}, plan_options);
-    ASSERT_TRUE(planned.ok() && planned->sizes[0].status.ok());
-    ClusterPlan plan = planned->sizes[0].plan;
+    ClusterPlan plan = PlanOf(p, nodes, 64, {{}, f, {}});
     ASSERT_GE(plan.fault_tolerance(), f);
     int joined = 0;
     while (true) {
@@ -818,9 +822,8 @@ TEST(ReplanTest, CopyTransferIsTheBusiestLink) {
 TEST(ReplanTest, HorizonTradesDowntimeForIterationTime) {
   auto p = MakePlanner(ThreeTypeProblem());
   const std::vector<ClusterNode> nodes = NodesOf({3, 3, 3});
-  absl::StatusOr<PlanResult> planned = p.planner->Plan(*p.model, nodes, {64}, {});
-  ASSERT_TRUE(planned.ok() && planned->sizes[0].status.ok());
-  const ClusterPlan& plan = planned->sizes[0].plan;
+  const ClusterPlan plan = PlanOf(p, nodes, 64);
+  ASSERT_FALSE(plan.pipelines.empty());
   ClusterEvent event;
   event.failed_node_ids = {plan.pipelines.front().node_ids.front()};
   std::set<std::string> chosen;
@@ -865,9 +868,8 @@ TEST(ReplanTest, HorizonTradesDowntimeForIterationTime) {
 TEST(ReplanTest, ForcedFallbackIsOobleckRule) {
   auto p = MakePlanner(ThreeTypeProblem());
   const std::vector<ClusterNode> nodes = NodesOf({3, 3, 3});
-  absl::StatusOr<PlanResult> planned = p.planner->Plan(*p.model, nodes, {64}, {});
-  ASSERT_TRUE(planned.ok() && planned->sizes[0].status.ok());
-  const ClusterPlan& plan = planned->sizes[0].plan;
+  const ClusterPlan plan = PlanOf(p, nodes, 64);
+  ASSERT_FALSE(plan.pipelines.empty());
   ClusterEvent event;
   event.failed_node_ids = {"t0-0", "t2-1"};
   ReplanOptions options;
@@ -886,9 +888,8 @@ TEST(ReplanTest, ForcedFallbackIsOobleckRule) {
 TEST(ReplanTest, RejectsBadHorizonOverheadAndFaultTolerance) {
   auto p = MakePlanner(ThreeTypeProblem());
   const std::vector<ClusterNode> nodes = NodesOf({1, 1, 2});
-  absl::StatusOr<PlanResult> planned = p.planner->Plan(*p.model, nodes, {8}, {});
-  ASSERT_TRUE(planned.ok() && planned->sizes[0].status.ok());
-  const ClusterPlan& plan = planned->sizes[0].plan;
+  const ClusterPlan plan = PlanOf(p, nodes, 8);
+  ASSERT_FALSE(plan.pipelines.empty());
   struct Case {
     ReplanOptions options;
     std::string message;

@@ -222,9 +222,10 @@ struct PipelineSetSolution {
 // FAILED_PRECONDITION when no plan exists (the message says why); CANCELLED.
 absl::StatusOr<PipelineSetSolution> SolvePipelineSet(const PipelineSetProblem& problem);
 
-// The most pipelines (fixed + chosen, min_pipelines ignored) of any solution of `problem`;
-// 0 when it has none. One table fill at the largest useful makespan.
-absl::StatusOr<int> MaxPipelineCount(const PipelineSetProblem& problem);
+// The most pipelines (fixed + chosen, min_pipelines ignored) of any solution of `problem`,
+// capped at `at_most` (the table is that wide); 0 when it has none. One table fill at the
+// largest useful makespan.
+absl::StatusOr<int> MaxPipelineCount(const PipelineSetProblem& problem, int at_most);
 
 // Indices into solution.chosen, larger pipelines first, then by mix (the order plans list
 // their pipelines in).

@@ -473,7 +473,7 @@ class PlanSearch {
       if (!free.ok()) return free.status();
       if (free->absorbed < need) return false;
       if (min_free_ > 0) {  // the count matters: only the table knows
-        absl::StatusOr<int> p = MinPipelines(tau, max_pipelines_free);
+        absl::StatusOr<int> p = MinPipelinesAtLeast(tau, max_pipelines_free);
         if (!p.ok()) return p.status();
         return *p >= 0;
       }
@@ -531,9 +531,13 @@ class PlanSearch {
     }
     absl::StatusOr<double> tau_inf = SmallestFeasible(all_, bad, good, exact);
     if (!tau_inf.ok()) return tau_inf.status();
-    if (absl::Status s = CheckTableSize(pipelines_bound); !s.ok()) return s;
-
-    absl::StatusOr<int> p_inf = MinPipelines(*tau_inf, pipelines_bound);
+    absl::StatusOr<int> p_inf;
+    if (min_free_ > 0) {
+      p_inf = MinPipelinesAtLeast(*tau_inf, max_pipelines_free);
+    } else {
+      if (absl::Status s = CheckTableSize(pipelines_bound); !s.ok()) return s;
+      p_inf = MinPipelines(*tau_inf, pipelines_bound);
+    }
     if (!p_inf.ok()) return p_inf.status();
     if (*p_inf < 0)
       return absl::InternalError("plan search: no pipeline count at the smallest makespan");
@@ -555,16 +559,19 @@ class PlanSearch {
     return Reconstruct();
   }
 
-  // The most pipelines (kept + chosen) of any solution; 0 when there is none.
-  absl::StatusOr<int> MaxTotalPipelines() {
+  // The most pipelines (kept + chosen) of any solution, capped at `at_most`; 0 when there
+  // is none. min_pipelines plays no part.
+  absl::StatusOr<int> MaxTotalPipelines(int at_most) {
+    min_free_ = 0;
     if (absl::Status s = CheckCapacity(); !s.ok()) {
       if (s.code() == absl::StatusCode::kFailedPrecondition) return 0;
       return s;
     }
     const int num_fixed = static_cast<int>(fixed_.size());
-    const int max_pipelines_free = std::min(B_ - num_fixed, MaxFreePipelines());
-    if (absl::Status s = CheckTableSize(max_pipelines_free); !s.ok()) return s;
-    absl::StatusOr<int> p = MostPipelines(TopTau(), max_pipelines_free);
+    if (at_most <= num_fixed) return at_most;  // the kept pipelines run the batch already
+    const int pcap = std::min({B_ - num_fixed, MaxFreePipelines(), at_most - num_fixed});
+    if (absl::Status s = CheckTableSize(pcap); !s.ok()) return s;
+    absl::StatusOr<int> p = MostPipelines(TopTau(), pcap);
     if (!p.ok()) return p.status();
     return *p < 0 ? 0 : num_fixed + *p;
   }
@@ -629,11 +636,11 @@ class PlanSearch {
   // holds for it as for P_min. This check: whether any tau allows the minimum at all (the
   // largest tau allows every count that any tau allows).
   absl::Status CheckMinPipelines(double top, int max_pipelines_free) {
-    if (absl::Status s = CheckTableSize(max_pipelines_free); !s.ok()) return s;
-    absl::StatusOr<int> p = MinPipelines(top, max_pipelines_free);
+    absl::StatusOr<int> p = MinPipelinesAtLeast(top, max_pipelines_free);
     if (!p.ok()) return p.status();
     if (*p >= 0) return absl::OkStatus();
-    absl::StatusOr<int> most = MostPipelines(top, max_pipelines_free);
+    // No count from the minimum up works, so the most that do are below it.
+    absl::StatusOr<int> most = MostPipelines(top, std::min(max_pipelines_free, min_free_));
     if (!most.ok()) return most.status();
     const std::string& why = problem_.min_pipelines_reason;
     return absl::FailedPreconditionError(absl::StrFormat(
@@ -641,6 +648,16 @@ class PlanSearch {
         "micro-batches within GPU memory",
         why.empty() ? absl::StrCat("min_pipelines = ", problem_.min_pipelines) : why,
         problem_.min_pipelines, static_cast<int>(fixed_.size()) + std::max(0, *most), B_));
+  }
+  // P_m(tau) up to pmax; -1 if none. Tables start as wide as the minimum and double, so a
+  // small minimum in a large cluster needs no table as wide as the cluster.
+  absl::StatusOr<int> MinPipelinesAtLeast(double tau, int pmax) {
+    if (min_free_ > pmax) return -1;
+    for (int pcap = std::max(1, min_free_);; pcap = std::min(pmax, 2 * pcap)) {
+      if (absl::Status s = CheckTableSize(pcap); !s.ok()) return s;
+      absl::StatusOr<int> p = MinPipelines(tau, pcap);
+      if (!p.ok() || *p >= 0 || pcap >= pmax) return p;
+    }
   }
   // The most free pipelines (<= pcap) that run the batch within tau; -1 if none.
   absl::StatusOr<int> MostPipelines(double tau, int pcap) {
@@ -1291,10 +1308,14 @@ absl::StatusOr<PipelineSetSolution> SolvePipelineSet(const PipelineSetProblem& p
   return search.Solve();
 }
 
-absl::StatusOr<int> MaxPipelineCount(const PipelineSetProblem& problem) {
+absl::StatusOr<int> MaxPipelineCount(const PipelineSetProblem& problem, int at_most) {
   if (absl::Status s = CheckProblem(problem); !s.ok()) return s;
+  if (at_most < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("plan search: at_most must be >= 0 (got ", at_most, ")"));
+  }
   PlanSearch search(problem);
-  return search.MaxTotalPipelines();
+  return search.MaxTotalPipelines(at_most);
 }
 
 }  // namespace oobleck

@@ -766,7 +766,7 @@ absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostMod
   };
   if (fault_tolerance > 0) {
     PipelineSetProblem problem = problem_for(false);
-    absl::StatusOr<int> most = MaxPipelineCount(problem);
+    absl::StatusOr<int> most = MaxPipelineCount(problem, fault_tolerance + 1);
     shapes = std::move(problem.shapes);
     if (!most.ok()) return most.status();
     if (*most >= 1 && *most < fault_tolerance + 1) {

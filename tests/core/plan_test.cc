@@ -705,9 +705,13 @@ TEST(PlanTest, FaultToleranceMatchesBruteForceOnRandomSmallClusters) {
     problem.shapes = FeasibleShapes(*p.model, *set, result->limits);
     problem.global_batch = B;
     problem.allreduce_ms = &allreduce;
-    absl::StatusOr<int> max_count = MaxPipelineCount(problem);
+    absl::StatusOr<int> max_count = MaxPipelineCount(problem, N + 1);
     ASSERT_TRUE(max_count.ok()) << max_count.status();
     EXPECT_EQ(*max_count, most) << "seed " << seed;
+    const int cap = std::uniform_int_distribution<int>(1, N)(rng);
+    absl::StatusOr<int> capped = MaxPipelineCount(problem, cap);
+    ASSERT_TRUE(capped.ok()) << capped.status();
+    EXPECT_EQ(*capped, std::min(most, cap)) << "seed " << seed;
     if (std::isinf(expected)) {
       ++infeasible;
       ASSERT_FALSE(size.status.ok()) << "seed " << seed;

@@ -307,13 +307,14 @@ class RowBlock<int16_t> {
 // computed, in index order, which puts every state after all states it is built from.
 class PlanSearch {
  public:
-  explicit PlanSearch(const PipelineSetProblem& problem)
+  // with_minimum = false: problem.min_pipelines plays no part.
+  explicit PlanSearch(const PipelineSetProblem& problem, bool with_minimum = true)
       : problem_(problem),
         model_(problem.model),
         B_(problem.global_batch),
         // Every solution has a pipeline (B >= 1): a minimum of 1 is no constraint.
         min_free_(
-            problem.min_pipelines <= 1
+            !with_minimum || problem.min_pipelines <= 1
                 ? 0
                 : std::max(0, problem.min_pipelines - static_cast<int>(problem.fixed.size()))) {
     all_.reserve(problem.fixed.size() + problem.shapes.size());
@@ -1304,6 +1305,16 @@ absl::Status CheckProblem(const PipelineSetProblem& problem) {
 
 absl::StatusOr<PipelineSetSolution> SolvePipelineSet(const PipelineSetProblem& problem) {
   if (absl::Status s = CheckProblem(problem); !s.ok()) return s;
+  if (problem.min_pipelines > 1) {
+    // The optimum without the minimum is the optimum with it whenever it has enough
+    // pipelines (usual: f is small next to what a large cluster runs), and its search
+    // costs a fraction of the constrained one. No plan at all: that is the answer too.
+    absl::StatusOr<PipelineSetSolution> unconstrained =
+        PlanSearch(problem, /*with_minimum=*/false).Solve();
+    if (!unconstrained.ok()) return unconstrained;
+    const size_t total = problem.fixed.size() + unconstrained->chosen.size();
+    if (total >= static_cast<size_t>(problem.min_pipelines)) return unconstrained;
+  }
   PlanSearch search(problem);
   return search.Solve();
 }

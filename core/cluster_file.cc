@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
+#include "core/file_reader.h"
 
 namespace oobleck {
 namespace {
@@ -374,16 +375,12 @@ absl::StatusOr<ClusterFile> ParseClusterFile(std::string_view json, const std::s
 }
 
 absl::StatusOr<ClusterFile> LoadClusterFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat("cannot open cluster file \"", path, "\""));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(absl::StrCat("cannot read cluster file \"", path, "\""));
+  absl::StatusOr<std::string> text =
+      ReadRegularFile(path, absl::StrCat("cluster file \"", path, "\""));
+  if (!text.ok()) return text.status();
 
   const std::filesystem::path file_path = std::filesystem::absolute(path);
-  absl::StatusOr<ClusterFile> file = ParseClusterFile(text.str(), file_path.parent_path().string());
+  absl::StatusOr<ClusterFile> file = ParseClusterFile(*text, file_path.parent_path().string());
   if (!file.ok()) {
     return absl::Status(file.status().code(), absl::StrCat(path, ": ", file.status().message()));
   }

@@ -39,6 +39,57 @@ std::string PlanningProblem::CacheKey() const {
   return key;
 }
 
+namespace {
+
+// Every cost the model can form is finite: the whole model's compute on every stage size
+// (a tiny relative speed divides it up to inf), its memory, and the largest boundary
+// transfer over each link (a tiny bandwidth). An overflow is the input's fault, named here,
+// never a false "infeasible" reason later.
+absl::Status CheckFiniteCosts(const PlanningProblem& problem, int t, double whole_forward_ms, double whole_backward_ms,
+                              double whole_param_bytes, double largest_boundary_bytes) {
+  const NodeType& type = problem.node_types[t];
+  auto overflow = [&](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "node type %d (%s): %s overflows to infinity; check its profile's layer times, "
+        "derive.relative_speed and the bandwidths",
+        t, type.name, what));
+  };
+  if (!std::isfinite(whole_forward_ms) || !std::isfinite(whole_backward_ms)) {
+    return overflow("the whole model's compute time");
+  }
+  if (!std::isfinite(whole_param_bytes * (1 + problem.optimizer_state_multiplier))) {
+    return overflow("the model's parameter memory times optimizer_state_multiplier");
+  }
+  if (!std::isfinite(largest_boundary_bytes / type.intra_node_bytes_per_s * 1e3)) {
+    return overflow("a layer's output transfer time at intra_node_bytes_per_s");
+  }
+  if (problem.cost_model == CostModelKind::kOneFOneB &&
+      !std::isfinite(largest_boundary_bytes / problem.inter_node_bytes_per_s * 1e3)) {
+    return overflow("a layer's output transfer time at inter_node_bytes_per_s");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CostModel::CheckFinite(const PlanningProblem& problem, const CostModel& model) {
+  const int L = model.num_layers_;
+  double largest_boundary = 0;
+  for (double b : model.boundary_bytes_) largest_boundary = std::max(largest_boundary, b);
+  for (size_t t = 0; t < model.types_.size(); ++t) {
+    const TypeTables& tables = model.types_[t];
+    double forward = 0, backward = 0;
+    for (size_t i = 0; i < tables.sizes.size(); ++i) {
+      forward = std::max(forward, tables.forward_prefix[i][L]);
+      backward = std::max(backward, tables.backward_prefix[i][L]);
+    }
+    absl::Status s = CheckFiniteCosts(problem, static_cast<int>(t), forward, backward,
+                                      tables.param_prefix[L], largest_boundary);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<CostModel> CostModel::Create(PlanningProblem problem) {
   absl::Status s = ValidateNodeTypes(problem.node_types);
   if (!s.ok()) return s;
@@ -125,6 +176,7 @@ absl::StatusOr<CostModel> CostModel::Create(PlanningProblem problem) {
           tables.activation_prefix[l] + profile.layers[l].activation_bytes;
     }
   }
+  if (absl::Status finite = CheckFinite(problem, model); !finite.ok()) return finite;
   model.problem_ = std::move(problem);
   model.problem_key_ = model.problem_.CacheKey();
   if (model.kind() == CostModelKind::kOneFOneB) {
@@ -262,7 +314,9 @@ absl::StatusOr<PipelineTemplate> CostModel::Evaluate(PipelineTemplate tmpl) cons
   NodeMix counts(num_types(), 0);
   for (int i = 0; i < n; ++i) {
     if (tmpl.node_order[i] < 0 || tmpl.node_order[i] >= num_types()) {
-      return absl::InvalidArgumentError(absl::StrCat("node_order[", i, "] is not a node type"));
+      return absl::InvalidArgumentError(absl::StrCat("node_order[", i, "] = ", tmpl.node_order[i],
+                                                     " is not a node type index (0 to ",
+                                                     num_types() - 1, ")"));
     }
     ++counts[tmpl.node_order[i]];
   }
@@ -277,25 +331,47 @@ absl::StatusOr<PipelineTemplate> CostModel::Evaluate(PipelineTemplate tmpl) cons
     const std::string where = absl::StrCat("stages[", s, "]");
     if (st.layer_begin != next_layer || st.layer_end <= st.layer_begin ||
         st.layer_end > num_layers_) {
-      return absl::InvalidArgumentError(absl::StrCat(where, " does not continue the layer cut"));
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s has layers [%d, %d) but must start at layer %d and end after it, at most at %d",
+          where, st.layer_begin, st.layer_end, next_layer, num_layers_));
     }
-    if (st.node_index < 0 || st.node_index >= n || st.node_index < last_node ||
-        st.node_index > last_node + 1 || st.node_type != tmpl.node_order[st.node_index]) {
-      return absl::InvalidArgumentError(absl::StrCat(where, " is on the wrong node"));
+    if (st.node_index < 0 || st.node_index >= n) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s.node_index = %d is not a node of the template (0 to %d)", where, st.node_index,
+          n - 1));
+    }
+    if (st.node_index < last_node || st.node_index > last_node + 1) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s.node_index = %d but must be %s", where, st.node_index,
+          last_node < 0 ? "0 (the first node)"
+                        : absl::StrFormat("%d (the previous stage's node) or %d", last_node,
+                                          last_node + 1)));
+    }
+    if (st.node_type != tmpl.node_order[st.node_index]) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s is on node %d, a %s node, but names node type %s", where, st.node_index,
+          TypeName(tmpl.node_order[st.node_index]), TypeName(st.node_type)));
     }
     if (SizeIndex(st.node_type, st.gpus) < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(where, " uses a GPU count not allowed"));
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s.gpus = %d is not a stage size a %s node allows", where, st.gpus,
+          TypeName(st.node_type)));
     }
     gpus_used[st.node_index] += st.gpus;
     next_layer = st.layer_end;
     last_node = st.node_index;
   }
   if (next_layer != num_layers_ || last_node != n - 1) {
-    return absl::InvalidArgumentError("stages do not cover every layer and node");
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "stages cover layers [0, %d) on nodes 0 to %d but must cover [0, %d) on nodes 0 to %d",
+        next_layer, last_node, num_layers_, n - 1));
   }
   for (int i = 0; i < n; ++i) {
-    if (gpus_used[i] != problem_.node_types[tmpl.node_order[i]].gpus_per_node) {
-      return absl::InvalidArgumentError(absl::StrCat("node ", i, " has idle or extra GPUs"));
+    const int gpus = problem_.node_types[tmpl.node_order[i]].gpus_per_node;
+    if (gpus_used[i] != gpus) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "the stages on node %d use %d GPUs but a %s node has %d", i, gpus_used[i],
+          TypeName(tmpl.node_order[i]), gpus));
     }
   }
   if (kind() == CostModelKind::kOobleckSosp23 && problem_.microbatches > 0 &&

@@ -99,6 +99,10 @@ class CostModel {
   absl::StatusOr<PipelineTemplate> Evaluate(PipelineTemplate tmpl) const;
 
  private:
+  const std::string& TypeName(int t) const { return problem_.node_types[t].name; }
+  // OK, or INVALID_ARGUMENT naming the node type whose costs overflow to infinity.
+  static absl::Status CheckFinite(const PlanningProblem& problem, const CostModel& model);
+
   struct TypeTables {
     std::vector<int> sizes;
     // Per size index: prefix sums over layers of f/g + AR and b/g + AR.

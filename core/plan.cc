@@ -146,8 +146,9 @@ const MixResult* TemplateSet::Find(const NodeMix& mix) const {
 absl::Status ValidateNodes(const CostModel& model, const std::vector<ClusterNode>& nodes) {
   if (nodes.empty()) return absl::InvalidArgumentError("nodes must not be empty");
   if (nodes.size() > static_cast<size_t>(kMaxClusterNodes)) {
-    return absl::InvalidArgumentError(absl::StrFormat("nodes must have at most %d entries (got %d)",
-                                                      kMaxClusterNodes, nodes.size()));
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "nodes has %d entries, more than the limit of %d nodes per plan", nodes.size(),
+        kMaxClusterNodes));
   }
   std::map<std::string, size_t> seen;
   for (size_t i = 0; i < nodes.size(); ++i) {

@@ -3,14 +3,13 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <regex>
 #include <set>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/numbers.h"
+#include "core/file_reader.h"
 #include "nlohmann/json.hpp"
 
 namespace oobleck {
@@ -18,7 +17,57 @@ namespace {
 
 using json = nlohmann::json;
 
+// Counts the elements of a top-level JSON array without building anything, and stops as
+// soon as there are more than `limit`: a huge document is refused before it is parsed.
+class TopLevelCounter : public nlohmann::json_sax<json> {
+ public:
+  explicit TopLevelCounter(int64_t limit) : limit_(limit) {}
+  int64_t count() const { return count_; }
+  bool over() const { return count_ > limit_; }
+
+  bool null() override { return Value(); }
+  bool boolean(bool) override { return Value(); }
+  bool number_integer(number_integer_t) override { return Value(); }
+  bool number_unsigned(number_unsigned_t) override { return Value(); }
+  bool number_float(number_float_t, const string_t&) override { return Value(); }
+  bool string(string_t&) override { return Value(); }
+  bool binary(binary_t&) override { return Value(); }
+  bool start_object(std::size_t) override { return Open(); }
+  bool key(string_t&) override { return true; }
+  bool end_object() override { return Close(); }
+  bool start_array(std::size_t) override { return Open(); }
+  bool end_array() override { return Close(); }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+
+ private:
+  bool Value() {
+    if (depth_ == 1) ++count_;
+    return !over();
+  }
+  bool Open() {
+    const bool ok = Value();
+    ++depth_;
+    return ok;
+  }
+  bool Close() {
+    --depth_;
+    return true;
+  }
+  int64_t limit_;
+  int64_t count_ = 0;
+  int depth_ = 0;
+};
+
 absl::StatusOr<json> ParseJson(std::string_view text, const std::string& file) {
+  TopLevelCounter counter(kMaxLayersPerProfile);
+  json::sax_parse(text, &counter, nlohmann::detail::input_format_t::json, /*strict=*/false);
+  if (counter.over()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(file, ": has more than ", kMaxLayersPerProfile,
+                     " layers, the limit per profile (counted before parsing)"));
+  }
   json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(file, ": not valid JSON"));
   if (!doc.is_array()) {
@@ -29,7 +78,9 @@ absl::StatusOr<json> ParseJson(std::string_view text, const std::string& file) {
 
 absl::StatusOr<double> NonNegative(const json& v, const std::string& where) {
   if (!v.is_number()) {
-    return absl::InvalidArgumentError(absl::StrCat(where, " must be a number (got ", v.dump(), ")"));
+    // The value itself is not echoed: it may be any text of a server-side file.
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, " must be a number (got a JSON ", v.type_name(), ")"));
   }
   double d = v.get<double>();
   if (!std::isfinite(d) || d < 0) {
@@ -59,9 +110,9 @@ absl::Status ParseAllreduce(std::string_view text, const std::string& file, size
       int count = 0;
       if (!absl::SimpleAtoi(key, &count) || count < 1) {
         return absl::InvalidArgumentError(absl::StrFormat(
-            "%s: layer %d key \"%s\" must be a positive integer count", file, l, key));
+            "%s: layer %d has a key that is not a positive integer count", file, l));
       }
-      auto ms = NonNegative(value, absl::StrFormat("%s: layer %d key \"%s\"", file, l, key));
+      auto ms = NonNegative(value, absl::StrFormat("%s: layer %d key \"%d\"", file, l, count));
       if (!ms.ok()) return ms.status();
       (layers[l].*field)[count] = *ms;
     }
@@ -69,13 +120,6 @@ absl::Status ParseAllreduce(std::string_view text, const std::string& file, size
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ReadFile(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path.string()));
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
 
 }  // namespace
 
@@ -175,6 +219,22 @@ absl::Status ValidateProfile(const ModelProfile& profile) {
       }
     }
   }
+  // Sums are what the cost model forms: each must stay finite, or every time and memory
+  // figure derived from it would be inf (and explained by a false reason).
+  double sums[4] = {0, 0, 0, 0};
+  const char* const kSummed[4] = {"forward_ms", "backward_ms", "param_bytes", "activation_bytes"};
+  for (size_t i = 0; i < profile.layers.size(); ++i) {
+    const LayerProfile& l = profile.layers[i];
+    const double values[4] = {l.forward_ms, l.backward_ms, l.param_bytes, l.activation_bytes};
+    for (int k = 0; k < 4; ++k) {
+      sums[k] += values[k];
+      if (!std::isfinite(sums[k])) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "profile %s: the layers' %s add up to more than a double can hold (at layer %d)",
+            name, kSummed[k], i));
+      }
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -232,37 +292,56 @@ absl::StatusOr<std::vector<LayerProfile>> ParseOobleckProfile(
 absl::StatusOr<ModelProfile> LoadOobleckProfileDir(const std::string& dir,
                                                    const std::string& model,
                                                    const std::string& gpu_type,
-                                                   int microbatch_size) {
+                                                   int microbatch_size, const ConfinedRoot* root) {
   namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) {
-    return absl::NotFoundError(absl::StrCat("profile directory ", dir, " does not exist"));
-  }
   if (microbatch_size < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("microbatch_size must be >= 0 (got ", microbatch_size, ")"));
   }
+  const std::string shown_dir = absl::StrCat("profile directory \"", dir, "\"");
+  fs::path base(dir);
+  if (root != nullptr) {
+    absl::StatusOr<fs::path> real = root->Resolve(dir, shown_dir);
+    if (!real.ok()) return real.status();
+    base = *std::move(real);
+  }
+  std::error_code ec;
+  if (!fs::is_directory(base, ec)) {
+    return root != nullptr
+               ? absl::NotFoundError(
+                     absl::StrCat(shown_dir, " is not a readable path under the load root"))
+               : absl::NotFoundError(absl::StrCat(shown_dir, " does not exist"));
+  }
   if (microbatch_size == 0) {
-    static const std::regex kMbFile(R"(mb([0-9]+)\.json)");
+    static const std::regex kMbFile(R"(mb([0-9]{1,9})\.json)");
     std::vector<int> found;
-    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    for (const auto& entry : fs::directory_iterator(base, ec)) {
       std::smatch m;
       const std::string name = entry.path().filename().string();
       if (std::regex_match(name, m, kMbFile)) found.push_back(std::stoi(m[1].str()));
     }
     if (found.size() != 1) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "profile directory ", dir, " has ", found.size(),
-          " mb<m>.json files; give microbatch_size to pick one"));
+          shown_dir, " has ", found.size(), " mb<m>.json files; give microbatch_size to pick one"));
     }
     microbatch_size = found[0];
   }
-  const fs::path base(dir);
-  auto mb = ReadFile(base / absl::StrCat("mb", microbatch_size, ".json"));
+  // Each file is confined again: a symlink inside the directory may point anywhere.
+  auto read = [&](const std::string& name) -> absl::StatusOr<std::string> {
+    const std::string shown = absl::StrCat(dir, "/", name);
+    fs::path path = base / name;
+    if (root != nullptr) {
+      absl::StatusOr<fs::path> real = root->Resolve(path, shown);
+      if (!real.ok()) return real.status();
+      path = *std::move(real);
+    }
+    return ReadRegularFile(path, shown);
+  };
+  auto mb = read(absl::StrCat("mb", microbatch_size, ".json"));
   if (!mb.ok()) return mb.status();
-  auto in_node = ReadFile(base / "allreduce_in_node.json");
+  auto in_node = read("allreduce_in_node.json");
   if (!in_node.ok()) return in_node.status();
-  auto across = ReadFile(base / "allreduce_across_nodes.json");
+  auto across = read("allreduce_across_nodes.json");
   if (!across.ok()) return across.status();
   auto layers = ParseOobleckProfile(*mb, *in_node, *across, dir);
   if (!layers.ok()) return layers.status();

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/confined_root.h"
 
 namespace oobleck {
 
@@ -40,6 +41,11 @@ struct ModelProfile {
   std::vector<int> AllreduceInNodeGpus() const;
 };
 
+// Real models have tens to a few hundred layers, but profiles well beyond gRPC's default
+// 4 MiB message are accepted on purpose. More layers than this is RESOURCE_EXHAUSTED; a
+// JSON document is counted against it before it is parsed.
+inline constexpr int kMaxLayersPerProfile = 1 << 18;
+
 // Checks values are finite and non-negative, the layer list is non-empty, and that an
 // all-reduce key present on some layers is present on all. Errors name layer and key.
 absl::Status ValidateProfile(const ModelProfile& profile);
@@ -50,12 +56,16 @@ absl::StatusOr<std::vector<LayerProfile>> ParseOobleckProfile(
     std::string_view mb_json, std::string_view allreduce_in_node_json,
     std::string_view allreduce_across_nodes_json, std::string_view source);
 
-// Reads <dir>/mb<m>.json, allreduce_in_node.json, allreduce_across_nodes.json.
-// microbatch_size 0 picks the only mb<m>.json in the directory.
+// Reads <dir>/mb<m>.json, allreduce_in_node.json, allreduce_across_nodes.json (regular
+// files of at most kMaxInputFileBytes each). microbatch_size 0 picks the only mb<m>.json
+// in the directory. With `root`, the directory and every file must lie inside it once
+// symlinks are resolved (a relative `dir` is taken from the root), and whatever is not
+// there or not allowed gets one NOT_FOUND message naming only `dir`.
 absl::StatusOr<ModelProfile> LoadOobleckProfileDir(const std::string& dir,
                                                    const std::string& model,
                                                    const std::string& gpu_type,
-                                                   int microbatch_size);
+                                                   int microbatch_size,
+                                                   const ConfinedRoot* root = nullptr);
 
 // A profile for an unmeasured GPU type: compute times divided by relative_speed,
 // communication times and memory unchanged.

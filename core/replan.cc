@@ -185,12 +185,11 @@ absl::StatusOr<ReplanContext> Prepare(const CostModel& model, const std::vector<
   if (absl::Status s = ValidateFaultTolerance(options.fault_tolerance); !s.ok()) return s;
   ReplanContext ctx;
   ctx.model = &model;
+  // The nodes first, so that every EvaluatePlan error below is about the plan.
+  if (absl::Status valid = ValidateNodes(model, nodes); !valid.ok()) return valid;
   absl::StatusOr<ClusterPlan> old = EvaluatePlan(model, nodes, std::move(current));
   if (!old.ok()) {
-    // Messages about the current plan name its fields under "plan.".
-    const std::string message(old.status().message());
-    const bool about_plan = message.rfind("nodes", 0) != 0;
-    return absl::Status(old.status().code(), about_plan ? absl::StrCat("plan.", message) : message);
+    return absl::Status(old.status().code(), absl::StrCat("plan.", old.status().message()));
   }
   ctx.old = *std::move(old);
 
@@ -263,8 +262,9 @@ absl::StatusOr<ReplanContext> Prepare(const CostModel& model, const std::vector<
     ctx.joined.push_back(true);
   }
   if (ctx.survivors.size() > static_cast<size_t>(kMaxClusterNodes)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "the cluster would have %d nodes, more than %d", ctx.survivors.size(), kMaxClusterNodes));
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "joined_nodes would grow the cluster to %d nodes, more than the limit of %d nodes per plan",
+        ctx.survivors.size(), kMaxClusterNodes));
   }
   for (const PlannedPipeline& p : ctx.old.pipelines) {
     std::vector<int> positions;

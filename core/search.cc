@@ -21,6 +21,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/interrupt.h"
+#include "core/search_size.h"
 #include "tbb/parallel_for.h"
 
 namespace oobleck {
@@ -360,32 +362,49 @@ class StateSpace {
     }
     // A multiset is useful if some requested mix contains it; a boundary state left of
     // layer 0 is useful only if some mix strictly contains it (another node must follow).
+    // Both follow from the mixes downwards, one node at a time, in O(multisets x types):
+    // u is strictly inside a mix iff u plus one node is inside one.
     size_.assign(num_multisets_, 0);
     within_.assign(num_multisets_, false);
     strictly_within_.assign(num_multisets_, false);
-    std::vector<int> counts(T, 0);
-    for (int u = 0; u < num_multisets_; ++u) {
-      Decode(u, counts);
-      int size = 0;
-      for (int c : counts) size += c;
-      size_[u] = size;
-      for (const NodeMix& mix : mixes) {
-        bool inside = true;
-        for (int t = 0; t < T; ++t) inside &= counts[t] <= mix[t];
-        if (!inside) continue;
-        within_[u] = true;
-        if (size < MixSize(mix)) strictly_within_[u] = true;
+    for (const NodeMix& mix : mixes) within_[Encode(mix)] = true;
+    std::vector<int> counts = caps_;  // of u, stepped down like an odometer
+    for (int u = num_multisets_ - 1; u >= 0; --u) {
+      if (u < num_multisets_ - 1) {
+        int t = 0;
+        for (; counts[t] == 0; ++t) counts[t] = caps_[t];
+        --counts[t];
       }
+      int size = 0;
+      for (int t = 0; t < T; ++t) {
+        size += counts[t];
+        if (counts[t] < caps_[t] && within_[u + strides_[t]]) strictly_within_[u] = true;
+      }
+      size_[u] = size;
+      if (strictly_within_[u]) within_[u] = true;
+    }
+    // States exist only on those multisets, numbered densely in increasing code order (a
+    // multiset's sub-multisets come first).
+    dense_.assign(num_multisets_, -1);
+    for (int u = 0; u < num_multisets_; ++u) {
+      if (!within_[u]) continue;
+      dense_[u] = static_cast<int>(codes_.size());
+      codes_.push_back(u);
     }
   }
 
-  int num_multisets() const { return num_multisets_; }
+  // Multisets inside some requested mix: the only ones states and bounds are kept for.
+  int num_useful() const { return static_cast<int>(codes_.size()); }
+  // The d-th of them (0 <= d < num_useful()) and back; Dense(u) needs within(u).
+  int Code(int d) const { return codes_[d]; }
+  int Dense(int u) const { return dense_[u]; }
   int num_node_states() const { return num_node_states_; }
   int64_t num_states() const {
-    return int64_t{model_.num_layers() + 1} * num_multisets_ * num_node_states_;
+    return int64_t{model_.num_layers() + 1} * num_useful() * num_node_states_;
   }
+  // The state (a, u, ns); u must be within some mix.
   int64_t Index(int a, int u, int ns) const {
-    return (int64_t{a} * num_multisets_ + u) * num_node_states_ + ns;
+    return (int64_t{a} * num_useful() + dense_[u]) * num_node_states_ + ns;
   }
   int PartialState(int t, int used) const { return 1 + partial_offset_[t] + used - 1; }
   // Inverse of PartialState: (type, used).
@@ -410,15 +429,12 @@ class StateSpace {
   }
 
  private:
-  void Decode(int u, std::vector<int>& counts) const {
-    for (size_t t = 0; t < counts.size(); ++t) counts[t] = (u / strides_[t]) % (caps_[t] + 1);
-  }
-
   const CostModel& model_;
   std::vector<int> caps_, strides_, partial_offset_;
   int num_multisets_ = 1, num_node_states_ = 1;
   std::vector<int> size_;
   std::vector<bool> within_, strictly_within_;
+  std::vector<int> dense_, codes_;
 };
 
 // --- Prefix bottleneck bound ------------------------------------------------------------
@@ -434,23 +450,19 @@ class StateSpace {
 // bound decides most), and a state's bound is the largest grid cap whose reach falls short.
 class PrefixMaxBound {
  public:
-  PrefixMaxBound(const CostModel& model, const StateSpace& space, const std::vector<NodeMix>& mixes)
+  // Stops early, leaving no bound, when `interrupt` fires (the caller then stops too).
+  PrefixMaxBound(const CostModel& model, const StateSpace& space, const std::vector<NodeMix>& mixes,
+                 Interrupt& interrupt)
       : model_(model), space_(space) {
     const int T = model.num_types();
     const int L = model.num_layers();
     // The grid is refined around the bottleneck of the largest requested mixes (a mix
     // inside another requested mix can only reach less).
     std::vector<int> maximal;
-    for (size_t i = 0; i < mixes.size(); ++i) {
-      bool inside_other = false;
-      for (size_t j = 0; j < mixes.size() && !inside_other; ++j) {
-        if (i == j || mixes[j] == mixes[i]) continue;
-        bool inside = true;
-        for (int t = 0; t < T; ++t) inside &= mixes[i][t] <= mixes[j][t];
-        inside_other = inside;
-      }
-      const int code = space.Encode(mixes[i]);
-      if (!inside_other && std::find(maximal.begin(), maximal.end(), code) == maximal.end()) {
+    for (const NodeMix& mix : mixes) {
+      const int code = space.Encode(mix);
+      if (!space.strictly_within(code) &&
+          std::find(maximal.begin(), maximal.end(), code) == maximal.end()) {
         maximal.push_back(code);
       }
     }
@@ -471,10 +483,11 @@ class PrefixMaxBound {
     {
       double below = 0, above = hi;  // reach(below) < L <= reach(above) for some mix
       for (int iter = 0; iter < 60 && above - below > 1e-9 * above; ++iter) {
+        if (interrupt.Poll()) return;
         const double mid = 0.5 * (below + above);
         const std::vector<int> reach = Reach(mid);
         bool covers = false;
-        for (int x : maximal) covers |= reach[x] >= L;
+        for (int x : maximal) covers |= reach[space.Dense(x)] >= L;
         (covers ? above : below) = mid;
       }
       bottleneck = below;
@@ -488,20 +501,24 @@ class PrefixMaxBound {
 
     const int K = static_cast<int>(caps_.size());
     const int NS = space.num_node_states();
-    reach_.assign(static_cast<size_t>(space.num_multisets()) * NS * K, 0);
-    mix_reach_.assign(static_cast<size_t>(space.num_multisets()) * K, 0);
+    const int D = space.num_useful();
+    reach_.assign(static_cast<size_t>(D) * NS * K, 0);
+    mix_reach_.assign(static_cast<size_t>(D) * K, 0);
     for (int k = 0; k < K; ++k) {
+      if (interrupt.Poll()) {
+        caps_.clear();
+        return;
+      }
       const std::vector<int> reach = Reach(caps_[k]);
-      for (int x = 0; x < space.num_multisets(); ++x)
-        mix_reach_[static_cast<size_t>(x) * K + k] = reach[x];
-      for (int f = 0; f < space.num_multisets(); ++f) {
+      for (int d = 0; d < D; ++d) mix_reach_[static_cast<size_t>(d) * K + k] = reach[d];
+      for (int d = 0; d < D; ++d) {
         for (int ns = 0; ns < NS; ++ns) {
-          int best = reach[f];
+          int best = reach[d];
           if (ns != 0) {
             const auto [t, used] = space.PartialOf(ns);
             best = NodeReach(t, model.node_type(t).gpus_per_node - used, best, caps_[k]);
           }
-          reach_[(static_cast<size_t>(f) * NS + ns) * K + k] = best;
+          reach_[(static_cast<size_t>(d) * NS + ns) * K + k] = best;
         }
       }
     }
@@ -511,7 +528,7 @@ class PrefixMaxBound {
   double ForMix(const NodeMix& mix) const {
     if (caps_.empty()) return 0;
     const int K = static_cast<int>(caps_.size());
-    const int* reach = &mix_reach_[static_cast<size_t>(space_.Encode(mix)) * K];
+    const int* reach = &mix_reach_[static_cast<size_t>(space_.Dense(space_.Encode(mix))) * K];
     const int k =
         static_cast<int>(std::lower_bound(reach, reach + K, model_.num_layers()) - reach) - 1;
     return k < 0 ? 0 : caps_[k];
@@ -525,7 +542,8 @@ class PrefixMaxBound {
     if (ns == 0 && free == 0) return std::numeric_limits<double>::infinity();
     if (caps_.empty()) return 0;
     const int K = static_cast<int>(caps_.size());
-    const int* reach = &reach_[(static_cast<size_t>(free) * space_.num_node_states() + ns) * K];
+    const int* reach =
+        &reach_[(static_cast<size_t>(space_.Dense(free)) * space_.num_node_states() + ns) * K];
     // The largest k with reach[k] < a (reach grows with k).
     const int k = static_cast<int>(std::lower_bound(reach, reach + K, a) - reach) - 1;
     return k < 0 ? 0 : caps_[k];
@@ -557,14 +575,16 @@ class PrefixMaxBound {
     }
     return reach[gpus];
   }
-  // Per node multiset, the farthest layer its nodes reach from layer 0, in the best order.
+  // Per useful node multiset (by dense index), the farthest layer its nodes reach from
+  // layer 0, in the best order. A multiset's sub-multisets are useful too, and come first.
   std::vector<int> Reach(double cap) const {
-    std::vector<int> reach(space_.num_multisets(), 0);
-    for (int u = 1; u < space_.num_multisets(); ++u) {
+    std::vector<int> reach(space_.num_useful(), 0);
+    for (int d = 1; d < space_.num_useful(); ++d) {
+      const int u = space_.Code(d);
       for (int t = 0; t < model_.num_types(); ++t) {
         if (space_.count(u, t) == 0) continue;
-        reach[u] = std::max(reach[u], NodeReach(t, model_.node_type(t).gpus_per_node,
-                                                reach[u - space_.stride(t)], cap));
+        reach[d] = std::max(reach[d], NodeReach(t, model_.node_type(t).gpus_per_node,
+                                                reach[space_.Dense(u - space_.stride(t))], cap));
       }
     }
     return reach;
@@ -667,7 +687,8 @@ class PrefixCost {
 
 class PrefixCostBound {
  public:
-  PrefixCostBound(const CostModel& model, const StateSpace& space) : space_(space) {
+  PrefixCostBound(const CostModel& model, const StateSpace& space, Interrupt& interrupt)
+      : space_(space) {
     const int T = model.num_types();
     const int L = model.num_layers();
     std::vector<double> unit(L, std::numeric_limits<double>::infinity());
@@ -718,10 +739,12 @@ class PrefixCostBound {
       for (int f = 1; f <= G; ++f) hulls[t][f] = NodeHull(stages, f);
     }
     const int NS = space.num_node_states();
-    segments_.assign(static_cast<size_t>(space.num_multisets()) * NS, {});
-    for (int f = 0; f < space.num_multisets(); ++f) {
+    segments_.assign(static_cast<size_t>(space.num_useful()) * NS, {});
+    for (int d = 0; d < space.num_useful(); ++d) {
+      if (interrupt.Every(d)) return;
+      const int f = space.Code(d);
       for (int ns = 0; ns < NS; ++ns) {
-        std::vector<HullSegment>& merged = segments_[static_cast<size_t>(f) * NS + ns];
+        std::vector<HullSegment>& merged = segments_[static_cast<size_t>(d) * NS + ns];
         for (int t = 0; t < T; ++t) {
           const int n = space.count(f, t);
           if (n <= 0) continue;
@@ -745,7 +768,8 @@ class PrefixCostBound {
   PrefixCost At(int a, int free, int ns) const {
     if (segments_.empty()) return PrefixCost(0, nullptr, floor_prefix_[a]);
     return PrefixCost(work_prefix_[a],
-                      &segments_[static_cast<size_t>(free) * space_.num_node_states() + ns],
+                      &segments_[static_cast<size_t>(space_.Dense(free)) *
+                                     space_.num_node_states() + ns],
                       floor_prefix_[a]);
   }
   // The cheapest compute of layers [0, a) on any type and stage size: a lower bound on the
@@ -826,13 +850,14 @@ class LabelSearch {
   // some template of mixes[i] achieves: the exact search drops what cannot beat it.
   LabelSearch(const CostModel& model, const std::vector<NodeMix>& mixes, Objective objective,
               int beam_width, const std::vector<double>& upper_bounds,
-              const PrefixMaxBound& prefix_max)
+              const PrefixMaxBound& prefix_max, Interrupt& interrupt)
       : model_(model),
         mixes_(mixes),
         objective_(objective),
         space_(model, mixes),
         prefix_max_(prefix_max),
-        prefix_cost_(model, space_),
+        prefix_cost_(model, space_, interrupt),
+        interrupt_(interrupt),
         beam_width_(beam_width) {
     // Oobleck's formula with M is defined for at most M stages (CostModel::Evaluate).
     if (model.kind() == CostModelKind::kOobleckSosp23 && model.problem().microbatches > 0) {
@@ -850,7 +875,7 @@ class LabelSearch {
     // Per multiset u: every requested mix that contains it, with the nodes it leaves for
     // the layers before a state on u and its incumbent. A state serves all of them, and a
     // label is kept only if some of them could still use it.
-    targets_.assign(space_.num_multisets(), {});
+    targets_.assign(space_.num_useful(), {});
     for (size_t i = 0; i < mixes.size(); ++i) {
       const NodeMix& mix = mixes[i];
       int gpus = 0;
@@ -858,13 +883,21 @@ class LabelSearch {
       const double ub =
           i < upper_bounds.size() ? upper_bounds[i] : std::numeric_limits<double>::infinity();
       const int code = space_.Encode(mix);
-      for (int u = 0; u < space_.num_multisets(); ++u) {
-        bool inside = true;
-        for (int t = 0; t < model.num_types(); ++t) inside &= space_.count(u, t) <= mix[t];
-        if (!inside) continue;
+      // Every sub-multiset u of the mix, in increasing code order (an odometer on counts).
+      std::vector<int> counts(model.num_types(), 0);
+      for (int u = 0;;) {
         // Relative slack so that rounding never prunes a label that ties the incumbent.
-        targets_[u].push_back({code - u, ub + 1e-9 * std::abs(ub) + 1e-9, MixSize(mix),
+        targets_[space_.Dense(u)].push_back({code - u, ub + 1e-9 * std::abs(ub) + 1e-9, MixSize(mix),
                                std::min(L, gpus)});
+        int t = 0;
+        while (t < model.num_types() && counts[t] == mix[t]) {
+          u -= counts[t] * space_.stride(t);
+          counts[t] = 0;
+          ++t;
+        }
+        if (t == model.num_types()) break;
+        ++counts[t];
+        u += space_.stride(t);
       }
     }
   }
@@ -880,18 +913,20 @@ class LabelSearch {
   }
 
   absl::StatusOr<std::vector<MixResult>> Run(const SearchOptions& options) {
+    if (interrupt_.stopped()) return Interrupt::Status("template search");
     const int L = model_.num_layers();
     fronts_.assign(space_.num_states(), {});
     fronts_[space_.Index(L, 0, 0)].push_back({Label{}, -1, -1, -1, 0});
-    const int num_targets = space_.num_multisets() * space_.num_node_states();
+    const int NS = space_.num_node_states();
+    const int num_targets = space_.num_useful() * NS;
     for (int a = L - 1; a >= 0; --a) {
-      if (options.cancelled && options.cancelled()) {
-        return absl::CancelledError("template search cancelled");
-      }
+      if (interrupt_.Poll()) return Interrupt::Status("template search");
       PrepareLayer(a);
       tbb::parallel_for(0, num_targets, [&](int target) {
-        ComputeTarget(a, target / space_.num_node_states(), target % space_.num_node_states());
+        if (interrupt_.Every(target)) return;
+        ComputeTarget(a, space_.Code(target / NS), target % NS);
       });
+      if (interrupt_.stopped()) return Interrupt::Status("template search");
       if (options.progress) options.progress(phase_name(), L - a, L);
     }
     std::vector<MixResult> results;
@@ -909,11 +944,12 @@ class LabelSearch {
   // do not depend on the state's own nodes, so the states of a layer share them.
   void PrepareLayer(int a) {
     const int NS = space_.num_node_states();
-    layer_.resize(static_cast<size_t>(space_.num_multisets()) * NS);
+    layer_.resize(static_cast<size_t>(space_.num_useful()) * NS);
     tbb::parallel_for(0, static_cast<int>(layer_.size()), [&](int i) {
+      if (interrupt_.Every(i)) return;
       LayerBound& b = layer_[i];
-      b.rest_max_ms = prefix_max_.At(a, i / NS, i % NS);
-      b.prefix = prefix_cost_.At(a, i / NS, i % NS);
+      b.rest_max_ms = prefix_max_.At(a, space_.Code(i / NS), i % NS);
+      b.prefix = prefix_cost_.At(a, space_.Code(i / NS), i % NS);
       b.empty_stage_bound = std::isinf(b.rest_max_ms)
                                 ? b.rest_max_ms
                                 : objective_.StageBound(0.0, 0.0, b.prefix, b.rest_max_ms);
@@ -947,9 +983,9 @@ class LabelSearch {
     double most_primary = -std::numeric_limits<double>::infinity();
     int fewest_stages = INT_MAX, most_stages = 0;
     const int NS = space_.num_node_states();
-    for (const TargetMix& mix : targets_[u]) {
+    for (const TargetMix& mix : targets_[space_.Dense(u)]) {
       if (a == 0 ? mix.free != 0 : ns == 0 && mix.free == 0) continue;  // nodes must match
-      const LayerBound& b = layer_[static_cast<size_t>(mix.free) * NS + ns];
+      const LayerBound& b = layer_[static_cast<size_t>(space_.Dense(mix.free)) * NS + ns];
       if (std::isinf(b.rest_max_ms)) continue;  // no node left for the layers before a
       if (b.empty_stage_bound + suffix_floor_ms > mix.bound) continue;
       const Target& target = targets.emplace_back(
@@ -1185,7 +1221,7 @@ class LabelSearch {
     int64_t state = terminal;
     int32_t entry = best;
     int node = -1;
-    const int per_position = space_.num_multisets() * space_.num_node_states();
+    const int per_position = space_.num_useful() * space_.num_node_states();
     while (fronts_[state][entry].from_state >= 0) {
       const Entry& e = fronts_[state][entry];
       const int a = static_cast<int>(state / per_position);
@@ -1223,6 +1259,7 @@ class LabelSearch {
   StateSpace space_;
   const PrefixMaxBound& prefix_max_;
   PrefixCostBound prefix_cost_;
+  Interrupt& interrupt_;
   int beam_width_;
   int stage_cap_ = INT_MAX;  // most stages a pipeline may have
   std::atomic<int64_t> candidates_{0}, labels_{0};
@@ -1276,8 +1313,10 @@ absl::StatusOr<std::vector<MixResult>> BranchAndBound(const CostModel& model,
                                                       const SearchOptions& options) {
   constexpr int kBeamWidth = 4;
   constexpr double kInf = std::numeric_limits<double>::infinity();
+  Interrupt interrupt(options.cancelled);
   const StateSpace space(model, mixes);
-  const PrefixMaxBound prefix_max(model, space, mixes);
+  const PrefixMaxBound prefix_max(model, space, mixes, interrupt);
+  if (interrupt.stopped()) return Interrupt::Status("template search");
   // Without any bound the beam pass would try every stage of every state. It runs with
   // guessed bounds instead, a little above each mix's lower bound and widening round by
   // round, on the mixes it has not found a template for yet; a mix still without one after
@@ -1291,7 +1330,8 @@ absl::StatusOr<std::vector<MixResult>> BranchAndBound(const CostModel& model,
   std::vector<double> upper_bounds(mixes.size(), kInf), guesses(mixes.size(), kInf);
   std::vector<bool> found(mixes.size(), false);
   if (slacks.size() > 1) {
-    LabelSearch<Objective> probe(model, mixes, objective, kBeamWidth, upper_bounds, prefix_max);
+    LabelSearch<Objective> probe(model, mixes, objective, kBeamWidth, upper_bounds, prefix_max,
+                                 interrupt);
     for (size_t i = 0; i < mixes.size(); ++i) {
       const double lb = probe.RootLowerBound(mixes[i]);
       if (lb > 0 && std::isfinite(lb)) guesses[i] = lb;
@@ -1312,9 +1352,9 @@ absl::StatusOr<std::vector<MixResult>> BranchAndBound(const CostModel& model,
     const bool all = pending.size() == mixes.size();
     const StateSpace round_space(model, round_mixes);
     std::optional<PrefixMaxBound> round_max;
-    if (!all) round_max.emplace(model, round_space, round_mixes);
+    if (!all) round_max.emplace(model, round_space, round_mixes, interrupt);
     LabelSearch<Objective> beam(model, round_mixes, objective, kBeamWidth, round_bounds,
-                                all ? prefix_max : *round_max);
+                                all ? prefix_max : *round_max, interrupt);
     auto incumbents = beam.Run(options);
     if (!incumbents.ok()) return incumbents.status();
     for (size_t j = 0; j < pending.size(); ++j) {
@@ -1324,7 +1364,7 @@ absl::StatusOr<std::vector<MixResult>> BranchAndBound(const CostModel& model,
       }
     }
   }
-  LabelSearch<Objective> exact(model, mixes, objective, 0, upper_bounds, prefix_max);
+  LabelSearch<Objective> exact(model, mixes, objective, 0, upper_bounds, prefix_max, interrupt);
   return exact.Run(options);
 }
 
@@ -1418,6 +1458,11 @@ absl::StatusOr<std::vector<MixResult>> SearchTemplates(const CostModel& model,
     }
   }
   if (mixes.empty()) return std::vector<MixResult>{};
+  // Refuse, before allocating anything, what the search could not finish.
+  if (absl::Status size = CheckTemplateSearchSize(EstimateTemplateSearch(model, mixes));
+      !size.ok()) {
+    return size;
+  }
   absl::StatusOr<std::vector<MixResult>> results;
   if (model.kind() == CostModelKind::kOneFOneB) {
     results = BranchAndBound(

@@ -8,11 +8,13 @@
 #include <cstdint>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "core/confined_root.h"
 #include "core/profile_catalog.h"
 #include "core/template_planner.h"
 #include "server/memory.h"
@@ -31,6 +33,10 @@ ABSL_FLAG(std::string, address, "127.0.0.1:50051",
 ABSL_FLAG(std::string, profile_dir, "",
           "Directory of profiles loaded at start, laid out as DIR/<model>/<gpu_type>/ with "
           "Oobleck's mb<m>.json, allreduce_in_node.json, allreduce_across_nodes.json.");
+ABSL_FLAG(std::string, load_root, "",
+          "LoadProfile requests naming a server-side `directory` may read only inside this "
+          "directory tree (symlinks resolved first); empty: such requests are refused. "
+          "--profile_dir must lie inside it when both are given.");
 ABSL_FLAG(int, threads, 0, "Planning threads per request; 0 = all cores.");
 ABSL_FLAG(int64_t, cache_mb, 256, "Memory budget of the shared template cache, in MiB.");
 ABSL_FLAG(std::string, data_dir, "",
@@ -128,8 +134,23 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+  std::optional<oobleck::ConfinedRoot> load_root;
+  if (const std::string root = absl::GetFlag(FLAGS_load_root); !root.empty()) {
+    absl::StatusOr<oobleck::ConfinedRoot> opened = oobleck::ConfinedRoot::Open(root);
+    if (!opened.ok()) {
+      std::cerr << "--load_root: " << opened.status().message() << "\n";
+      return 2;
+    }
+    load_root = *std::move(opened);
+  }
   oobleck::ProfileCatalog catalog;
   const std::string profile_dir = absl::GetFlag(FLAGS_profile_dir);
+  if (!profile_dir.empty() && load_root.has_value() &&
+      !load_root->Resolve(profile_dir, "--profile_dir").ok()) {
+    std::cerr << "--profile_dir " << profile_dir << " is not inside --load_root "
+              << load_root->path().string() << "\n";
+    return 2;
+  }
   if (!profile_dir.empty()) {
     const oobleck::server::ProfileTreeReport report =
         oobleck::server::LoadProfileTree(profile_dir, &catalog);
@@ -164,6 +185,7 @@ int main(int argc, char** argv) {
   options.request_log = &request_log;
   options.progress_interval = absl::Milliseconds(progress_interval_ms);
   options.search_gate = &search_gate;
+  options.load_root = load_root.has_value() ? &*load_root : nullptr;
   oobleck::server::PlannerService service(&catalog, &cache, threads, options);
 
   std::unique_ptr<oobleck::server::ServerMetrics> metrics;
@@ -198,10 +220,12 @@ int main(int argc, char** argv) {
   }
 
   grpc::Server* server = running->server.get();
-  std::thread stopper([&stop_signals, server] {
+  std::thread stopper([&stop_signals, server, &service] {
     int signal_number = 0;
     sigwait(&stop_signals, &signal_number);
     std::cerr << "signal " << signal_number << ": shutting down (in-flight calls get 5 s)\n";
+    // Running searches stop within ~100 ms and answer UNAVAILABLE; short calls finish.
+    service.BeginShutdown();
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   });
   server->Wait();

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/replan.h"
+#include "server/call_watch.h"
 #include "server/elapsed.h"
 #include "server/plan_request.h"
 #include "server/proto_conversion.h"
@@ -29,59 +30,6 @@ absl::Status Prefixed(const absl::Status& status, const std::string& prefix) {
 }
 
 absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
-
-// Deadline and cancellation of one call, polled by the searches (possibly from several
-// threads at once).
-class CallWatch {
- public:
-  explicit CallWatch(grpc::ServerContext* context)
-      : context_(context),
-        deadline_(context->deadline()),
-        next_poll_ns_(NowNs() + kCancelPollIntervalNs) {}
-
-  SearchOptions Options() const {
-    SearchOptions options;
-    options.cancelled = [this] { return DeadlinePassed() || Cancelled(); };
-    return options;
-  }
-  // The answer for a search that stopped because of this call.
-  grpc::Status Interrupted(const std::string& what) const {
-    if (DeadlinePassed()) {
-      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                          absl::StrCat("the deadline passed while ", what));
-    }
-    return grpc::Status(grpc::StatusCode::CANCELLED,
-                        absl::StrCat("the call was cancelled while ", what));
-  }
-
- private:
-  // On the synchronous server IsCancelled() polls the call's completion queue (a system
-  // call); the searches ask far more often than that is worth, so it runs at most every
-  // kCancelPollIntervalNs (and never during a call shorter than that).
-  static constexpr int64_t kCancelPollIntervalNs = 5'000'000;
-  static int64_t NowNs() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  }
-  bool Cancelled() const {
-    if (cancelled_.load(std::memory_order_relaxed)) return true;
-    const int64_t now = NowNs();
-    int64_t next = next_poll_ns_.load(std::memory_order_relaxed);
-    if (now < next || !next_poll_ns_.compare_exchange_strong(next, now + kCancelPollIntervalNs)) {
-      return false;
-    }
-    if (!context_->IsCancelled()) return false;
-    cancelled_.store(true, std::memory_order_relaxed);
-    return true;
-  }
-  bool DeadlinePassed() const { return std::chrono::system_clock::now() >= deadline_; }
-
-  grpc::ServerContext* context_;
-  std::chrono::system_clock::time_point deadline_;
-  mutable std::atomic<int64_t> next_poll_ns_;
-  mutable std::atomic<bool> cancelled_{false};
-};
 
 void SetNodes(const std::vector<ClusterNode>& nodes, const PlanningProblem& problem,
               pb::PlanRequest* request) {
@@ -133,8 +81,9 @@ absl::StatusOr<ClusterSetup> ToClusterSetup(const pb::PlanRequest& request,
       total += count;
     }
     if (total > kMaxClusterNodes) {
-      return Invalid(absl::StrCat(prefix, "cluster.node_types counts add up to ", total,
-                                  " nodes, more than the limit of ", kMaxClusterNodes));
+      return absl::ResourceExhaustedError(
+          absl::StrCat(prefix, "cluster.node_types counts add up to ", total,
+                       " nodes, more than the limit of ", kMaxClusterNodes, " nodes per plan"));
     }
     for (int i = 0; i < T; ++i) {
       for (int k = 0; k < cluster.node_types(i).count(); ++k) {
@@ -144,8 +93,9 @@ absl::StatusOr<ClusterSetup> ToClusterSetup(const pb::PlanRequest& request,
     }
   } else {
     if (request.nodes_size() > kMaxClusterNodes) {
-      return Invalid(absl::StrCat(prefix, "nodes must have at most ", kMaxClusterNodes,
-                                  " entries (got ", request.nodes_size(), ")"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat(prefix, "nodes has ", request.nodes_size(), " entries, more than the limit of ",
+                       kMaxClusterNodes, " nodes per plan"));
     }
     std::map<std::string, int> seen;
     for (int j = 0; j < request.nodes_size(); ++j) {
@@ -310,12 +260,14 @@ grpc::Status HandlePlan(grpc::ServerContext* context, const pb::PlanRequest& req
         Invalid("global_batch must list at least one size (micro-batches per iteration)"));
   }
   const std::vector<int> batches(request.global_batch().begin(), request.global_batch().end());
-  const CallWatch watch(context);
+  const CallWatch watch(context, rpc.shutdown);
   PlanOptions options;
   options.limits = setup->limits;
   options.fault_tolerance = setup->fault_tolerance;
   options.search = watch.Options();
-  if (rpc.search_gate != nullptr) options.search.admit = rpc.search_gate->AdmissionFor(context);
+  if (rpc.search_gate != nullptr) {
+    options.search.admit = rpc.search_gate->AdmissionFor(context, watch.Predicate());
+  }
   absl::StatusOr<PlanResult> result =
       rpc.planner->Plan(*setup->model, setup->nodes, batches, options);
   if (!result.ok()) {
@@ -400,9 +352,11 @@ grpc::Status HandleReplan(grpc::ServerContext* context, const pb::ReplanRequest&
   }
   options.fault_tolerance = setup->fault_tolerance;
   options.limits = setup->limits;
-  const CallWatch watch(context);
+  const CallWatch watch(context, rpc.shutdown);
   options.search = watch.Options();
-  if (rpc.search_gate != nullptr) options.search.admit = rpc.search_gate->AdmissionFor(context);
+  if (rpc.search_gate != nullptr) {
+    options.search.admit = rpc.search_gate->AdmissionFor(context, watch.Predicate());
+  }
   absl::StatusOr<ReplanResult> r =
       Replan(*rpc.planner, model, setup->nodes, *std::move(current), event, options);
   if (!r.ok()) {

@@ -16,6 +16,7 @@
 #include "core/plan.h"
 #include "core/profile_catalog.h"
 #include "oobleck/planner/v1/planner.pb.h"
+#include "server/call_watch.h"
 #include "server/search_gate.h"
 
 namespace oobleck::server {
@@ -26,6 +27,7 @@ struct PlanRpcContext {
   const ClusterPlanner* planner = nullptr;
   SearchGate* search_gate = nullptr;  // optional admission control
   CostModelCache* models = nullptr;   // optional: cost models shared across requests
+  const ShutdownFlag* shutdown = nullptr;  // optional: set while the server drains
 };
 
 grpc::Status HandlePlan(grpc::ServerContext* context,

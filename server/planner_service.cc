@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "core/cost_model.h"
 #include "core/profile.h"
+#include "server/call_watch.h"
 #include "server/plan_request.h"
 #include "server/plan_rpc.h"
 #include "server/proto_conversion.h"
@@ -27,7 +28,8 @@ namespace pb = ::oobleck::planner::v1;
 
 
 // The profile a LoadProfileRequest describes, before it is stored.
-absl::StatusOr<ModelProfile> ProfileFromRequest(const pb::LoadProfileRequest& request) {
+absl::StatusOr<ModelProfile> ProfileFromRequest(const pb::LoadProfileRequest& request,
+                                                const ConfinedRoot* load_root) {
   if (request.model().empty()) return absl::InvalidArgumentError("model is required");
   if (request.gpu_type().empty()) return absl::InvalidArgumentError("gpu_type is required");
   if (request.source_case() == pb::LoadProfileRequest::SOURCE_NOT_SET) {
@@ -51,8 +53,14 @@ absl::StatusOr<ModelProfile> ProfileFromRequest(const pb::LoadProfileRequest& re
       if (request.directory().empty()) {
         return absl::InvalidArgumentError("directory must not be empty");
       }
+      if (load_root == nullptr) {
+        return absl::PermissionDeniedError(
+            "directory: this server reads no server-side directories (it was started "
+            "without --load_root); send the profile inline as files or layers (the CLI "
+            "does so by default)");
+      }
       return LoadOobleckProfileDir(request.directory(), request.model(), request.gpu_type(),
-                                   microbatch_size);
+                                   microbatch_size, load_root);
     case pb::LoadProfileRequest::kFiles: {
       const pb::OobleckProfileFiles& files = request.files();
       absl::StatusOr<std::vector<LayerProfile>> layers =
@@ -89,7 +97,7 @@ PlannerService::PlannerService(ProfileCatalog* catalog, TemplateCache* cache, in
 grpc::Status PlannerService::LoadProfile(grpc::ServerContext* /*context*/,
                                          const pb::LoadProfileRequest* request,
                                          pb::LoadProfileResponse* response) {
-  absl::StatusOr<ModelProfile> profile = ProfileFromRequest(*request);
+  absl::StatusOr<ModelProfile> profile = ProfileFromRequest(*request, options_.load_root);
   if (!profile.ok()) return ToGrpcStatus(profile.status());
   if (absl::Status limits = CheckProfileLimits(*profile); !limits.ok()) {
     return ToGrpcStatus(limits);
@@ -169,16 +177,13 @@ grpc::Status PlannerService::PlanTemplatesCall(grpc::ServerContext* context,
   absl::StatusOr<CostModel> model = CostModel::Create(std::move(converted->problem));
   if (!model.ok()) return ToGrpcStatus(model.status());
 
-  // The search polls this; a passed deadline stops it as early as a cancellation does
-  // (gRPC may not have marked the call cancelled yet when the deadline passes).
-  const std::chrono::system_clock::time_point deadline = context->deadline();
-  auto deadline_passed = [deadline] { return std::chrono::system_clock::now() >= deadline; };
-  SearchOptions options;
-  options.cancelled = [context, deadline_passed] {
-    return context->IsCancelled() || deadline_passed();
-  };
+  // The search polls the call's deadline, cancellation and the server's shutdown.
+  const CallWatch watch(context, &shutdown_);
+  SearchOptions options = watch.Options();
   // A bounded number of searches run at once; cached answers need no slot.
-  if (options_.search_gate != nullptr) options.admit = options_.search_gate->AdmissionFor(context);
+  if (options_.search_gate != nullptr) {
+    options.admit = options_.search_gate->AdmissionFor(context, watch.Predicate());
+  }
   // Long searches log their advance under the call's request id.
   SearchProgressFn log_progress;
   if (options_.request_log != nullptr) log_progress = options_.request_log->ProgressLogger(context);
@@ -192,13 +197,8 @@ grpc::Status PlannerService::PlanTemplatesCall(grpc::ServerContext* context,
   absl::StatusOr<std::vector<PlannedMix>> planned =
       planner_.PlanTemplates(*model, converted->mixes, options);
   if (!planned.ok()) {
-    if (planned.status().code() == absl::StatusCode::kCancelled) {
-      if (deadline_passed()) {
-        return grpc::Status(
-            grpc::StatusCode::DEADLINE_EXCEEDED,
-            absl::StrCat("the deadline passed while planning ", converted->mixes.size(), " mixes"));
-      }
-      return grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled while planning");
+    if (planned.status().code() == absl::StatusCode::kCancelled && watch.Stopped()) {
+      return watch.Interrupted(absl::StrCat("planning ", converted->mixes.size(), " mixes"));
     }
     return ToGrpcStatus(planned.status());
   }
@@ -214,13 +214,13 @@ grpc::Status PlannerService::PlanTemplatesCall(grpc::ServerContext* context,
 grpc::Status PlannerService::Plan(grpc::ServerContext* context, const pb::PlanRequest* request,
                                   pb::PlanResponse* response) {
   return HandlePlan(context, *request, response,
-                    {catalog_, &cluster_planner_, options_.search_gate, &models_});
+                    {catalog_, &cluster_planner_, options_.search_gate, &models_, &shutdown_});
 }
 
 grpc::Status PlannerService::Replan(grpc::ServerContext* context, const pb::ReplanRequest* request,
                                     pb::ReplanResponse* response) {
   return HandleReplan(context, *request, response,
-                      {catalog_, &cluster_planner_, options_.search_gate, &models_});
+                      {catalog_, &cluster_planner_, options_.search_gate, &models_, &shutdown_});
 }
 
 grpc::Status PlannerService::GetStats(grpc::ServerContext* /*context*/,

@@ -12,6 +12,7 @@
 #include "core/profile_catalog.h"
 #include "core/template_planner.h"
 #include "oobleck/planner/v1/planner.grpc.pb.h"
+#include "server/call_watch.h"
 #include "server/service_options.h"
 
 namespace oobleck::server {
@@ -51,6 +52,11 @@ class PlannerService final : public ::oobleck::planner::v1::Planner::Service {
                         const ::oobleck::planner::v1::GetStatsRequest* request,
                         ::oobleck::planner::v1::GetStatsResponse* response) override;
 
+  // Makes every running and waiting search stop at its next poll (UNAVAILABLE to its
+  // client), so that a drain (SIGTERM) ends within its grace period. Call before
+  // grpc::Server::Shutdown; there is no way back.
+  void BeginShutdown() { shutdown_.Set(); }
+
  private:
   // Both PlanTemplates RPCs: validation, limits, search gate, cache, deadline and
   // cancellation. `progress` (may be empty) sees the search advance.
@@ -66,6 +72,7 @@ class PlannerService final : public ::oobleck::planner::v1::Planner::Service {
   ClusterPlanner cluster_planner_;  // uses planner_ (and so the shared cache)
   CostModelCache models_;           // Plan and Replan's cost models, across requests
   std::atomic<int64_t> plan_templates_requests_{0};
+  ShutdownFlag shutdown_;
   const std::chrono::steady_clock::time_point start_time_;
 };
 

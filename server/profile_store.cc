@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
+#include "core/file_reader.h"
 
 namespace oobleck::server {
 namespace {
@@ -106,15 +107,6 @@ absl::Status ParseAllreduce(const json& layer, const std::string& key, const std
     (*out)[count] = ms.get<double>();
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<std::string> ReadWholeFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path.string()));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(absl::StrCat("cannot read ", path.string()));
-  return text.str();
 }
 
 bool WriteAll(int fd, std::string_view bytes) {
@@ -295,7 +287,7 @@ ProfileStoreReport ProfileStore::LoadAll() {
       report.errors.push_back(absl::StrCat(path.string(), ": not a stored profile (ignored)"));
       continue;
     }
-    absl::StatusOr<std::string> text = ReadWholeFile(path);
+    absl::StatusOr<std::string> text = ReadRegularFile(path);
     absl::StatusOr<ModelProfile> profile =
         text.ok() ? ParseStoredProfile(*text) : absl::StatusOr<ModelProfile>(text.status());
     if (!profile.ok()) {

@@ -42,7 +42,7 @@ int MicrobatchSizeOf(const std::string& file_name) {
 }
 
 void LoadGpuDir(const fs::path& dir, const std::string& model, const std::string& gpu_type,
-                ProfileCatalog* catalog, ProfileTreeReport* report) {
+                const ConfinedRoot& root, ProfileCatalog* catalog, ProfileTreeReport* report) {
   std::error_code error;
   std::vector<int> sizes;
   for (const fs::directory_entry& entry : SortedEntries(dir, &error)) {
@@ -59,7 +59,7 @@ void LoadGpuDir(const fs::path& dir, const std::string& model, const std::string
   }
   std::sort(sizes.begin(), sizes.end());
   for (int m : sizes) {
-    absl::StatusOr<ModelProfile> profile = LoadOobleckProfileDir(dir.string(), model, gpu_type, m);
+    absl::StatusOr<ModelProfile> profile = LoadOobleckProfileDir(dir.string(), model, gpu_type, m, &root);
     if (!profile.ok()) {
       report->errors.push_back(
           absl::StrCat(dir.string(), " (mb", m, "): ", profile.status().ToString()));
@@ -80,6 +80,12 @@ void LoadGpuDir(const fs::path& dir, const std::string& model, const std::string
 
 ProfileTreeReport LoadProfileTree(const std::string& root, ProfileCatalog* catalog) {
   ProfileTreeReport report;
+  // Files are read only inside the tree: a symlink out of it is skipped like a bad file.
+  absl::StatusOr<ConfinedRoot> confined = ConfinedRoot::Open(root);
+  if (!confined.ok()) {
+    report.errors.push_back(std::string(confined.status().message()));
+    return report;
+  }
   std::error_code error;
   const std::vector<fs::directory_entry> models = SortedEntries(root, &error);
   if (error) {
@@ -99,7 +105,8 @@ ProfileTreeReport LoadProfileTree(const std::string& root, ProfileCatalog* catal
     for (const fs::directory_entry& gpu_dir : gpu_dirs) {
       if (!IsDirectory(gpu_dir)) continue;
       ++gpu_types;
-      LoadGpuDir(gpu_dir.path(), model, gpu_dir.path().filename().string(), catalog, &report);
+      LoadGpuDir(gpu_dir.path(), model, gpu_dir.path().filename().string(), *confined, catalog,
+                 &report);
     }
     if (gpu_types == 0) {
       report.errors.push_back(

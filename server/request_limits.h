@@ -14,10 +14,8 @@
 
 namespace oobleck::server {
 
-// Real models have tens to a few hundred layers, but profiles well beyond gRPC's default
-// 4 MiB message are accepted on purpose. Inline profiles are bounded by the message size
-// already; this bounds profiles read from a server-side `directory`, which is not.
-inline constexpr int kMaxLayersPerProfile = 1 << 18;
+// kMaxLayersPerProfile (core/profile.h) bounds every profile, inline or read from files;
+// JSON documents are counted against it before they are parsed.
 // Node types in one cluster (each adds a dimension to the mix space).
 inline constexpr int kMaxNodeTypesPerRequest = 256;
 // Nodes in one cluster (sum of node_types[].count). A template never has more nodes than

@@ -54,7 +54,8 @@ absl::StatusOr<SearchGate::Slot> SearchGate::Acquire(absl::Time give_up_at,
   return Slot(this);
 }
 
-absl::StatusOr<SearchGate::Slot> SearchGate::AcquireForCall(grpc::ServerContext* context) {
+absl::StatusOr<SearchGate::Slot> SearchGate::AcquireForCall(
+    grpc::ServerContext* context, const std::function<bool()>& cancelled) {
   const absl::Time now = absl::Now();
   absl::Time give_up_at = absl::InfiniteFuture();
   const std::chrono::system_clock::time_point deadline = context->deadline();
@@ -65,7 +66,7 @@ absl::StatusOr<SearchGate::Slot> SearchGate::AcquireForCall(grpc::ServerContext*
         std::clamp((call_deadline - now) / 10, absl::Milliseconds(5), absl::Milliseconds(200));
     give_up_at = call_deadline - margin;
   }
-  return Acquire(give_up_at, [context] { return context->IsCancelled(); });
+  return Acquire(give_up_at, cancelled);
 }
 
 int SearchGate::in_use() const {
@@ -84,9 +85,9 @@ void SearchGate::Release() {
 }
 
 std::function<absl::StatusOr<std::shared_ptr<void>>()> SearchGate::AdmissionFor(
-    grpc::ServerContext* context) {
-  return [this, context]() -> absl::StatusOr<std::shared_ptr<void>> {
-    absl::StatusOr<Slot> slot = AcquireForCall(context);
+    grpc::ServerContext* context, std::function<bool()> cancelled) {
+  return [this, context, cancelled]() -> absl::StatusOr<std::shared_ptr<void>> {
+    absl::StatusOr<Slot> slot = AcquireForCall(context, cancelled);
     if (!slot.ok()) return slot.status();
     return std::static_pointer_cast<void>(std::make_shared<Slot>(*std::move(slot)));
   };

@@ -46,11 +46,13 @@ class SearchGate {
 
   // Acquire for a gRPC call: gives up shortly before the call's deadline, so that the
   // client receives RESOURCE_EXHAUSTED (and why) rather than its own DEADLINE_EXCEEDED.
-  absl::StatusOr<Slot> AcquireForCall(grpc::ServerContext* context);
+  // `cancelled` (may be empty) is polled while waiting, e.g. CallWatch::Predicate().
+  absl::StatusOr<Slot> AcquireForCall(grpc::ServerContext* context,
+                                      const std::function<bool()>& cancelled);
   // AcquireForCall as core's SearchOptions::admit, so that only calls that really search
   // take a slot (answers from the cache never wait behind a long search).
   std::function<absl::StatusOr<std::shared_ptr<void>>()> AdmissionFor(
-      grpc::ServerContext* context);
+      grpc::ServerContext* context, std::function<bool()> cancelled);
 
   int max_concurrent() const { return max_concurrent_; }
   int in_use() const;

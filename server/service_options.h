@@ -4,6 +4,7 @@
 #define OOBLECK_SERVER_SERVICE_OPTIONS_H_
 
 #include "absl/time/time.h"
+#include "core/confined_root.h"
 #include "server/profile_store.h"
 #include "server/request_log.h"
 #include "server/search_gate.h"
@@ -17,6 +18,9 @@ struct ServiceOptions {
   SearchGate* search_gate = nullptr;
   // --log_requests: PlanTemplates searches running longer than a second log progress.
   const RequestLog* request_log = nullptr;
+  // --load_root: LoadProfile.directory reads only inside it; null refuses every
+  // server-side directory (PERMISSION_DENIED).
+  const ConfinedRoot* load_root = nullptr;
   // --progress_interval_ms: PlanTemplatesStream sends a progress update at most this often.
   absl::Duration progress_interval = absl::Milliseconds(200);
 };

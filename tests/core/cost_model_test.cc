@@ -160,7 +160,14 @@ TEST(CostModelTest, EvaluateRejectsMalformedTemplates) {
   idle.mix = {1};
   idle.node_order = {0};
   idle.stages = {{0, 3, 0, 0, 1}};
-  EXPECT_THAT(model->Evaluate(idle).status().message(), HasSubstr("idle"));
+  EXPECT_THAT(model->Evaluate(idle).status().message(),
+              HasSubstr("the stages on node 0 use 1 GPUs but a"));
+  EXPECT_THAT(model->Evaluate(gap).status().message(),
+              HasSubstr("stages[1] has layers [2, 3) but must start at layer 1"));
+  PipelineTemplate jump = gap;
+  jump.stages = {{0, 1, 0, 0, 1}, {1, 3, 5, 0, 1}};
+  EXPECT_THAT(model->Evaluate(jump).status().message(),
+              HasSubstr("stages[1].node_index = 5 is not a node of the template (0 to 0)"));
 }
 
 }  // namespace

@@ -9,6 +9,7 @@ namespace oobleck {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kMb[] = R"([{"forward": 1, "backward": 2, "mem_required": [10, 20]},
                            {"forward": 3, "backward": 4, "mem_required": [30, 40]}])";
@@ -39,7 +40,16 @@ TEST(ProfileTest, ErrorsNameFileLayerAndKey) {
   EXPECT_THAT(negative.status().message(), HasSubstr("layer 0 \"forward\""));
 
   auto bad_key = ParseOobleckProfile(kMb, R"([{"x": 0}, {"1": 0}])", kAcross, "dir");
-  EXPECT_THAT(bad_key.status().message(), HasSubstr("allreduce_in_node.json: layer 0 key \"x\""));
+  EXPECT_THAT(bad_key.status().message(),
+              HasSubstr("allreduce_in_node.json: layer 0 has a key that is not a positive"));
+  // File content is never echoed (a server-side file may hold anything).
+  auto secret = ParseOobleckProfile(
+      R"([{"forward": "s3cr3t", "backward": 2, "mem_required": [1, 1]}])", R"([{"1": 0}])",
+      R"([{"1": 0}])", "dir");
+  EXPECT_THAT(secret.status().message(), HasSubstr("must be a number (got a JSON string)"));
+  EXPECT_THAT(secret.status().message(), Not(HasSubstr("s3cr3t")));
+  auto secret_key = ParseOobleckProfile(kMb, R"([{"s3cr3t": 0}, {"1": 0}])", kAcross, "dir");
+  EXPECT_THAT(secret_key.status().message(), Not(HasSubstr("s3cr3t")));
 
   auto wrong_count = ParseOobleckProfile(kMb, R"([{"1": 0}])", kAcross, "dir");
   EXPECT_THAT(wrong_count.status().message(), HasSubstr("has 1 layers but the mb file has 2"));

@@ -17,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "oobleck/planner/v1/planner.grpc.pb.h"
+#include "tests/service/test_load_root.h"
 #include "server/planner_server.h"
 #include "server/planner_service.h"
 
@@ -98,7 +99,8 @@ void ExpectPlanOver(const pb::PlanRequest& request, const pb::ClusterPlan& plan)
 class PlanServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    service_ = std::make_unique<PlannerService>(&catalog_, &cache_, /*threads=*/2);
+    service_ = std::make_unique<PlannerService>(&catalog_, &cache_, /*threads=*/2,
+                                                WithTestLoadRoot());
     absl::StatusOr<RunningServer> running = StartPlannerServer("127.0.0.1:0", service_.get());
     ASSERT_TRUE(running.ok()) << running.status();
     running_ = *std::move(running);
@@ -424,7 +426,13 @@ TEST_F(PlanServiceTest, RejectsBadReplanRequests) {
              ->set_layer_end(1);
        },
        grpc::StatusCode::INVALID_ARGUMENT,
-       "plan.pipelines[0].template: stages[1] does not continue"},
+       "plan.pipelines[0].template: stages[1] has layers [20, 33) but must start at layer 1"},
+      {"stage on another node",
+       [](auto* r) {
+         auto* t = r->mutable_plan()->mutable_pipelines(0)->mutable_template_();
+         t->mutable_stages(t->stages_size() - 1)->set_node_index(7);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "].node_index = 7 is not a node of the template"},
       {"joined type unknown",
        [](auto* r) {
          pb::Node* n = r->add_joined_nodes();

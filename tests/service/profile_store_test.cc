@@ -1,5 +1,6 @@
 // The durable profile store (--data_dir): file format, atomic writes, reload, and that a
 // damaged file is reported and skipped while the others load.
+#include "tests/service/test_load_root.h"
 #include "server/profile_store.h"
 
 #include <grpcpp/create_channel.h>
@@ -249,7 +250,7 @@ class StoredLoadProfileTest : public ::testing::Test {
     auto store = ProfileStore::Open(dir_.path().string(), &catalog_);
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
-    ServiceOptions options;
+    ServiceOptions options = WithTestLoadRoot();
     options.profile_store = store_.get();
     service_ = std::make_unique<PlannerService>(&catalog_, &cache_, 1, options);
     auto running = StartPlannerServer("127.0.0.1:0", service_.get());

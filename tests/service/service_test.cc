@@ -25,6 +25,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "oobleck/planner/v1/planner.grpc.pb.h"
+#include "tests/service/test_load_root.h"
 #include "server/plan_request.h"
 #include "server/planner_server.h"
 #include "server/planner_service.h"
@@ -212,7 +213,8 @@ std::string ReflectionExchange(const std::shared_ptr<grpc::Channel>& channel, in
 class PlannerServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    service_ = std::make_unique<PlannerService>(&catalog_, &cache_, /*threads=*/2);
+    service_ = std::make_unique<PlannerService>(&catalog_, &cache_, /*threads=*/2,
+                                                WithTestLoadRoot());
     absl::StatusOr<RunningServer> running = StartPlannerServer("127.0.0.1:0", service_.get());
     ASSERT_TRUE(running.ok()) << running.status();
     running_ = *std::move(running);

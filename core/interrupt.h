@@ -1,0 +1,43 @@
+// Cancellation as the long loops of the searches see it: a predicate polled now and then,
+// whose first `true` is latched so that every thread of a search stops at its next check.
+#ifndef OOBLECK_CORE_INTERRUPT_H_
+#define OOBLECK_CORE_INTERRUPT_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+
+#include "absl/status/status.h"
+
+namespace oobleck {
+
+class Interrupt {
+ public:
+  // `cancelled` may be empty (never cancelled); it must be safe to call from any thread.
+  explicit Interrupt(std::function<bool()> cancelled) : cancelled_(std::move(cancelled)) {}
+
+  // Asks the predicate (unless already stopped). Cheap enough for every few hundred
+  // microseconds of work; loops that do less per step ask every kStride steps via Every().
+  bool Poll() {
+    if (stopped()) return true;
+    if (cancelled_ && cancelled_()) stopped_.store(true, std::memory_order_relaxed);
+    return stopped();
+  }
+  // For a loop's step number i: polls on every kStride-th step, else only reads the latch.
+  bool Every(int64_t i) { return (i % kStride) == 0 ? Poll() : stopped(); }
+  bool stopped() const { return stopped_.load(std::memory_order_relaxed); }
+  // CANCELLED with `what` was stopped (the caller maps it to the call's own status).
+  static absl::Status Status(const char* what) {
+    return absl::CancelledError(std::string(what) + " cancelled");
+  }
+
+  static constexpr int64_t kStride = 64;
+
+ private:
+  std::function<bool()> cancelled_;
+  std::atomic<bool> stopped_{false};
+};
+
+}  // namespace oobleck
+
+#endif  // OOBLECK_CORE_INTERRUPT_H_

@@ -1,0 +1,34 @@
+// The --load_root of the in-process test servers: the folder holding both this repository
+// and ../shared, so that LoadProfile can name the bundled example and the shared profiles.
+#ifndef OOBLECK_TESTS_SERVICE_TEST_LOAD_ROOT_H_
+#define OOBLECK_TESTS_SERVICE_TEST_LOAD_ROOT_H_
+
+#include <cstdlib>
+#include <iostream>
+
+#include "core/confined_root.h"
+#include "server/service_options.h"
+
+namespace oobleck::server {
+
+inline const ConfinedRoot* TestLoadRoot() {
+  static const ConfinedRoot* root = [] {
+    absl::StatusOr<ConfinedRoot> opened = ConfinedRoot::Open(OOBLECK_SOURCE_DIR "/..");
+    if (!opened.ok()) {
+      std::cerr << opened.status() << "\n";
+      std::abort();
+    }
+    return new ConfinedRoot(*std::move(opened));
+  }();
+  return root;
+}
+
+// ServiceOptions with only the test load root set.
+inline ServiceOptions WithTestLoadRoot(ServiceOptions options = {}) {
+  options.load_root = TestLoadRoot();
+  return options;
+}
+
+}  // namespace oobleck::server
+
+#endif  // OOBLECK_TESTS_SERVICE_TEST_LOAD_ROOT_H_

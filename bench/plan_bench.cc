@@ -66,7 +66,8 @@ void ReportPlan(benchmark::State& state, const PlanResult& result) {
   state.counters["speedup_vs_dp"] = first.speedup;
 }
 
-// args: global batch, max nodes per pipeline (0 = default), cold (1) or warm (0).
+// args: global batch, max nodes per pipeline (0 = default), cold (1) or warm (0), fault
+// tolerance f (at least f + 1 pipelines).
 void BM_Plan128Nodes(benchmark::State& state) {
   absl::StatusOr<PlanningProblem> problem = ThreeTypeProblem(16);
   if (!problem.ok()) {
@@ -81,6 +82,7 @@ void BM_Plan128Nodes(benchmark::State& state) {
   const std::vector<ClusterNode> nodes = Nodes(k128Nodes);
   PlanOptions options;
   options.limits.max_nodes = static_cast<int>(state.range(1));
+  options.fault_tolerance = static_cast<int>(state.range(3));
   const bool cold = state.range(2) == 1;
   auto cache = std::make_unique<TemplateCache>(int64_t{256} << 20);
   auto templates = std::make_unique<TemplatePlanner>(cache.get(), kThreads);
@@ -359,13 +361,15 @@ BENCHMARK(BM_ReplanFleet)
     ->UseRealTime();
 
 BENCHMARK(BM_Plan128Nodes)
-    ->ArgNames({"B", "max_nodes", "cold"})
-    ->Args({512, 0, 1})
-    ->Args({512, 0, 0})
-    ->Args({2048, 0, 0})
-    ->Args({512, 8, 0})
-    ->Args({512, 6, 1})
-    ->Args({512, 8, 1})
+    ->ArgNames({"B", "max_nodes", "cold", "f"})
+    ->Args({512, 0, 1, 0})
+    ->Args({512, 0, 0, 0})
+    ->Args({512, 0, 0, 1})
+    ->Args({512, 0, 0, 99})
+    ->Args({2048, 0, 0, 0})
+    ->Args({512, 8, 0, 0})
+    ->Args({512, 6, 1, 0})
+    ->Args({512, 8, 1, 0})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK(BM_PlanSweep128Nodes)->Unit(benchmark::kMillisecond)->UseRealTime();

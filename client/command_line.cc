@@ -87,7 +87,14 @@ ABSL_FLAG(std::vector<std::string>, fail, {}, "replan: ids of the nodes that fai
 ABSL_FLAG(std::vector<std::string>, join, {},
           "replan: nodes that joined, as ID:TYPE with TYPE a node type of the plan's cluster");
 ABSL_FLAG(double, tolerance, 0.01,
-          "replan: plans within this fraction of the fastest compete on bytes copied");
+          "replan (deprecated rule, used only when given): plans within this fraction of the "
+          "fastest compete on bytes copied");
+ABSL_FLAG(int, fault_tolerance, 0,
+          "plan: the plan survives any F simultaneous node failures (at least F+1 pipelines); "
+          "replan: the F to keep (default: the plan request's)");
+ABSL_FLAG(double, horizon_iterations, 1000,
+          "replan: iterations the new plan is expected to run; the answer minimises "
+          "downtime + N x iteration time");
 
 // Pictures.
 ABSL_FLAG(std::string, svg, "",
@@ -157,6 +164,8 @@ const std::vector<FlagUse>& FlagUses() {
       {"join", {"replan"}},
       {"tolerance", {"replan"}},
       {"svg", {"templates", "plan", "replan", "render"}},
+      {"fault_tolerance", {"plan", "replan"}},
+      {"horizon_iterations", {"replan"}},
   };
   return kUses;
 }
@@ -229,6 +238,8 @@ CliOptions ReadFlags() {
   o.join = absl::GetFlag(FLAGS_join);
   o.tolerance = absl::GetFlag(FLAGS_tolerance);
   o.svg = absl::GetFlag(FLAGS_svg);
+  o.fault_tolerance = absl::GetFlag(FLAGS_fault_tolerance);
+  o.horizon_iterations = absl::GetFlag(FLAGS_horizon_iterations);
   return o;
 }
 
@@ -362,13 +373,14 @@ std::string UsageText(const std::string& command) {
       "      Optimal templates of a mixed cluster file; uploads the profiles the file names\n"
       "      (pass --replace to overwrite different ones on the server). Without --all-nodes\n"
       "      or --nodes, every mix of 1 to all nodes.\n"
-      "  plan --cluster FILE --global-batch N [N ...] [--max-nodes-per-pipeline n] ...\n"
+      "  plan --cluster FILE --global-batch N [N ...] [--fault-tolerance F] ...\n"
       "      Pipelines bound to the file's node ids and the split of each global batch (in\n"
       "      micro-batches) minimising the iteration time, next to data parallelism. Its\n"
       "      --json output is what replan --plan reads.\n"
-      "  replan --plan PLAN.json [--fail ID ...] [--join ID:TYPE ...] [--tolerance f]\n"
-      "      A new plan after nodes fail or join, and the layers to copy where. Its --json\n"
-      "      output is again a valid --plan.\n"
+      "  replan --plan PLAN.json [--fail ID ...] [--join ID:TYPE ...] [--fault-tolerance F]\n"
+      "         [--horizon-iterations N]\n"
+      "      A new plan after nodes fail or join, the layers to copy where, its downtime and\n"
+      "      the alternatives weighed. Its --json output is again a valid --plan.\n"
       "  render ANSWER.json [--plan OLD.json] [--microbatches M] [--svg OUT.svg]\n"
       "      Draws a saved --json answer of templates, plan or replan as an SVG picture\n"
       "      (no server needed). A replan answer needs --plan, the plan it started from.\n"

@@ -47,10 +47,12 @@ struct CliOptions {
   std::vector<std::string> global_batch;  // --global-batch N [N ...]
   int min_nodes_per_pipeline = 0;
   int max_nodes_per_pipeline = 0;
-  std::string plan;               // --plan FILE: the --json output of plan or replan
-  std::vector<std::string> fail;  // --fail ID [ID ...]
-  std::vector<std::string> join;  // --join ID:TYPE [ID:TYPE ...]
-  double tolerance = 0.01;
+  std::string plan;                  // --plan FILE: the --json output of plan or replan
+  std::vector<std::string> fail;     // --fail ID [ID ...]
+  std::vector<std::string> join;     // --join ID:TYPE [ID:TYPE ...]
+  double tolerance = 0.01;           // deprecated rule, only when given
+  int fault_tolerance = 0;           // plan and replan (replan: only when given)
+  double horizon_iterations = 1000;  // replan, only when given
   // Pictures (client/render_command.h).
   std::string svg;  // --svg FILE; "" none, "-" standard output
 };

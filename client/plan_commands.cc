@@ -1,8 +1,11 @@
 #include "client/plan_commands.h"
 
 #include <algorithm>
+#include <cmath>
+#include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
@@ -77,6 +80,7 @@ absl::Status CheckPlanUsage(const CommandLine& cl) {
       return b.status();
     }
     if (o.min_nodes_per_pipeline < 0) return Usage("--min-nodes-per-pipeline must be >= 0");
+    if (o.fault_tolerance < 0) return Usage("--fault-tolerance must be >= 0");
     if (o.max_nodes_per_pipeline < 0) return Usage("--max-nodes-per-pipeline must be >= 0");
     if (absl::StatusOr<pb::MissingAllreduce> m = ParseMissingAllreduce(o.missing_allreduce);
         !m.ok()) {
@@ -99,6 +103,10 @@ absl::Status CheckPlanUsage(const CommandLine& cl) {
       }
     }
     if (!(o.tolerance >= 0 && o.tolerance <= 1)) return Usage("--tolerance must be in [0, 1]");
+    if (o.fault_tolerance < 0) return Usage("--fault-tolerance must be >= 0");
+    if (!(std::isfinite(o.horizon_iterations) && o.horizon_iterations >= 0)) {
+      return Usage("--horizon-iterations must be a finite number >= 0");
+    }
   }
   return absl::OkStatus();
 }
@@ -111,15 +119,7 @@ absl::StatusOr<pb::PlanRequest> BuildPlanRequest(const ClusterFile& file,
                                                  std::vector<ProfileUpload>* uploads) {
   absl::StatusOr<ClusterRequest> built = BuildClusterRequest(file, overrides);
   if (!built.ok()) return built.status();
-  const pb::PlanTemplatesRequest& t = built->request;
-  pb::PlanRequest request;
-  request.set_model(t.model());
-  request.set_microbatch_size(t.microbatch_size());
-  *request.mutable_cluster() = t.cluster();
-  request.set_cost_model(t.cost_model());
-  request.set_microbatches(t.microbatches());
-  request.set_optimizer_state_multiplier(t.optimizer_state_multiplier());
-  request.set_missing_allreduce_in_node(t.missing_allreduce_in_node());
+  pb::PlanRequest request = PlanRequestOf(built->request);
   // Node types are one per (gpu, gpus_per_node), as ClusterFile::NodeTypes() names them.
   const std::vector<NodeType> types = file.NodeTypes();
   for (size_t g = 0; g < file.node_groups.size(); ++g) {
@@ -188,7 +188,8 @@ std::string FormatPlan(const pb::PlanResponse& response) {
       request.model(), request.nodes_size(), response.cost_model(), plan.global_batch(),
       Ms(plan.iteration_time_ms()));
   absl::StrAppend(&out, "  = slowest pipeline ", Ms(plan.pipeline_time_ms()), " ms + all-reduce ",
-                  Ms(plan.allreduce_ms()), " ms over ", plan.pipelines_size(), " pipeline(s)");
+                  Ms(plan.allreduce_ms()), " ms over ", plan.pipelines_size(),
+                  " pipeline(s), tolerating ", plan.fault_tolerance(), " node failure(s)");
   if (!response.sweep().empty()) {
     const pb::BatchSizePlan& first = response.sweep(0);
     if (first.data_parallel_iteration_time_ms() > 0) {
@@ -242,6 +243,11 @@ std::string FormatReplan(const pb::ReplanResponse& response) {
       &out, "  %d node(s), %d pipeline(s), %d kept; %d copies (%s); planned in %.2f ms\n",
       response.request().nodes_size(), plan.pipelines_size(), response.pipelines_kept(),
       response.copies_size(), FormatBytes(response.copy_bytes()), response.planning_time_ms());
+  absl::StrAppendFormat(&out, "  downtime %.2f s (copies %.2f s); tolerates %d node failure(s)\n",
+                        response.downtime_s(), response.transfer_s(), plan.fault_tolerance());
+  if (!response.degraded_reason().empty()) {
+    absl::StrAppend(&out, "  degraded: ", response.degraded_reason(), "\n");
+  }
   if (!response.ignored_failed_node_ids().empty() || !response.ignored_joined_node_ids().empty()) {
     absl::StrAppend(&out, "  already applied (ignored): failed [",
                     absl::StrJoin(response.ignored_failed_node_ids(), ", "), "], joined [",
@@ -253,6 +259,16 @@ std::string FormatReplan(const pb::ReplanResponse& response) {
       rows.push_back({c.dest_node_id(), c.source_node_id(),
                       absl::StrFormat("[%d,%d)", c.layer_begin(), c.layer_end()),
                       FormatBytes(c.param_bytes())});
+    }
+    absl::StrAppend(&out, "\n", RenderTable(rows));
+  }
+  if (response.alternatives_size() > 1) {
+    std::vector<std::vector<std::string>> rows = {
+        {"ALTERNATIVE", "ITERATION_MS", "DOWNTIME_S", "COPY", "KEPT", "TOLERATES"}};
+    for (const pb::ReplanAlternative& a : response.alternatives()) {
+      rows.push_back({a.strategy(), Ms(a.iteration_time_ms()),
+                      absl::StrFormat("%.2f", a.downtime_s()), FormatBytes(a.copy_bytes()),
+                      absl::StrCat(a.pipelines_kept()), absl::StrCat(a.fault_tolerance())});
     }
     absl::StrAppend(&out, "\n", RenderTable(rows));
   }
@@ -291,6 +307,7 @@ absl::Status RunPlan(const CommandLine& cl, const PlanCalls& calls) {
   for (const ProfileUpload& upload : uploads) {
     if (absl::Status s = calls.ensure_profile(upload); !s.ok()) return s;
   }
+  request->set_fault_tolerance(o.fault_tolerance);
   pb::PlanResponse response;
   if (absl::Status s = calls.plan(*request, &response); !s.ok()) return s;
   calls.print(response, FormatPlan(response));
@@ -306,6 +323,9 @@ absl::Status RunReplan(const CommandLine& cl, const PlanCalls& calls) {
       BuildReplanRequest(*text, o.plan, o.fail, o.join,
                          cl.IsSet("tolerance") ? std::optional<double>(o.tolerance) : std::nullopt);
   if (!request.ok()) return request.status();
+  if (cl.IsSet("fault_tolerance"))
+    request->mutable_request()->set_fault_tolerance(o.fault_tolerance);
+  if (cl.IsSet("horizon_iterations")) request->set_horizon_iterations(o.horizon_iterations);
   pb::ReplanResponse response;
   if (absl::Status s = calls.replan(*request, &response); !s.ok()) return s;
   calls.print(response, FormatReplan(response));

@@ -121,6 +121,18 @@ pb::PlanTemplatesRequest BuildHomogeneousRequest(const HomogeneousOptions& optio
   return request;
 }
 
+pb::PlanRequest PlanRequestOf(const pb::PlanTemplatesRequest& templates) {
+  pb::PlanRequest request;
+  request.set_model(templates.model());
+  request.set_microbatch_size(templates.microbatch_size());
+  *request.mutable_cluster() = templates.cluster();
+  request.set_cost_model(templates.cost_model());
+  request.set_microbatches(templates.microbatches());
+  request.set_optimizer_state_multiplier(templates.optimizer_state_multiplier());
+  request.set_missing_allreduce_in_node(templates.missing_allreduce_in_node());
+  return request;
+}
+
 absl::StatusOr<ClusterRequest> BuildClusterRequest(const ClusterFile& file,
                                                    const ClusterOverrides& overrides) {
   ClusterRequest out;

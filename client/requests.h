@@ -87,6 +87,9 @@ struct ClusterRequest {
 absl::StatusOr<ClusterRequest> BuildClusterRequest(const ClusterFile& file,
                                                    const ClusterOverrides& overrides);
 
+// The job and hardware of a PlanTemplatesRequest as a PlanRequest (no nodes, no batch).
+pb::PlanRequest PlanRequestOf(const pb::PlanTemplatesRequest& templates);
+
 }  // namespace oobleck::client
 
 #endif  // OOBLECK_CLIENT_REQUESTS_H_

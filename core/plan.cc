@@ -169,6 +169,16 @@ absl::Status ValidateNodes(const CostModel& model, const std::vector<ClusterNode
   return absl::OkStatus();
 }
 
+absl::Status ValidateFaultTolerance(int fault_tolerance) {
+  if (fault_tolerance < 0 || fault_tolerance > kMaxFaultTolerance) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("fault_tolerance must be in [0, %d] (a plan of at most %d nodes has at "
+                        "most that many pipelines, minus one; got %d)",
+                        kMaxFaultTolerance, kMaxClusterNodes, fault_tolerance));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<PipelineSizeLimits> ResolveLimits(const PipelineSizeLimits& limits,
                                                  int total_nodes) {
   if (limits.min_nodes < 0) {
@@ -398,6 +408,7 @@ absl::StatusOr<PlanResult> ClusterPlanner::Plan(const CostModel& model,
                                                 const std::vector<int>& global_batches,
                                                 const PlanOptions& options) const {
   if (absl::Status s = ValidateNodes(model, nodes); !s.ok()) return s;
+  if (absl::Status s = ValidateFaultTolerance(options.fault_tolerance); !s.ok()) return s;
   if (global_batches.empty()) {
     return absl::InvalidArgumentError("global_batch must list at least one size");
   }
@@ -442,7 +453,8 @@ absl::StatusOr<PlanResult> ClusterPlanner::Plan(const CostModel& model,
     problem.global_batch = out.global_batch;
     problem.allreduce_ms = &allreduce_ms;
     problem.search = options.search;
-    problem.min_pipelines = options.min_pipelines;
+    problem.min_pipelines = options.fault_tolerance + 1;
+    problem.min_pipelines_reason = absl::StrCat("fault_tolerance = ", options.fault_tolerance);
     absl::StatusOr<PipelineSetSolution> solution = SolvePipelineSet(problem);
     if (!solution.ok()) {
       std::string why(solution.status().message());

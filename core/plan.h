@@ -10,6 +10,7 @@
 #ifndef OOBLECK_CORE_PLAN_H_
 #define OOBLECK_CORE_PLAN_H_
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -70,6 +71,10 @@ struct ClusterPlan {
   double pipeline_time_ms = 0;   // max_i T_i(M_i)
   double allreduce_ms = 0;       // cross-pipeline gradient all-reduce for P pipelines
   double iteration_time_ms = 0;  // the sum of both
+
+  // The most simultaneous node failures after which every layer still has a replica on a
+  // surviving node: pipelines - 1 (docs/COST_MODEL.md#fault-tolerance).
+  int fault_tolerance() const { return std::max(0, static_cast<int>(pipelines.size()) - 1); }
 };
 
 // One global batch size of a Plan request.
@@ -94,10 +99,17 @@ struct PlanResult {
   int mixes_from_cache = 0;
 };
 
+// The f-failure guarantee: f >= 0, a plan has at least f + 1 pipelines.
+inline constexpr int kMaxFaultTolerance = kMaxClusterNodes - 1;
+// "fault_tolerance must be in [0, 4095] (got -1)"; OK for a valid f.
+absl::Status ValidateFaultTolerance(int fault_tolerance);
+
 struct PlanOptions {
   PipelineSizeLimits limits;
-  // Plans have at least this many pipelines (PipelineSetProblem::min_pipelines).
-  int min_pipelines = 0;
+  // Plans have at least fault_tolerance + 1 pipelines (PipelineSetProblem::min_pipelines),
+  // so that any fault_tolerance failures leave every layer a replica
+  // (docs/COST_MODEL.md#fault-tolerance).
+  int fault_tolerance = 0;
   SearchOptions search;  // cancellation, polled by the template search and the plan search
 };
 
@@ -215,6 +227,8 @@ struct PipelineSetProblem {
   // Branch-and-bound nodes each integer program may use; past it the search keeps the best
   // plan it has and reports the gap it can prove (PipelineSetSolution::optimality_gap).
   int64_t max_ilp_nodes = 20000;
+  // Names the minimum in the error when no plan reaches it (e.g. "fault_tolerance = 2").
+  std::string min_pipelines_reason;
 };
 struct PipelineSetSolution {
   std::vector<int> chosen;               // shape indices, one per new pipeline
@@ -232,6 +246,11 @@ struct PipelineSetSolution {
 // FAILED_PRECONDITION when no plan exists (the message says why); RESOURCE_EXHAUSTED when
 // kNodeCountDp is asked for a table beyond its bound; CANCELLED.
 absl::StatusOr<PipelineSetSolution> SolvePipelineSet(const PipelineSetProblem& problem);
+
+// The most pipelines (fixed + chosen, min_pipelines ignored) of any solution of `problem`,
+// capped at `at_most` (the table is that wide); 0 when it has none. One table fill at the
+// largest useful makespan.
+absl::StatusOr<int> MaxPipelineCount(const PipelineSetProblem& problem, int at_most);
 
 // Indices into solution.chosen, larger pipelines first, then by mix (the order plans list
 // their pipelines in).

@@ -353,8 +353,16 @@ bool UsesIlp(const PipelineSetProblem& problem) {
 // computed, in index order, which puts every state after all states it is built from.
 class PlanSearch {
  public:
-  explicit PlanSearch(const PipelineSetProblem& problem)
-      : problem_(problem), model_(problem.model), B_(problem.global_batch) {
+  // with_minimum = false: problem.min_pipelines plays no part.
+  explicit PlanSearch(const PipelineSetProblem& problem, bool with_minimum = true)
+      : problem_(problem),
+        model_(problem.model),
+        B_(problem.global_batch),
+        // Every solution has a pipeline (B >= 1): a minimum of 1 is no constraint.
+        min_free_(
+            !with_minimum || problem.min_pipelines <= 1
+                ? 0
+                : std::max(0, problem.min_pipelines - static_cast<int>(problem.fixed.size()))) {
     all_.reserve(problem.fixed.size() + problem.shapes.size());
     for (const PipelineShape& f : problem.fixed) {
       all_.emplace_back(model_, &f.stage_costs, f.max_microbatches, B_);
@@ -366,6 +374,9 @@ class PlanSearch {
     fixed_.assign(all_.begin(), all_.begin() + problem.fixed.size());
     shapes_.assign(all_.begin() + problem.fixed.size(), all_.end());
     use_ilp_ = UsesIlp(problem);
+    // The integer program takes the minimum as a constraint of its own; the DP's counting
+    // of it (min_free_) is for the node-count DP only.
+    if (use_ilp_) min_free_ = 0;
     std::vector<int> row_digits;  // T per real state, for the fit lists below
     const int64_t fit_pairs = use_ilp_ ? -1 : FitPairs(problem);
     if (!use_ilp_) BuildStates(fit_pairs >= 0 ? &row_digits : nullptr);
@@ -509,22 +520,7 @@ class PlanSearch {
 
   absl::StatusOr<PipelineSetSolution> Solve() {
     const int num_fixed = static_cast<int>(fixed_.size());
-    if (B_ < 1) return absl::InvalidArgumentError("global_batch must be >= 1");
-    if (num_fixed > B_) {
-      return absl::FailedPreconditionError(
-          absl::StrFormat("the plan keeps %d pipelines but the global batch has only %d "
-                          "micro-batches (every pipeline needs at least one)",
-                          num_fixed, B_));
-    }
-    for (int f = 0; f < num_fixed; ++f) {
-      if (fixed_[f].limit() < 1) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("kept pipeline ", f, " cannot hold even one micro-batch in GPU memory"));
-      }
-    }
-    if (num_fixed == 0 && shapes_.empty()) {
-      return absl::FailedPreconditionError("no pipeline template fits the available nodes");
-    }
+    if (absl::Status s = CheckBatch(); !s.ok()) return s;
     const int max_pipelines_free = std::min(B_ - num_fixed, MaxFreePipelines());
     // Largest useful tau: every pipeline at its limit.
     double top = -kInf;
@@ -558,6 +554,11 @@ class PlanSearch {
       absl::StatusOr<Unconstrained> free = FreeAbsorbUnconstrained(tau, need);
       if (!free.ok()) return free.status();
       if (free->absorbed < need) return false;
+      if (min_free_ > 0) {  // the count matters: only the table knows
+        absl::StatusOr<int> p = MinPipelinesAtLeast(tau, max_pipelines_free);
+        if (!p.ok()) return p.status();
+        return *p >= 0;
+      }
       pipelines_bound = std::min(max_pipelines_free, free->pipelines);
       return true;
     };
@@ -649,7 +650,126 @@ class PlanSearch {
     return Reconstruct();
   }
 
+  // The most pipelines (kept + chosen) of any solution, capped at `at_most`; 0 when there
+  // is none. min_pipelines plays no part.
+  absl::StatusOr<int> MaxTotalPipelines(int at_most) {
+    min_free_ = 0;
+    if (absl::Status s = CheckCapacity(); !s.ok()) {
+      if (s.code() == absl::StatusCode::kFailedPrecondition) return 0;
+      return s;
+    }
+    const int num_fixed = static_cast<int>(fixed_.size());
+    if (at_most <= num_fixed) return at_most;  // the kept pipelines run the batch already
+    const int pcap = std::min({B_ - num_fixed, MaxFreePipelines(), at_most - num_fixed});
+    if (absl::Status s = CheckTableSize(pcap); !s.ok()) return s;
+    absl::StatusOr<int> p = MostPipelines(TopTau(), pcap);
+    if (!p.ok()) return p.status();
+    return *p < 0 ? 0 : num_fixed + *p;
+  }
+
  private:
+  // ---- checks before the search ----
+  // FAILED_PRECONDITION when no plan exists at all: the batch, the kept pipelines, or the
+  // memory of every pipeline together cannot hold the batch.
+  absl::Status CheckCapacity() {
+    if (absl::Status s = CheckBatch(); !s.ok()) return s;
+    int64_t capacity = 0;
+    for (const LoadCurve& c : fixed_) capacity += c.limit();
+    absl::StatusOr<Unconstrained> free = FreeAbsorbUnconstrained(TopTau(), kSaturated);
+    if (!free.ok()) return free.status();
+    capacity += free->absorbed;
+    if (capacity < B_) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "the available pipelines hold at most %d micro-batches per iteration within GPU "
+          "memory, fewer than the global batch of %d",
+          capacity, B_));
+    }
+    return absl::OkStatus();
+  }
+  // The checks that need no search: the batch, the kept pipelines, any shape at all.
+  absl::Status CheckBatch() const {
+    const int num_fixed = static_cast<int>(fixed_.size());
+    if (B_ < 1) return absl::InvalidArgumentError("global_batch must be >= 1");
+    if (num_fixed > B_) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("the plan keeps %d pipelines but the global batch has only %d "
+                          "micro-batches (every pipeline needs at least one)",
+                          num_fixed, B_));
+    }
+    for (int f = 0; f < num_fixed; ++f) {
+      if (fixed_[f].limit() < 1) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("kept pipeline ", f, " cannot hold even one micro-batch in GPU memory"));
+      }
+    }
+    if (num_fixed == 0 && shapes_.empty()) {
+      return absl::FailedPreconditionError("no pipeline template fits the available nodes");
+    }
+    return absl::OkStatus();
+  }
+  // Largest useful tau: every pipeline at its limit.
+  double TopTau() const {
+    double top = -kInf;
+    for (const LoadCurve& c : all_) {
+      if (c.limit() >= 1) top = std::max(top, c.Time(c.limit()));
+    }
+    return top;
+  }
+  absl::Status CheckTableSize(int pcap) const {
+    if (int64_t{num_states_} * (pcap + 1) <= kMaxTableEntries) return absl::OkStatus();
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "the exact plan search over this cluster needs a table of %d node-count states x %d "
+        "pipeline counts, more than the limit of %d entries; raise min_nodes_per_pipeline "
+        "or plan fewer nodes or node types at once",
+        num_states_, pcap + 1, kMaxTableEntries));
+  }
+
+  // ---- min_pipelines (PipelineSetProblem::min_pipelines) -------------------------------
+  // With a minimum, feasibility at tau counts pipelines: P_m(tau), the fewest pipelines
+  // >= the minimum that run the batch within tau, comes from the table (MinPipelines starts
+  // its scan at the minimum; Need asks every free pipeline for a micro-batch). The table's
+  // entries only grow with tau, so P_m never increases with tau and the branch and bound
+  // holds for it as for P_min. This check: whether any tau allows the minimum at all (the
+  // largest tau allows every count that any tau allows).
+  absl::Status CheckMinPipelines(double top, int max_pipelines_free) {
+    absl::StatusOr<int> p = MinPipelinesAtLeast(top, max_pipelines_free);
+    if (!p.ok()) return p.status();
+    if (*p >= 0) return absl::OkStatus();
+    // No count from the minimum up works, so the most that do are below it.
+    absl::StatusOr<int> most = MostPipelines(top, std::min(max_pipelines_free, min_free_));
+    if (!most.ok()) return most.status();
+    const std::string& why = problem_.min_pipelines_reason;
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s needs %d pipelines; the nodes fit at most %d that run the global batch of %d "
+        "micro-batches within GPU memory",
+        why.empty() ? absl::StrCat("min_pipelines = ", problem_.min_pipelines) : why,
+        problem_.min_pipelines, static_cast<int>(fixed_.size()) + std::max(0, *most), B_));
+  }
+  // P_m(tau) up to pmax; -1 if none. Tables start as wide as the minimum and double, so a
+  // small minimum in a large cluster needs no table as wide as the cluster.
+  absl::StatusOr<int> MinPipelinesAtLeast(double tau, int pmax) {
+    if (min_free_ > pmax) return -1;
+    for (int pcap = std::max(1, min_free_);; pcap = std::min(pmax, 2 * pcap)) {
+      if (absl::Status s = CheckTableSize(pcap); !s.ok()) return s;
+      absl::StatusOr<int> p = MinPipelines(tau, pcap);
+      if (!p.ok() || *p >= 0 || pcap >= pmax) return p;
+    }
+  }
+  // The most free pipelines (<= pcap) that run the batch within tau; -1 if none.
+  absl::StatusOr<int> MostPipelines(double tau, int pcap) {
+    const int need = Need(tau);
+    if (need == kImpossible) return -1;
+    const int none = need <= 0 ? 0 : -1;  // what zero free pipelines achieve
+    pcap = std::min(pcap, MaxFreePipelines());
+    if (pcap < 1) return none;
+    const int cap = std::max(need, 1);  // every free pipeline takes a micro-batch
+    if (absl::Status s = FillTable(tau, pcap, cap); !s.ok()) return s;
+    for (int p = pcap; p >= 1; --p) {
+      if (table_.At(full_, p) >= cap) return p;
+    }
+    return none;
+  }
+
   static constexpr int kImpossible = std::numeric_limits<int>::max();
   // The search keeps two tables (the current one and the best one's): at most 64 MiB each
   // as int32. 128 nodes of 3 types with up to 128 pipelines need 10.7M entries.
@@ -718,7 +838,8 @@ class PlanSearch {
       if (k == 0) return kImpossible;
       need -= k;
     }
-    return static_cast<int>(std::max<int64_t>(need, 0));
+    // A minimum count of free pipelines (min_pipelines) asks each for a micro-batch.
+    return static_cast<int>(std::max<int64_t>(need, min_free_ > 0 ? 1 : 0));
   }
 
   // ---- the integer program per makespan (use_ilp_) ----------------------------------
@@ -1069,9 +1190,9 @@ class PlanSearch {
     if (need == kImpossible) return -1;
     if (need <= 0) return 0;
     pcap = std::min(pcap, MaxFreePipelines());
-    if (pcap < 1) return -1;
+    if (pcap < std::max(1, min_free_)) return -1;
     if (absl::Status s = FillTable(tau, pcap, need); !s.ok()) return s;
-    for (int p = 1; p <= pcap; ++p) {
+    for (int p = std::max(1, min_free_); p <= pcap; ++p) {
       if (table_.At(full_, p) >= need) return p;
     }
     return -1;
@@ -1170,6 +1291,7 @@ class PlanSearch {
   const PipelineSetProblem& problem_;
   const CostModel* model_;
   const int B_;
+  int min_free_ = 0;  // free pipelines every solution needs (min_pipelines - kept ones)
   std::vector<LoadCurve> fixed_, shapes_, all_;
   std::vector<int64_t> strides_;
   int64_t num_states_ = 1;
@@ -1361,9 +1483,16 @@ absl::StatusOr<std::vector<int>> SplitBatch(const CostModel& model,
   return split;
 }
 
-absl::StatusOr<PipelineSetSolution> SolvePipelineSet(const PipelineSetProblem& problem) {
+namespace {
+
+// What SolvePipelineSet and MaxPipelineCount check before allocating the search.
+absl::Status CheckProblem(const PipelineSetProblem& problem) {
   if (problem.model == nullptr || problem.allreduce_ms == nullptr) {
     return absl::InvalidArgumentError("plan search: model and allreduce_ms are required");
+  }
+  if (problem.min_pipelines < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("plan search: min_pipelines must be >= 0 (got ", problem.min_pipelines, ")"));
   }
   const size_t max_pipelines = problem.fixed.size() + MixSize(problem.available);
   if (problem.allreduce_ms->size() <= max_pipelines) {
@@ -1391,8 +1520,56 @@ absl::StatusOr<PipelineSetSolution> SolvePipelineSet(const PipelineSetProblem& p
           problem.available.size(), absl::StrJoin(problem.available, "+"), kMaxPlanStates));
     }
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<PipelineSetSolution> SolvePipelineSet(const PipelineSetProblem& problem) {
+  if (absl::Status s = CheckProblem(problem); !s.ok()) return s;
+  if (problem.min_pipelines > 1) {
+    // The optimum without the minimum is the optimum with it whenever it has enough
+    // pipelines (usual: f is small next to what a large cluster runs), and its search
+    // costs a fraction of the constrained one. No plan at all: that is the answer too.
+    PipelineSetProblem free_problem = problem;
+    free_problem.min_pipelines = 0;
+    absl::StatusOr<PipelineSetSolution> unconstrained = PlanSearch(free_problem).Solve();
+    if (!unconstrained.ok()) return unconstrained;
+    const size_t total = problem.fixed.size() + unconstrained->chosen.size();
+    if (total >= static_cast<size_t>(problem.min_pipelines)) return unconstrained;
+  }
   PlanSearch search(problem);
-  return search.Solve();
+  absl::StatusOr<PipelineSetSolution> solved = search.Solve();
+  if (!solved.ok() && solved.status().code() == absl::StatusCode::kFailedPrecondition &&
+      AsksMorePipelines(problem)) {
+    // Say how far from the minimum the nodes are, when the count is cheap to have.
+    absl::StatusOr<int> most = MaxPipelineCount(problem, problem.min_pipelines - 1);
+    if (most.ok()) {
+      const std::string& why = problem.min_pipelines_reason;
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s needs %d pipelines; the nodes fit at most %d that run the global batch of %d "
+          "micro-batches within GPU memory",
+          why.empty() ? absl::StrCat("min_pipelines = ", problem.min_pipelines) : why,
+          problem.min_pipelines, *most, problem.global_batch));
+    }
+  }
+  return solved;
+}
+
+absl::StatusOr<int> MaxPipelineCount(const PipelineSetProblem& problem, int at_most) {
+  if (absl::Status s = CheckProblem(problem); !s.ok()) return s;
+  if (at_most < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("plan search: at_most must be >= 0 (got ", at_most, ")"));
+  }
+  // Counted by the node-count DP (the integer program has no such query yet): clusters
+  // past its state limit get RESOURCE_EXHAUSTED here.
+  PipelineSetProblem counting = problem;
+  counting.min_pipelines = 0;
+  counting.method = PlanSearchMethod::kNodeCountDp;
+  if (absl::Status s = CheckProblem(counting); !s.ok()) return s;
+  PlanSearch search(counting);
+  return search.MaxTotalPipelines(at_most);
 }
 
 }  // namespace oobleck

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <memory>
@@ -129,6 +130,8 @@ struct Candidate {
   std::vector<LayerCopy> copies;
   double bytes = 0;
   int kept = 0;
+  double transfer_s = 0;  // PriceDowntime
+  double downtime_s = 0;
 };
 
 // The cluster after the event and what every surviving node holds.
@@ -168,10 +171,18 @@ std::string RangesText(const std::vector<LayerRange>& ranges) {
 absl::StatusOr<ReplanContext> Prepare(const CostModel& model, const std::vector<ClusterNode>& nodes,
                                       ClusterPlan current, const ClusterEvent& event,
                                       const ReplanOptions& options) {
-  if (!(options.tolerance >= 0 && options.tolerance <= 1)) {
+  if (options.tolerance.has_value() && !(*options.tolerance >= 0 && *options.tolerance <= 1)) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("tolerance must be in [0, 1] (got %g)", options.tolerance));
+        absl::StrFormat("tolerance must be in [0, 1] (got %g)", *options.tolerance));
   }
+  for (const auto& [field, value] : {std::pair{"horizon_iterations", options.horizon_iterations},
+                                     std::pair{"restart_overhead_s", options.restart_overhead_s}}) {
+    if (!(std::isfinite(value) && value >= 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s must be a finite number >= 0 (got %g)", field, value));
+    }
+  }
+  if (absl::Status s = ValidateFaultTolerance(options.fault_tolerance); !s.ok()) return s;
   ReplanContext ctx;
   ctx.model = &model;
   // The nodes first, so that every EvaluatePlan error below is about the plan.
@@ -484,6 +495,8 @@ absl::StatusOr<Candidate> Finalize(const ReplanContext& ctx, const LayerHolders&
         !type_reasons[t].empty() ? type_reasons[t]
         : draft.strategy == ReplanStrategy::kOobleckFallback && ctx.joined[s]
             ? "Oobleck's fallback rule does not use joined nodes"
+        : draft.strategy == ReplanStrategy::kDropBroken
+            ? "not used: its pipeline lost a node and was dropped (nothing is copied)"
             : "not used: every plan that uses it is slower (its pipelines would be slower or "
               "add all-reduce time)";
     plan.idle.push_back({ctx.survivors[s].id, t, std::move(reason)});
@@ -693,6 +706,34 @@ absl::StatusOr<Draft> FallbackDraft(const ReplanContext& ctx, const TemplateSet*
   return draft;
 }
 
+// Downtime of applying the candidate (docs/COST_MODEL.md#reconfiguration-downtime).
+void PriceDowntime(const ReplanContext& ctx, const ReplanOptions& options, Candidate* c) {
+  c->transfer_s = CopyTransferSeconds(c->copies, ctx.model->problem().inter_node_bytes_per_s);
+  const size_t old_count = ctx.old.pipelines.size();
+  const bool same_pipelines =
+      static_cast<size_t>(c->kept) == old_count && c->plan.pipelines.size() == old_count;
+  c->downtime_s = c->transfer_s + (same_pipelines ? 0 : options.restart_overhead_s);
+}
+
+// The candidates no other beats on both iteration time and downtime, fastest first; of
+// equal ones the first.
+std::vector<ReplanAlternative> ParetoFront(const std::vector<Candidate*>& candidates) {
+  std::vector<const Candidate*> order(candidates.begin(), candidates.end());
+  std::stable_sort(order.begin(), order.end(), [](const Candidate* a, const Candidate* b) {
+    return std::make_pair(a->plan.iteration_time_ms, a->downtime_s) <
+           std::make_pair(b->plan.iteration_time_ms, b->downtime_s);
+  });
+  std::vector<ReplanAlternative> front;
+  double best_downtime = kInf;
+  for (const Candidate* c : order) {
+    if (!(c->downtime_s < best_downtime)) continue;  // a faster one is down no longer
+    best_downtime = c->downtime_s;
+    front.push_back({c->strategy, c->plan.iteration_time_ms, c->downtime_s, c->bytes, c->kept,
+                     c->plan.fault_tolerance()});
+  }
+  return front;
+}
+
 std::vector<std::string> TypeReasons(const CostModel& model,
                                      const std::vector<PipelineShape>& shapes,
                                      const ReplanContext& ctx) {
@@ -719,10 +760,34 @@ std::string_view ReplanStrategyName(ReplanStrategy strategy) {
       return "optimal";
     case ReplanStrategy::kKeepPipelines:
       return "keep-pipelines";
+    case ReplanStrategy::kDropBroken:
+      return "drop-broken";
     case ReplanStrategy::kOobleckFallback:
       return "oobleck-fallback";
   }
   return "unknown";
+}
+
+std::optional<ReplanStrategy> ParseReplanStrategy(std::string_view name) {
+  for (ReplanStrategy s : {ReplanStrategy::kOptimal, ReplanStrategy::kKeepPipelines,
+                           ReplanStrategy::kDropBroken, ReplanStrategy::kOobleckFallback}) {
+    if (ReplanStrategyName(s) == name) return s;
+  }
+  return std::nullopt;
+}
+
+double CopyTransferSeconds(const std::vector<LayerCopy>& copies, double link_bytes_per_s) {
+  // Each node's link carries what it sends and, independently, what it receives (full
+  // duplex); every copy running at bytes / D for D = the busiest direction's bytes / link
+  // keeps every link within its bandwidth and ends all copies at D, and no schedule ends
+  // before the busiest link has carried its bytes.
+  std::map<std::string, double> sent, received;
+  double busiest = 0;
+  for (const LayerCopy& c : copies) {
+    busiest = std::max(busiest, sent[c.source_node_id] += c.param_bytes);
+    busiest = std::max(busiest, received[c.dest_node_id] += c.param_bytes);
+  }
+  return busiest > 0 ? busiest / link_bytes_per_s : 0;
 }
 
 absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostModel& model,
@@ -742,6 +807,14 @@ absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostMod
     result.pipelines_kept = static_cast<int>(ctx.old.pipelines.size());
     result.fastest_iteration_time_ms = ctx.old.iteration_time_ms;
     result.oobleck_fallback_ms = ctx.old.iteration_time_ms;
+    result.alternatives.push_back({ReplanStrategy::kUnchanged, ctx.old.iteration_time_ms, 0, 0,
+                                   result.pipelines_kept, ctx.old.fault_tolerance()});
+    if (ctx.old.fault_tolerance() < options.fault_tolerance) {
+      result.degraded_reason = absl::StrFormat(
+          "the unchanged plan has %d pipeline(s): it tolerates %d failure(s), fewer than "
+          "fault_tolerance = %d",
+          ctx.old.pipelines.size(), ctx.old.fault_tolerance(), options.fault_tolerance);
+    }
     result.old_plan = std::move(ctx.old);
     return result;
   }
@@ -757,19 +830,51 @@ absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostMod
   std::vector<PipelineShape> shapes = FeasibleShapes(model, *set, ctx.limits);
   const std::vector<std::string> type_reasons = TypeReasons(model, shapes, ctx);
 
+  // The f-failure guarantee: f + 1 pipelines when the survivors allow it, else the most
+  // they allow (any plan of the survivors has at least one).
+  int fault_tolerance = options.fault_tolerance;
+  auto problem_for = [&](bool keep_intact) {
+    PipelineSetProblem problem;
+    problem.model = &model;
+    problem.available = counts;
+    if (keep_intact) {
+      for (size_t i = 0; i < ctx.old.pipelines.size(); ++i) {
+        if (!ctx.intact[i]) continue;
+        const PipelineTemplate& tmpl = ctx.old.pipelines[i].tmpl;
+        problem.fixed.push_back({tmpl.mix, &tmpl, StageCosts(tmpl), model.MaxMicrobatches(tmpl)});
+        for (int t = 0; t < T; ++t) problem.available[t] -= tmpl.mix[t];
+      }
+    }
+    problem.shapes = std::move(shapes);  // lent; taken back after each search
+    problem.global_batch = ctx.old.global_batch;
+    problem.allreduce_ms = &ctx.allreduce_ms;
+    problem.search = options.search;
+    problem.makespan_hint_ms = ctx.old.pipeline_time_ms;
+    problem.min_pipelines = fault_tolerance + 1;
+    problem.min_pipelines_reason = absl::StrCat("fault_tolerance = ", fault_tolerance);
+    return problem;
+  };
+  if (fault_tolerance > 0) {
+    PipelineSetProblem problem = problem_for(false);
+    absl::StatusOr<int> most = MaxPipelineCount(problem, fault_tolerance + 1);
+    shapes = std::move(problem.shapes);
+    if (!most.ok()) return most.status();
+    if (*most >= 1 && *most < fault_tolerance + 1) {
+      fault_tolerance = *most - 1;
+      result.degraded_reason = absl::StrFormat(
+          "fault_tolerance = %d needs %d pipelines; the %d surviving node(s) fit at most %d, "
+          "so the plan tolerates %d failure(s)",
+          options.fault_tolerance, options.fault_tolerance + 1, ctx.survivors.size(), *most,
+          fault_tolerance);
+    }
+  }
+
   std::vector<Candidate> candidates;
   absl::Status optimal_status;
   // 1. The fastest plan of the new cluster; old pipelines it rebuilds identically keep
   // their nodes.
   {
-    PipelineSetProblem problem;
-    problem.model = &model;
-    problem.available = counts;
-    problem.shapes = std::move(shapes);
-    problem.global_batch = ctx.old.global_batch;
-    problem.allreduce_ms = &ctx.allreduce_ms;
-    problem.search = options.search;
-    problem.makespan_hint_ms = ctx.old.pipeline_time_ms;
+    PipelineSetProblem problem = problem_for(false);
     absl::StatusOr<PipelineSetSolution> solution = SolvePipelineSet(problem);
     shapes = std::move(problem.shapes);
     if (!solution.ok()) {
@@ -799,41 +904,33 @@ absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostMod
       candidates.push_back(*std::move(c));
     }
   }
-  // 2. Untouched pipelines kept, the other nodes planned exactly around them.
   std::vector<size_t> intact;
   for (size_t i = 0; i < ctx.old.pipelines.size(); ++i) {
     if (ctx.intact[i]) intact.push_back(i);
   }
-  if (!intact.empty()) {
-    PipelineSetProblem problem;
-    problem.model = &model;
-    problem.available = counts;
-    for (size_t i : intact) {
-      const PipelineTemplate& tmpl = ctx.old.pipelines[i].tmpl;
-      problem.fixed.push_back({tmpl.mix, &tmpl, StageCosts(tmpl), model.MaxMicrobatches(tmpl)});
-      for (int t = 0; t < T; ++t) problem.available[t] -= tmpl.mix[t];
+  auto intact_draft = [&](ReplanStrategy strategy, const std::vector<int>& microbatches) {
+    Draft draft;
+    draft.strategy = strategy;
+    for (size_t f = 0; f < intact.size(); ++f) {
+      DraftPipeline p;
+      p.tmpl = &ctx.old.pipelines[intact[f]].tmpl;
+      p.nodes = ctx.old_positions[intact[f]];
+      p.bound = true;
+      p.microbatches = microbatches[f];
+      draft.pipelines.push_back(std::move(p));
     }
-    problem.shapes = std::move(shapes);
-    problem.global_batch = ctx.old.global_batch;
-    problem.allreduce_ms = &ctx.allreduce_ms;
-    problem.search = options.search;
-    problem.makespan_hint_ms = ctx.old.pipeline_time_ms;
+    return draft;
+  };
+  // 2. Untouched pipelines kept, the other nodes planned exactly around them.
+  if (!intact.empty()) {
+    PipelineSetProblem problem = problem_for(true);
     absl::StatusOr<PipelineSetSolution> solution = SolvePipelineSet(problem);
     shapes = std::move(problem.shapes);
     if (!solution.ok() && solution.status().code() != absl::StatusCode::kFailedPrecondition) {
       return solution.status();
     }
     if (solution.ok()) {
-      Draft draft;
-      draft.strategy = ReplanStrategy::kKeepPipelines;
-      for (size_t f = 0; f < intact.size(); ++f) {
-        DraftPipeline p;
-        p.tmpl = &ctx.old.pipelines[intact[f]].tmpl;
-        p.nodes = ctx.old_positions[intact[f]];
-        p.bound = true;
-        p.microbatches = solution->fixed_microbatches[f];
-        draft.pipelines.push_back(std::move(p));
-      }
+      Draft draft = intact_draft(ReplanStrategy::kKeepPipelines, solution->fixed_microbatches);
       for (size_t k : ChosenOrder(shapes, *solution)) {
         DraftPipeline p;
         p.tmpl = shapes[solution->chosen[k]].tmpl;
@@ -845,7 +942,23 @@ absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostMod
       candidates.push_back(*std::move(c));
     }
   }
-  // 3. Oobleck's fallback rule: a candidate, and the bar the answer must not be slower than.
+  // 3. Only the untouched pipelines, the batch split over them: nothing to copy.
+  if (!intact.empty()) {
+    std::vector<std::vector<double>> costs;
+    std::vector<PipelineLoad> loads;
+    for (size_t i : intact) costs.push_back(StageCosts(ctx.old.pipelines[i].tmpl));
+    for (size_t f = 0; f < intact.size(); ++f) {
+      loads.push_back({&costs[f], model.MaxMicrobatches(ctx.old.pipelines[intact[f]].tmpl)});
+    }
+    absl::StatusOr<std::vector<int>> split = SplitBatch(model, loads, ctx.old.global_batch);
+    if (split.ok()) {
+      absl::StatusOr<Candidate> c =
+          Finalize(ctx, layer_holders, intact_draft(ReplanStrategy::kDropBroken, *split), type_reasons);
+      if (!c.ok()) return c.status();
+      candidates.push_back(*std::move(c));
+    }
+  }
+  // 4. Oobleck's fallback rule: a candidate, and the bar of the deprecated tolerance rule.
   std::vector<std::shared_ptr<const MixResult>> keepalive;
   absl::StatusOr<Draft> fallback =
       FallbackDraft(ctx, &*set, *planner.templates(), options.search, &keepalive);
@@ -861,31 +974,77 @@ absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostMod
     result.oobleck_fallback_failure = std::string(fallback.status().message());
   }
 
-  if (candidates.empty()) {
+  // The plans Replan may answer with: the forced strategy's, else those that keep the
+  // fault tolerance reached above.
+  for (Candidate& c : candidates) PriceDowntime(ctx, options, &c);
+  std::vector<Candidate*> eligible;
+  for (Candidate& c : candidates) {
+    const bool ok = options.force_strategy.has_value()
+                        ? c.strategy == *options.force_strategy
+                        : c.plan.fault_tolerance() >= fault_tolerance;
+    if (ok) eligible.push_back(&c);
+  }
+  if (eligible.empty()) {
+    if (options.force_strategy.has_value()) {
+      const std::string why = *options.force_strategy == ReplanStrategy::kOobleckFallback
+                                  ? result.oobleck_fallback_failure
+                              : *options.force_strategy == ReplanStrategy::kOptimal
+                                  ? std::string(optimal_status.message())
+                                  : "no pipeline survived intact, or those that did cannot "
+                                    "run the batch";
+      return absl::FailedPreconditionError(
+          absl::StrCat("strategy \"", std::string(ReplanStrategyName(*options.force_strategy)),
+                       "\" finds no plan for the ", ctx.survivors.size(),
+                       " remaining node(s): ", why));
+    }
     return absl::FailedPreconditionError(
         absl::StrCat("no plan exists for the ", ctx.survivors.size(),
                      " remaining node(s): ", optimal_status.message()));
   }
   double fastest = kInf;
-  for (const Candidate& c : candidates) fastest = std::min(fastest, c.plan.iteration_time_ms);
-  double threshold = fastest * (1 + options.tolerance);
-  if (result.oobleck_fallback_ms.has_value()) {
-    threshold = std::min(threshold, *result.oobleck_fallback_ms);
-  }
+  for (const Candidate* c : eligible) fastest = std::min(fastest, c->plan.iteration_time_ms);
   Candidate* chosen = nullptr;
-  for (Candidate& c : candidates) {
-    if (c.plan.iteration_time_ms > threshold) continue;
-    if (chosen == nullptr ||
-        std::make_tuple(c.bytes, -c.kept, c.plan.iteration_time_ms) <
-            std::make_tuple(chosen->bytes, -chosen->kept, chosen->plan.iteration_time_ms)) {
-      chosen = &c;
+  if (options.tolerance.has_value()) {
+    double threshold = fastest * (1 + *options.tolerance);
+    for (const Candidate* c : eligible) {
+      if (c->strategy == ReplanStrategy::kOobleckFallback) {
+        threshold = std::min(threshold, c->plan.iteration_time_ms);
+      }
     }
+    for (Candidate* c : eligible) {
+      if (c->plan.iteration_time_ms > threshold) continue;
+      if (chosen == nullptr ||
+          std::make_tuple(c->bytes, -c->kept, c->plan.iteration_time_ms) <
+              std::make_tuple(chosen->bytes, -chosen->kept, chosen->plan.iteration_time_ms)) {
+        chosen = c;
+      }
+    }
+  } else {
+    // downtime + horizon x iteration time; ties: fewer bytes, more pipelines kept, faster.
+    auto key = [&](const Candidate* c) {
+      return std::make_tuple(
+          c->downtime_s + options.horizon_iterations * c->plan.iteration_time_ms / 1e3, c->bytes,
+          -c->kept, c->plan.iteration_time_ms);
+    };
+    for (Candidate* c : eligible) {
+      if (chosen == nullptr || key(c) < key(chosen)) chosen = c;
+    }
+  }
+  result.alternatives = ParetoFront(eligible);
+  if (result.degraded_reason.empty() && chosen->plan.fault_tolerance() < options.fault_tolerance) {
+    result.degraded_reason = absl::StrFormat(
+        "strategy \"%s\" leaves %d pipeline(s): the plan tolerates %d failure(s), fewer than "
+        "fault_tolerance = %d",
+        std::string(ReplanStrategyName(chosen->strategy)), chosen->plan.pipelines.size(),
+        chosen->plan.fault_tolerance(), options.fault_tolerance);
   }
   result.plan = std::move(chosen->plan);
   result.copies = std::move(chosen->copies);
   result.copy_bytes = chosen->bytes;
   result.strategy = chosen->strategy;
   result.pipelines_kept = chosen->kept;
+  result.transfer_s = chosen->transfer_s;
+  result.downtime_s = chosen->downtime_s;
   result.fastest_iteration_time_ms = fastest;
   result.old_plan = std::move(ctx.old);  // the drafts that pointed into it are done
   return result;

@@ -21,14 +21,6 @@ struct ClusterEvent {
   std::vector<ClusterNode> joined_nodes;
 };
 
-struct ReplanOptions {
-  // Plans whose iteration time is within this fraction of the fastest one found compete on
-  // bytes moved, then on pipelines kept intact.
-  double tolerance = 0.01;
-  PipelineSizeLimits limits;
-  SearchOptions search;
-};
-
 // Layers [layer_begin, layer_end) that dest_node_id needs and source_node_id (a surviving
 // node that held them in the current plan) sends.
 struct LayerCopy {
@@ -43,9 +35,46 @@ enum class ReplanStrategy {
   kUnchanged,        // the event changes nothing (replayed or empty)
   kOptimal,          // the fastest plan for the new cluster (exact w.r.t. the template set)
   kKeepPipelines,    // pipelines that lost no node kept as they are, the rest planned exactly
+  kDropBroken,       // pipelines that lost no node kept, the others dropped: nothing to copy
   kOobleckFallback,  // Oobleck's rule: shrink / borrow / merge the broken pipelines
 };
 std::string_view ReplanStrategyName(ReplanStrategy strategy);
+// The strategy a name (ReplanStrategyName) stands for; "unchanged" is not one to ask for.
+std::optional<ReplanStrategy> ParseReplanStrategy(std::string_view name);
+
+// What applying a new plan costs (docs/COST_MODEL.md#reconfiguration-downtime): the copy
+// plan's transfer time plus a restart overhead whenever a pipeline changes.
+inline constexpr double kDefaultRestartOverheadS = 5;
+// Iterations a new plan is expected to run before the next event: Replan minimises
+// downtime_s + horizon_iterations * iteration_time.
+inline constexpr double kDefaultHorizonIterations = 1000;
+
+struct ReplanOptions {
+  // Deprecated rule, used only when set: plans whose iteration time is within this fraction
+  // of the fastest compete on bytes moved, then on pipelines kept intact, and the answer is
+  // never slower than Oobleck's rule. Unset: the downtime objective below.
+  std::optional<double> tolerance;
+  double horizon_iterations = kDefaultHorizonIterations;  // finite, >= 0
+  double restart_overhead_s = kDefaultRestartOverheadS;   // finite, >= 0
+  // The f-failure guarantee: the new plan has at least f + 1 pipelines when the survivors
+  // allow it, else as many as they allow (ReplanResult::degraded_reason says so).
+  int fault_tolerance = 0;
+  // Only this strategy's plan (e.g. Oobleck's rule, to compare with it); FAILED_PRECONDITION
+  // when it finds none.
+  std::optional<ReplanStrategy> force_strategy;
+  PipelineSizeLimits limits;
+  SearchOptions search;
+};
+
+// A plan Replan weighed, with what applying it would cost.
+struct ReplanAlternative {
+  ReplanStrategy strategy = ReplanStrategy::kOptimal;
+  double iteration_time_ms = 0;
+  double downtime_s = 0;
+  double copy_bytes = 0;
+  int pipelines_kept = 0;
+  int fault_tolerance = 0;
+};
 
 struct ReplanResult {
   std::vector<ClusterNode> nodes;  // the cluster after the event (survivors, then joined)
@@ -58,11 +87,25 @@ struct ReplanResult {
   double fastest_iteration_time_ms = 0;  // the fastest candidate (the new plan is within tolerance)
   std::optional<double> oobleck_fallback_ms;  // unset: the rule finds no plan
   std::string oobleck_fallback_failure;
+  // Applying the new plan: transfer_s of copies (0 when nothing is copied) plus the restart
+  // overhead when some pipeline changes; 0 for an unchanged plan.
+  double downtime_s = 0;
+  double transfer_s = 0;
+  // The Pareto front (iteration time vs downtime) of the plans weighed, fastest first; the
+  // chosen plan is one of them.
+  std::vector<ReplanAlternative> alternatives;
+  // Set when the plan tolerates fewer failures than options.fault_tolerance, with the reason.
+  std::string degraded_reason;
   // Replayed parts of the event, ignored (Replan is idempotent): failed ids that are not in
   // the cluster, joined nodes already in it with the same type.
   std::vector<std::string> ignored_failed_node_ids;
   std::vector<std::string> ignored_joined_node_ids;
 };
+
+// The time (s) a copy plan takes when every node sends and receives over its own link of
+// `link_bytes_per_s` at once, all copies in parallel: the busiest node's bytes sent or
+// received, whichever is more, over the link (docs/COST_MODEL.md#reconfiguration-downtime).
+double CopyTransferSeconds(const std::vector<LayerCopy>& copies, double link_bytes_per_s);
 
 // INVALID_ARGUMENT for a malformed cluster, plan or event (messages name "nodes[i]",
 // "plan.pipelines[i]...", "failed_node_ids[i]", "joined_nodes[i]"); FAILED_PRECONDITION when some

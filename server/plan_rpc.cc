@@ -12,17 +12,16 @@
 #include "absl/strings/str_format.h"
 #include "core/replan.h"
 #include "server/call_watch.h"
+#include "server/elapsed.h"
 #include "server/plan_request.h"
 #include "server/proto_conversion.h"
 #include "server/request_limits.h"
-#include "server/elapsed.h"
 #include "server/status_conversion.h"
 
 namespace oobleck::server {
 namespace {
 
 namespace pb = ::oobleck::planner::v1;
-
 
 // Keeps the code; names the field path the message is about.
 absl::Status Prefixed(const absl::Status& status, const std::string& prefix) {
@@ -125,6 +124,10 @@ absl::StatusOr<ClusterSetup> ToClusterSetup(const pb::PlanRequest& request,
   }
   setup.limits.min_nodes = request.min_nodes_per_pipeline();
   setup.limits.max_nodes = request.max_nodes_per_pipeline();
+  if (absl::Status s = ValidateFaultTolerance(request.fault_tolerance()); !s.ok()) {
+    return Prefixed(s, prefix);
+  }
+  setup.fault_tolerance = request.fault_tolerance();
 
   // The job and hardware checks of PlanTemplates, on the same field names. Types without
   // nodes (all failed) stay in the cluster: count 1 only for those checks.
@@ -175,6 +178,7 @@ void ToProtoPlan(const ClusterPlan& plan, const PlanningProblem& problem, pb::Cl
   out->set_iteration_time_ms(plan.iteration_time_ms);
   out->set_pipeline_time_ms(plan.pipeline_time_ms);
   out->set_allreduce_ms(plan.allreduce_ms);
+  out->set_fault_tolerance(plan.fault_tolerance());
   for (const IdleNode& idle : plan.idle) {
     pb::IdleNode* node = out->add_idle_nodes();
     node->set_node_id(idle.id);
@@ -248,6 +252,7 @@ grpc::Status HandlePlan(grpc::ServerContext* context, const pb::PlanRequest& req
   const CallWatch watch(context, rpc.shutdown);
   PlanOptions options;
   options.limits = setup->limits;
+  options.fault_tolerance = setup->fault_tolerance;
   options.search = watch.Options();
   if (rpc.search_gate != nullptr) {
     options.search.admit = rpc.search_gate->AdmissionFor(context, watch.Predicate());
@@ -325,7 +330,18 @@ grpc::Status HandleReplan(grpc::ServerContext* context, const pb::ReplanRequest&
     event.joined_nodes.push_back({node.id(), it->second});
   }
   ReplanOptions options;
-  options.tolerance = request.has_tolerance() ? request.tolerance() : 0.01;
+  if (request.has_tolerance()) options.tolerance = request.tolerance();
+  if (request.has_horizon_iterations()) options.horizon_iterations = request.horizon_iterations();
+  if (request.has_restart_overhead_s()) options.restart_overhead_s = request.restart_overhead_s();
+  if (!request.force_strategy().empty()) {
+    options.force_strategy = ParseReplanStrategy(request.force_strategy());
+    if (!options.force_strategy.has_value()) {
+      return ToGrpcStatus(Invalid(absl::StrCat("force_strategy \"", request.force_strategy(),
+                                               "\" is not one of \"optimal\", \"keep-pipelines\", "
+                                               "\"drop-broken\", \"oobleck-fallback\"")));
+    }
+  }
+  options.fault_tolerance = setup->fault_tolerance;
   options.limits = setup->limits;
   const CallWatch watch(context, rpc.shutdown);
   options.search = watch.Options();
@@ -361,6 +377,18 @@ grpc::Status HandleReplan(grpc::ServerContext* context, const pb::ReplanRequest&
     response->add_ignored_failed_node_ids(id);
   for (const std::string& id : r->ignored_joined_node_ids)
     response->add_ignored_joined_node_ids(id);
+  response->set_degraded_reason(r->degraded_reason);
+  response->set_downtime_s(r->downtime_s);
+  response->set_transfer_s(r->transfer_s);
+  for (const ReplanAlternative& a : r->alternatives) {
+    pb::ReplanAlternative* out = response->add_alternatives();
+    out->set_strategy(std::string(ReplanStrategyName(a.strategy)));
+    out->set_iteration_time_ms(a.iteration_time_ms);
+    out->set_downtime_s(a.downtime_s);
+    out->set_copy_bytes(a.copy_bytes);
+    out->set_pipelines_kept(a.pipelines_kept);
+    out->set_fault_tolerance(a.fault_tolerance);
+  }
   response->set_planning_time_ms(MillisecondsSince(start));
   return grpc::Status::OK;
 }

@@ -44,6 +44,7 @@ struct ClusterSetup {
   std::shared_ptr<const CostModel> model;
   std::vector<ClusterNode> nodes;
   PipelineSizeLimits limits;
+  int fault_tolerance = 0;
   // The request with `nodes` listed and every NodeType.count set.
   ::oobleck::planner::v1::PlanRequest normalized;
 };

@@ -7,7 +7,11 @@ Oobleck's own master broadcasts a failure and every worker replans by itself wit
 rule (shrink the broken pipeline to the template one node smaller, borrow, merge); here one
 Replan call answers it, exactly with respect to the pipeline templates, and also handles
 nodes that join. Replan is stateless: each call carries the previous answer's `request`
-(the cluster) and `plan`.
+(the cluster, with the fault tolerance asked for) and `plan`.
+
+Replan weighs each plan's downtime (copies, restart) against the iterations it will run:
+the daemon passes horizon_iterations = the mean time between the events it has seen (here
+simulated, --event-interval-s apart) over the current iteration time.
 
 Setup (Debian 12; everything from scripts/install-deps.sh):
   1. scripts/build.sh                                   # also writes build/python/
@@ -46,6 +50,10 @@ def parse_args():
     parser.add_argument("--microbatches", type=int, default=16,
                         help="M the pipeline templates are optimised for")
     parser.add_argument("--failures", type=int, default=4, help="nodes to fail, one by one")
+    parser.add_argument("--fault-tolerance", type=int, default=0,
+                        help="plans survive any F simultaneous node failures (F+1 pipelines)")
+    parser.add_argument("--event-interval-s", type=float, default=600,
+                        help="simulated time between events, for the horizon estimate")
     parser.add_argument("--timeout-s", type=float, default=60)
     return parser.parse_args()
 
@@ -66,13 +74,13 @@ def build_request(pb, args):
         model=args.model, microbatches=args.microbatches,
         missing_allreduce_in_node=pb.MISSING_ALLREDUCE_RING,
         cluster=pb.Cluster(node_types=node_types, inter_node_bytes_per_s=12.5e9),
-        nodes=nodes, global_batch=[args.global_batch])
+        nodes=nodes, global_batch=[args.global_batch], fault_tolerance=args.fault_tolerance)
 
 
 def print_plan(plan):
     print(f"  iteration {plan.iteration_time_ms:.1f} ms = slowest pipeline "
           f"{plan.pipeline_time_ms:.1f} ms + all-reduce {plan.allreduce_ms:.1f} ms, "
-          f"{len(plan.pipelines)} pipeline(s)")
+          f"{len(plan.pipelines)} pipeline(s), tolerates {plan.fault_tolerance} failure(s)")
     for i, p in enumerate(plan.pipelines):
         stages = " ".join(f"[{s.layer_begin},{s.layer_end})@{p.node_ids[s.node_index]}/{s.gpus}g"
                           for s in p.template.stages)
@@ -116,9 +124,23 @@ def main():
               f"(server {response.planning_time_ms:.1f} ms)")
         print_plan(response.plan)
         state = (response.request, response.plan)
+        clock_s = 0.0
+        event_times = []
+
+        def horizon_iterations():
+            # The mean time between events seen so far, in iterations of the current plan.
+            if len(event_times) < 2:
+                return None  # the server's default
+            mean_gap_s = (event_times[-1] - event_times[0]) / (len(event_times) - 1)
+            return mean_gap_s / (state[1].iteration_time_ms / 1e3)
 
         def replan(event_text, **event):
-            nonlocal state, replans
+            nonlocal state, replans, clock_s
+            clock_s += args.event_interval_s
+            event_times.append(clock_s)
+            horizon = horizon_iterations()
+            if horizon is not None:
+                event["horizon_iterations"] = horizon
             request = pb.ReplanRequest(request=state[0], plan=state[1], **event)
             try:
                 r = call(planner.Replan, request)
@@ -133,6 +155,13 @@ def main():
                   f"(was {r.old_iteration_time_ms:.1f} ms; Oobleck's rule: {fallback}), "
                   f"{r.pipelines_kept} pipeline(s) kept, latency {latencies[-1]:.1f} ms "
                   f"(server {r.planning_time_ms:.2f} ms)")
+            print(f"  downtime {r.downtime_s:.2f} s (copies {r.transfer_s:.2f} s), horizon "
+                  f"{'default' if horizon is None else f'{horizon:.0f}'} iterations; "
+                  f"{len(r.alternatives)} alternative(s) on the front: " +
+                  ", ".join(f"{a.strategy} {a.iteration_time_ms:.0f} ms/{a.downtime_s:.1f} s"
+                            for a in r.alternatives))
+            if r.degraded_reason:
+                print(f"  degraded: {r.degraded_reason}")
             print_plan(r.plan)
             print_copies(r)
             state = (r.request, r.plan)
@@ -159,7 +188,8 @@ def main():
 
     print(f"summary: plans=1 replans={replans} failed={len(failed)} "
           f"stopped_at={stopped or '-'} nodes={len(state[0].nodes)} "
-          f"iteration_ms={state[1].iteration_time_ms:.1f} max_latency_ms={max(latencies):.1f}")
+          f"iteration_ms={state[1].iteration_time_ms:.1f} "
+          f"fault_tolerance={state[1].fault_tolerance} max_latency_ms={max(latencies):.1f}")
 
 
 if __name__ == "__main__":

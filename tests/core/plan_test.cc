@@ -57,10 +57,14 @@ double BruteForceMakespan(const CostModel& model, const std::vector<std::vector<
   return best;
 }
 
-// Every assignment of the concrete nodes to pipelines (or idle), every split.
+// Every assignment of the concrete nodes to pipelines (or idle), every split; only plans of
+// at least min_pipelines pipelines. most_pipelines (if given): the most pipelines of any
+// plan, 0 if none.
 double BruteForcePlan(const CostModel& model, const TemplateSet& set,
                       const std::vector<ClusterNode>& nodes, const PipelineSizeLimits& limits,
-                      int B, const std::vector<double>& allreduce, int min_pipelines = 0) {
+                      int B, const std::vector<double>& allreduce, int min_pipelines = 0,
+                      int* most_pipelines = nullptr) {
+  if (most_pipelines != nullptr) *most_pipelines = 0;
   const int N = static_cast<int>(nodes.size());
   const int T = model.num_types();
   std::vector<int> block(N, -1);  // -1 idle
@@ -83,6 +87,9 @@ double BruteForcePlan(const CostModel& model, const TemplateSet& set,
         caps.push_back(model.MaxMicrobatches(r->best));
       }
       const double makespan = BruteForceMakespan(model, costs, caps, B);
+      if (std::isinf(makespan)) return;
+      if (most_pipelines != nullptr) *most_pipelines = std::max(*most_pipelines, blocks);
+      if (blocks < min_pipelines) return;
       best = std::min(best, makespan + allreduce[blocks]);
       return;
     }
@@ -114,6 +121,17 @@ Planned MakePlanner(PlanningProblem problem) {
   p.templates = std::make_unique<TemplatePlanner>(p.cache.get(), 1);
   p.planner = std::make_unique<ClusterPlanner>(p.templates.get(), 1);
   return p;
+}
+
+// The plan of `nodes` for one global batch size; empty (and a failed expectation) when
+// there is none.
+ClusterPlan PlanOf(const Planned& p, const std::vector<ClusterNode>& nodes, int global_batch,
+                   const PlanOptions& options = {}) {
+  absl::StatusOr<PlanResult> planned = p.planner->Plan(*p.model, nodes, {global_batch}, options);
+  EXPECT_TRUE(planned.ok()) << planned.status();
+  if (!planned.ok()) return {};
+  EXPECT_TRUE(planned->sizes[0].status.ok()) << planned->sizes[0].status;
+  return planned->sizes[0].plan;
 }
 
 // Structural checks of a plan over `nodes`: every node once, shares add up, figures agree
@@ -620,11 +638,12 @@ TEST(ReplanTest, RandomEventsGiveCompleteCopyPlansAndBeatOobleckFallback) {
     ExpectValidPlan(*p.model, r->nodes, r->plan);
     ExpectCopyPlanComplete(*p.model, plan, *r);
     with_copies += !r->copies.empty();
-    // Within the tolerance of the optimum for the survivors (the fastest candidate is it).
+    // Within the (deprecated) tolerance of the optimum for the survivors (the fastest
+    // candidate is it).
     const double optimum = fresh->sizes[0].plan.iteration_time_ms;
     EXPECT_TRUE(
         Near(r->fastest_iteration_time_ms, std::min(optimum, r->fastest_iteration_time_ms)));
-    EXPECT_LE(r->plan.iteration_time_ms, optimum * (1 + options.tolerance) * (1 + 1e-12))
+    EXPECT_LE(r->plan.iteration_time_ms, optimum * (1 + *options.tolerance) * (1 + 1e-12))
         << "seed " << seed;
     // Never slower than Oobleck's rule on the same event.
     absl::StatusOr<ClusterPlan> fallback =
@@ -705,9 +724,8 @@ TEST(ReplanTest, FailingNodesOneByOneEndsWithAClearError) {
 TEST(ReplanTest, LosingEveryReplicaOfALayerNamesTheLayers) {
   auto p = MakePlanner(ThreeTypeProblem());
   const std::vector<ClusterNode> nodes = NodesOf({0, 0, 2});
-  absl::StatusOr<PlanResult> planned = p.planner->Plan(*p.model, nodes, {1}, {});
-  ASSERT_TRUE(planned.ok() && planned->sizes[0].status.ok());
-  const ClusterPlan& plan = planned->sizes[0].plan;
+  const ClusterPlan plan = PlanOf(p, nodes, 1);
+  ASSERT_FALSE(plan.pipelines.empty());
   ASSERT_EQ(plan.pipelines.size(), 1u);  // one micro-batch: one pipeline
   const PlannedPipeline& only = plan.pipelines[0];
   ClusterEvent event;
@@ -725,9 +743,8 @@ TEST(ReplanTest, LosingEveryReplicaOfALayerNamesTheLayers) {
 TEST(ReplanTest, JoinedNodeIsUsedAndNeverSlows) {
   auto p = MakePlanner(ThreeTypeProblem());
   const std::vector<ClusterNode> nodes = NodesOf({2, 2, 1});
-  absl::StatusOr<PlanResult> planned = p.planner->Plan(*p.model, nodes, {32}, {});
-  ASSERT_TRUE(planned.ok() && planned->sizes[0].status.ok());
-  const ClusterPlan& plan = planned->sizes[0].plan;
+  const ClusterPlan plan = PlanOf(p, nodes, 32);
+  ASSERT_FALSE(plan.pipelines.empty());
   ClusterEvent event;
   event.joined_nodes = {{"10.0.0.99", 2}};
   absl::StatusOr<ReplanResult> r = Replan(*p.planner, *p.model, nodes, plan, event, {});
@@ -783,9 +800,8 @@ TEST(ReplanTest, ReplayingAnEventIsANoOp) {
 TEST(ReplanTest, RejectsMalformedEvents) {
   auto p = MakePlanner(ThreeTypeProblem());
   const std::vector<ClusterNode> nodes = NodesOf({1, 1, 2});
-  absl::StatusOr<PlanResult> planned = p.planner->Plan(*p.model, nodes, {8}, {});
-  ASSERT_TRUE(planned.ok() && planned->sizes[0].status.ok());
-  const ClusterPlan& plan = planned->sizes[0].plan;
+  const ClusterPlan plan = PlanOf(p, nodes, 8);
+  ASSERT_FALSE(plan.pipelines.empty());
   struct Case {
     ClusterEvent event;
     std::string message;
@@ -824,6 +840,252 @@ TEST(ReplanTest, WarmReplanSearchesNoTemplate) {
   // Every mix of the survivors is a mix of the original cluster, already searched.
   const int64_t new_misses = p.cache->stats().misses - misses;
   EXPECT_EQ(new_misses, 0);
+}
+
+// --- f-failure guarantee and downtime ----------------------------------------------------
+
+TEST(PlanTest, FaultToleranceMatchesBruteForceOnRandomSmallClusters) {
+  int checked = 0, constrained = 0, infeasible = 0;
+  for (uint32_t seed = 0; seed < 100; ++seed) {
+    const CostModelKind kind =
+        seed % 4 == 3 ? CostModelKind::kOobleckSosp23 : CostModelKind::kOneFOneB;
+    testing::RandomInstance inst = testing::MakeRandomInstance(700 + seed, kind, 6, 5);
+    std::mt19937 rng(seed);
+    if (seed % 2 == 1) inst.problem.inter_node_bytes_per_s *= 1000;
+    auto p = MakePlanner(inst.problem);
+    const std::vector<ClusterNode> nodes = NodesOf(inst.available);
+    const int N = static_cast<int>(nodes.size());
+    PlanOptions options;
+    options.fault_tolerance = std::uniform_int_distribution<int>(0, std::min(N, 4))(rng);
+    const int B = std::uniform_int_distribution<int>(1, 12)(rng);
+    absl::StatusOr<PlanResult> result = p.planner->Plan(*p.model, nodes, {B}, options);
+    ASSERT_TRUE(result.ok()) << result.status() << " seed " << seed;
+    absl::StatusOr<TemplateSet> set =
+        PlanTemplateSet(*p.templates, *p.model, inst.available, result->limits, {});
+    ASSERT_TRUE(set.ok());
+    const std::vector<double> allreduce = CrossPipelineAllreduceMs(*p.model, N);
+    int most = 0;
+    const double unconstrained =
+        BruteForcePlan(*p.model, *set, nodes, result->limits, B, allreduce, 0, &most);
+    const double expected = BruteForcePlan(*p.model, *set, nodes, result->limits, B, allreduce,
+                                           options.fault_tolerance + 1);
+    ++checked;
+    const BatchSizePlan& size = result->sizes[0];
+    // MaxPipelineCount agrees with the enumeration.
+    PipelineSetProblem problem;
+    problem.model = p.model.get();
+    problem.available = inst.available;
+    problem.shapes = FeasibleShapes(*p.model, *set, result->limits);
+    problem.global_batch = B;
+    problem.allreduce_ms = &allreduce;
+    absl::StatusOr<int> max_count = MaxPipelineCount(problem, N + 1);
+    ASSERT_TRUE(max_count.ok()) << max_count.status();
+    EXPECT_EQ(*max_count, most) << "seed " << seed;
+    const int cap = std::uniform_int_distribution<int>(1, N)(rng);
+    absl::StatusOr<int> capped = MaxPipelineCount(problem, cap);
+    ASSERT_TRUE(capped.ok()) << capped.status();
+    EXPECT_EQ(*capped, std::min(most, cap)) << "seed " << seed;
+    if (std::isinf(expected)) {
+      ++infeasible;
+      ASSERT_FALSE(size.status.ok()) << "seed " << seed;
+      EXPECT_EQ(size.status.code(), absl::StatusCode::kFailedPrecondition);
+      if (!std::isinf(unconstrained)) {
+        EXPECT_THAT(size.status.message(),
+                    HasSubstr(absl::StrCat("fault_tolerance = ", options.fault_tolerance, " needs ",
+                                           options.fault_tolerance + 1,
+                                           " pipelines; the nodes fit at most ", most)))
+            << "seed " << seed;
+      }
+      continue;
+    }
+    constrained += expected > unconstrained * (1 + 1e-9);
+    ASSERT_TRUE(size.status.ok()) << size.status << " seed " << seed;
+    EXPECT_TRUE(Near(size.plan.iteration_time_ms, expected))
+        << size.plan.iteration_time_ms << " vs brute force " << expected << " seed " << seed;
+    EXPECT_GE(size.plan.fault_tolerance(), options.fault_tolerance);
+    ExpectValidPlan(*p.model, nodes, size.plan);
+  }
+  EXPECT_GT(constrained, 5);  // the minimum changed the answer
+  EXPECT_GT(infeasible, 3);   // and was sometimes out of reach
+  EXPECT_GT(checked - infeasible, checked / 2);
+}
+
+TEST(PlanTest, RejectsNegativeAndImpossibleFaultTolerance) {
+  auto p = MakePlanner(ThreeTypeProblem());
+  const std::vector<ClusterNode> nodes = NodesOf({1, 1, 2});
+  PlanOptions options;
+  options.fault_tolerance = -1;
+  absl::StatusOr<PlanResult> r = p.planner->Plan(*p.model, nodes, {8}, options);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("fault_tolerance must be in [0, 4095]"));
+  EXPECT_THAT(r.status().message(), HasSubstr("got -1"));
+  options.fault_tolerance = 4;  // 5 pipelines on 4 nodes
+  r = p.planner->Plan(*p.model, nodes, {8}, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->sizes[0].status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(r->sizes[0].status.message(),
+              HasSubstr("fault_tolerance = 4 needs 5 pipelines; the nodes fit at most"));
+}
+
+// Random failure sequences of up to f nodes at a time: no layer is ever lost, and the plan
+// keeps f whenever the survivors allow it (else says why).
+TEST(ReplanTest, FailuresOfUpToFNodesNeverLoseALayer) {
+  auto p = MakePlanner(ThreeTypeProblem());
+  int steps = 0, degraded = 0;
+  for (uint32_t seed = 0; seed < 4; ++seed) {
+    std::mt19937 rng(seed);
+    const int f = 1 + static_cast<int>(seed % 2);
+    std::vector<ClusterNode> nodes = NodesOf({3, 3, 3});
+    ClusterPlan plan = PlanOf(p, nodes, 64, {{}, f, {}});
+    ASSERT_GE(plan.fault_tolerance(), f);
+    int joined = 0;
+    while (true) {
+      const int tolerated = plan.fault_tolerance();
+      ClusterEvent event;
+      std::set<std::string> failed;
+      const int k = std::uniform_int_distribution<int>(1, std::max(1, tolerated))(rng);
+      std::vector<ClusterNode> pool = nodes;
+      std::shuffle(pool.begin(), pool.end(), rng);
+      for (int i = 0; i < k && i < static_cast<int>(pool.size()); ++i) {
+        event.failed_node_ids.push_back(pool[i].id);
+        failed.insert(pool[i].id);
+      }
+      if (seed % 2 == 0 && steps % 3 == 2)
+        event.joined_nodes.push_back({absl::StrCat("j", joined++), 2});
+      if (k <= tolerated) {
+        EXPECT_FALSE(LosesLayers(*p.model, plan, failed));
+      }
+      ReplanOptions options;
+      options.fault_tolerance = f;
+      absl::StatusOr<ReplanResult> r = Replan(*p.planner, *p.model, nodes, plan, event, options);
+      if (k > tolerated) break;  // a plan of 1 pipeline: no guarantee left to test
+      if (!r.ok()) {
+        EXPECT_THAT(r.status().message(), HasSubstr("no plan exists")) << r.status();
+        break;
+      }
+      ++steps;
+      ExpectValidPlan(*p.model, r->nodes, r->plan);
+      ExpectCopyPlanComplete(*p.model, plan, *r);
+      if (r->plan.fault_tolerance() < f) {
+        ++degraded;
+        EXPECT_THAT(r->degraded_reason,
+                    HasSubstr(absl::StrCat("fault_tolerance = ", f, " needs ", f + 1)));
+        // The survivors really fit no more pipelines.
+        absl::StatusOr<PlanResult> fresh =
+            p.planner->Plan(*p.model, r->nodes, {64}, {{}, r->plan.fault_tolerance() + 1, {}});
+        ASSERT_TRUE(fresh.ok());
+        EXPECT_FALSE(fresh->sizes[0].status.ok());
+      } else {
+        EXPECT_EQ(r->degraded_reason, "");
+      }
+      nodes = r->nodes;
+      plan = r->plan;
+      ASSERT_LT(steps, 40);
+    }
+  }
+  EXPECT_GE(steps, 6);
+  EXPECT_GE(degraded, 1);
+}
+
+TEST(ReplanTest, CopyTransferIsTheBusiestLink) {
+  const std::vector<LayerCopy> copies = {
+      {"b", "a", 0, 3, 10e9}, {"c", "a", 3, 4, 5e9}, {"b", "d", 4, 5, 5e9}, {"e", "d", 0, 1, 1e9}};
+  // a sends 15 GB, b receives 15 GB: 3 s at 5 GB/s.
+  EXPECT_DOUBLE_EQ(CopyTransferSeconds(copies, 5e9), 3.0);
+  EXPECT_EQ(CopyTransferSeconds({}, 5e9), 0.0);
+}
+
+// The answer minimises downtime + horizon x iteration time over a Pareto front it reports.
+TEST(ReplanTest, HorizonTradesDowntimeForIterationTime) {
+  auto p = MakePlanner(ThreeTypeProblem());
+  const std::vector<ClusterNode> nodes = NodesOf({3, 3, 3});
+  const ClusterPlan plan = PlanOf(p, nodes, 64);
+  ASSERT_FALSE(plan.pipelines.empty());
+  ClusterEvent event;
+  event.failed_node_ids = {plan.pipelines.front().node_ids.front()};
+  std::set<std::string> chosen;
+  for (double horizon : {0.0, 1.0, 100.0, 1e9}) {
+    ReplanOptions options;
+    options.horizon_iterations = horizon;
+    absl::StatusOr<ReplanResult> r = Replan(*p.planner, *p.model, nodes, plan, event, options);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_FALSE(r->alternatives.empty());
+    auto cost = [&](double iteration_ms, double downtime_s) {
+      return downtime_s + horizon * iteration_ms / 1e3;
+    };
+    bool found = false;
+    for (size_t i = 0; i < r->alternatives.size(); ++i) {
+      const ReplanAlternative& a = r->alternatives[i];
+      if (i > 0) {  // a front: faster ones are down longer
+        EXPECT_GT(a.iteration_time_ms, r->alternatives[i - 1].iteration_time_ms);
+        EXPECT_LT(a.downtime_s, r->alternatives[i - 1].downtime_s);
+      }
+      EXPECT_GE(cost(a.iteration_time_ms, a.downtime_s),
+                cost(r->plan.iteration_time_ms, r->downtime_s) * (1 - 1e-12));
+      found |= a.strategy == r->strategy && a.iteration_time_ms == r->plan.iteration_time_ms &&
+               a.downtime_s == r->downtime_s;
+    }
+    EXPECT_TRUE(found) << "the chosen plan is on the front";
+    const double transfer =
+        CopyTransferSeconds(r->copies, p.model->problem().inter_node_bytes_per_s);
+    EXPECT_DOUBLE_EQ(r->transfer_s, transfer);
+    EXPECT_DOUBLE_EQ(r->downtime_s, transfer + kDefaultRestartOverheadS);
+    if (horizon == 0) {
+      EXPECT_EQ(r->copy_bytes, 0);  // dropping the broken pipeline copies nothing
+      EXPECT_EQ(r->strategy, ReplanStrategy::kDropBroken);
+    }
+    if (horizon == 1e9) {
+      EXPECT_DOUBLE_EQ(r->plan.iteration_time_ms, r->fastest_iteration_time_ms);
+    }
+    chosen.insert(std::string(ReplanStrategyName(r->strategy)));
+  }
+  EXPECT_GE(chosen.size(), 2u) << "the horizon changes the answer";
+}
+
+TEST(ReplanTest, ForcedFallbackIsOobleckRule) {
+  auto p = MakePlanner(ThreeTypeProblem());
+  const std::vector<ClusterNode> nodes = NodesOf({3, 3, 3});
+  const ClusterPlan plan = PlanOf(p, nodes, 64);
+  ASSERT_FALSE(plan.pipelines.empty());
+  ClusterEvent event;
+  event.failed_node_ids = {"t0-0", "t2-1"};
+  ReplanOptions options;
+  options.force_strategy = ReplanStrategy::kOobleckFallback;
+  absl::StatusOr<ReplanResult> r = Replan(*p.planner, *p.model, nodes, plan, event, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->strategy, ReplanStrategy::kOobleckFallback);
+  absl::StatusOr<ClusterPlan> rule =
+      OobleckFallbackPlan(*p.planner, *p.model, nodes, plan, event, options);
+  ASSERT_TRUE(rule.ok()) << rule.status();
+  EXPECT_TRUE(Near(r->plan.iteration_time_ms, rule->iteration_time_ms));
+  EXPECT_EQ(ParseReplanStrategy("oobleck-fallback"), ReplanStrategy::kOobleckFallback);
+  EXPECT_EQ(ParseReplanStrategy("unchanged"), std::nullopt);
+}
+
+TEST(ReplanTest, RejectsBadHorizonOverheadAndFaultTolerance) {
+  auto p = MakePlanner(ThreeTypeProblem());
+  const std::vector<ClusterNode> nodes = NodesOf({1, 1, 2});
+  const ClusterPlan plan = PlanOf(p, nodes, 8);
+  ASSERT_FALSE(plan.pipelines.empty());
+  struct Case {
+    ReplanOptions options;
+    std::string message;
+  };
+  std::vector<Case> cases(4);
+  cases[0].options.horizon_iterations = -1;
+  cases[0].message = "horizon_iterations must be a finite number >= 0 (got -1)";
+  cases[1].options.horizon_iterations = std::nan("");
+  cases[1].message = "horizon_iterations must be a finite number >= 0 (got nan)";
+  cases[2].options.restart_overhead_s = kInf;
+  cases[2].message = "restart_overhead_s must be a finite number >= 0 (got inf)";
+  cases[3].options.fault_tolerance = -2;
+  cases[3].message = "fault_tolerance must be in [0, 4095]";
+  for (const Case& c : cases) {
+    absl::StatusOr<ReplanResult> r =
+        Replan(*p.planner, *p.model, nodes, plan, {{"t0-0"}, {}}, c.options);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << c.message;
+    EXPECT_THAT(r.status().message(), HasSubstr(c.message));
+  }
 }
 
 }  // namespace

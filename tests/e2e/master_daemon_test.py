@@ -53,6 +53,17 @@ class MasterDaemonTest(e2e_support.ExampleServerTestCase):
         self.assertRegex(out, r"10\.0\.\d\.\d -> 10\.0\.\d\.\d: layers \[\d+,\d+\)")
         self.assertLess(float(summary["max_latency_ms"]), RPC_TIMEOUT_S * 1000)
 
+    def test_fault_tolerance_survives_failures_and_reports_downtime(self):
+        # f = 2 on 9 nodes: 3+ pipelines; two failures in a row never lose a layer.
+        out = self.run_daemon("--fault-tolerance", "2", "--failures", "2")
+        summary = self.summary(out)
+        self.assertEqual(summary["stopped_at"], "-", out)
+        self.assertGreaterEqual(int(summary["fault_tolerance"]), 1, out)
+        tolerated = [int(t) for t in re.findall(r"tolerates (\d+) failure", out)]
+        self.assertGreaterEqual(tolerated[0], 2, out)  # the first plan
+        self.assertRegex(out, r"downtime \d+\.\d+ s \(copies \d+\.\d+ s\), horizon \d+ iterations")
+        self.assertRegex(out, r"alternative\(s\) on the front: \S+ \d+ ms/")
+
     def test_stops_with_a_clear_error_when_layers_are_lost(self):
         # One node per type: after the first failures some layer has no replica left.
         out = self.run_daemon("--nodes-per-type", "1", "--failures", "3", "--global-batch", "8")

@@ -56,6 +56,28 @@ class PlanCliTest(e2e_support.ExampleServerTestCase):
         self.assertIn("replan (", out)
         self.assertIn("PIPELINE", out)
 
+    def test_fault_tolerance_and_horizon_flags(self):
+        cluster = os.path.join(e2e_support.ARGS.shared_data, "clusters", "ditto-exp3.json")
+        out = self.cli("plan", "--cluster", cluster, "--global-batch", "64",
+                       "--fault-tolerance", "2", "--json").stdout
+        planned = json.loads(out)
+        self.assertEqual(planned["request"]["fault_tolerance"], 2)
+        self.assertGreaterEqual(len(planned["plan"]["pipelines"]), 3)
+        self.assertEqual(planned["plan"]["fault_tolerance"], len(planned["plan"]["pipelines"]) - 1)
+        plan_file = self.save("ft.json", out)
+        # Two failures at once, in two pipelines: no layer is lost.
+        victims = [p["node_ids"][0] for p in planned["plan"]["pipelines"][:2]]
+        out = self.cli("replan", "--plan", plan_file, "--fail", *victims,
+                       "--horizon-iterations", "50").stdout
+        self.assertRegex(out, r"downtime \d+\.\d+ s \(copies \d+\.\d+ s\); tolerates \d+")
+        err = self.cli("plan", "--cluster", cluster, "--global-batch", "64",
+                       "--fault-tolerance", "40", expect_code=1).stderr
+        self.assertIn("FAILED_PRECONDITION: global_batch[0] = 64: fault_tolerance = 40 needs 41 "
+                      "pipelines; the nodes fit at most", err)
+        err = self.cli("replan", "--plan", plan_file, "--fail", victims[0],
+                       "--horizon-iterations", "-1", expect_code=2).stderr
+        self.assertIn("--horizon-iterations must be a finite number >= 0", err)
+
     def test_table_lists_pipelines_idle_nodes_and_sweep(self):
         out = self.cli("plan", "--cluster", self.cluster(), "--global-batch", "4", "64",
                        "--max-nodes-per-pipeline", "1").stdout

@@ -4,6 +4,7 @@
 #include <grpcpp/security/credentials.h>
 
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <memory>
@@ -283,6 +284,55 @@ TEST_F(PlanServiceTest, ReplanChainCopiesLayersAndReplaysAsNoOp) {
   EXPECT_NEAR(after_join.plan().iteration_time_ms(), after_join.fastest_iteration_time_ms(), 1e-9);
 }
 
+// fault_tolerance travels in the request: Plan keeps f + 1 pipelines, Replan keeps f while
+// it can and says when it cannot; the answer carries its downtime and the Pareto front.
+TEST_F(PlanServiceTest, FaultToleranceAndDowntimeOverTheWire) {
+  pb::PlanRequest request = ThreeTypeRequest();
+  request.clear_global_batch();
+  request.add_global_batch(64);
+  request.set_fault_tolerance(3);
+  const pb::PlanResponse planned = PlanOk(request);
+  EXPECT_GE(planned.plan().pipelines_size(), 4);
+  EXPECT_EQ(planned.plan().fault_tolerance(), planned.plan().pipelines_size() - 1);
+  EXPECT_EQ(planned.request().fault_tolerance(), 3);
+
+  pb::ReplanRequest replan;
+  *replan.mutable_request() = planned.request();
+  *replan.mutable_plan() = planned.plan();
+  int degraded = 0;
+  for (int step = 0; step < 6; ++step) {
+    replan.clear_failed_node_ids();
+    // One node of each of two pipelines.
+    replan.add_failed_node_ids(replan.plan().pipelines(0).node_ids(0));
+    if (replan.plan().pipelines_size() > 1) {
+      replan.add_failed_node_ids(replan.plan().pipelines(1).node_ids(0));
+    }
+    pb::ReplanResponse r;
+    const grpc::Status status = Replan(replan, &r);
+    if (replan.plan().fault_tolerance() < replan.failed_node_ids_size()) break;
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    ExpectPlanOver(r.request(), r.plan());
+    EXPECT_EQ(r.request().fault_tolerance(), 3);  // the asked f stays for later joins
+    if (r.plan().fault_tolerance() < 3) {
+      ++degraded;
+      EXPECT_THAT(r.degraded_reason(), HasSubstr("fault_tolerance = 3 needs 4 pipelines"));
+    } else {
+      EXPECT_EQ(r.degraded_reason(), "");
+    }
+    ASSERT_GE(r.alternatives_size(), 1);
+    bool chosen_listed = false;
+    for (const pb::ReplanAlternative& a : r.alternatives()) {
+      EXPECT_GE(a.downtime_s(), 0);
+      chosen_listed |= a.strategy() == r.strategy() && a.downtime_s() == r.downtime_s();
+    }
+    EXPECT_TRUE(chosen_listed);
+    EXPECT_GE(r.downtime_s(), r.transfer_s());
+    *replan.mutable_request() = r.request();
+    *replan.mutable_plan() = r.plan();
+  }
+  EXPECT_GE(degraded, 1);
+}
+
 TEST_F(PlanServiceTest, LosingEveryReplicaIsFailedPrecondition) {
   pb::PlanRequest request = ThreeTypeRequest();
   request.clear_global_batch();
@@ -361,6 +411,13 @@ TEST_F(PlanServiceTest, RejectsBadPlanRequests) {
          r->set_max_nodes_per_pipeline(1);
        },
        grpc::StatusCode::FAILED_PRECONDITION, "global_batch[0] = 64: no pipeline template fits"},
+      {"negative fault tolerance", [](auto* r) { r->set_fault_tolerance(-1); },
+       grpc::StatusCode::INVALID_ARGUMENT, "fault_tolerance must be in [0, 4095]"},
+      {"fault tolerance beyond any cluster", [](auto* r) { r->set_fault_tolerance(5000); },
+       grpc::StatusCode::INVALID_ARGUMENT, "got 5000"},
+      {"fault tolerance beyond this cluster", [](auto* r) { r->set_fault_tolerance(9); },
+       grpc::StatusCode::FAILED_PRECONDITION,
+       "global_batch[0] = 64: fault_tolerance = 9 needs 10 pipelines; the nodes fit at most"},
   };
   for (const Case& c : cases) {
     pb::PlanRequest request = ThreeTypeRequest();
@@ -441,6 +498,16 @@ TEST_F(PlanServiceTest, RejectsBadReplanRequests) {
        grpc::StatusCode::INVALID_ARGUMENT, "joined_nodes[1].id \"new\" is listed twice"},
       {"bad tolerance", [](auto* r) { r->set_tolerance(2); }, grpc::StatusCode::INVALID_ARGUMENT,
        "tolerance must be in [0, 1] (got 2)"},
+      {"negative horizon", [](auto* r) { r->set_horizon_iterations(-3); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "horizon_iterations must be a finite number >= 0 (got -3)"},
+      {"NaN overhead", [](auto* r) { r->set_restart_overhead_s(std::nan("")); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "restart_overhead_s must be a finite number >= 0 (got nan)"},
+      {"negative fault tolerance", [](auto* r) { r->mutable_request()->set_fault_tolerance(-1); },
+       grpc::StatusCode::INVALID_ARGUMENT, "request.fault_tolerance must be in [0, 4095]"},
+      {"unknown strategy", [](auto* r) { r->set_force_strategy("fastest"); },
+       grpc::StatusCode::INVALID_ARGUMENT, "force_strategy \"fastest\" is not one of"},
   };
   for (const Case& c : cases) {
     pb::ReplanRequest request;

@@ -14,7 +14,8 @@ cd "$(dirname "$0")/.."
 
 seconds="${FUZZ_SECONDS:-60}"
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(profile_json cluster_file stored_profile plan_request render_answer)
+[ ${#targets[@]} -gt 0 ] || targets=(profile_json cluster_file stored_profile plan_request render_answer
+                                   rpc_structure)
 
 packages=(clang libclang-rt-14-dev)
 missing=()

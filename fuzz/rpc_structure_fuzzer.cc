@@ -1,0 +1,302 @@
+// Structure-aware fuzzing of the three planning RPCs through the real service: the input
+// does not become bytes of a message but decisions, field by field — how many node types
+// (0 to 300), their counts, GPUs and bandwidths (special values included: 0, negative,
+// NaN, inf, 5e-324, 1e308), mixes, node lists, global batches, plans that half-match
+// their cluster, failures and joins. Each request goes over a real channel to an
+// in-process server with a short deadline. A run fails (abort) on a crash, on a status a
+// client is never meant to see (UNKNOWN, INTERNAL, ...), on a call that returns later than
+// its deadline + 100 ms, or on a search that keeps burning CPU after its call ended.
+#include <fuzzer/FuzzedDataProvider.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/grpcpp.h>
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "core/profile.h"
+#include "core/profile_catalog.h"
+#include "core/template_planner.h"
+#include "oobleck/planner/v1/planner.grpc.pb.h"
+#include "server/planner_server.h"
+#include "server/planner_service.h"
+
+namespace {
+
+namespace pb = ::oobleck::planner::v1;
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kDeadline = std::chrono::milliseconds(150);
+constexpr auto kLateness = std::chrono::milliseconds(100);
+// CPU the process may use in the kQuiet after a call that hit its deadline (threads
+// winding down); a search still running would use about all of it on every core.
+constexpr auto kQuiet = std::chrono::milliseconds(200);
+constexpr double kMaxCpuAfterMs = 60;
+
+struct Harness {
+  oobleck::ProfileCatalog catalog;
+  oobleck::TemplateCache cache{32 << 20};
+  std::unique_ptr<oobleck::server::PlannerService> service;
+  oobleck::server::RunningServer running;
+  std::unique_ptr<pb::Planner::Stub> stub;
+  pb::PlanResponse plan;  // a real plan of a 4-node cluster, for Replan requests
+
+  Harness() {
+    const std::string dir = OOBLECK_SOURCE_DIR "/examples/profiles/gpt2-xl/rtx4090";
+    auto profile = oobleck::LoadOobleckProfileDir(dir, "gpt2-xl", "rtx4090", 1);
+    if (!profile.ok() || !catalog.Put(*std::move(profile), false).ok()) std::abort();
+    service = std::make_unique<oobleck::server::PlannerService>(&catalog, &cache, 2);
+    auto started = oobleck::server::StartPlannerServer("127.0.0.1:0", service.get());
+    if (!started.ok()) std::abort();
+    running = *std::move(started);
+    stub = pb::Planner::NewStub(
+        grpc::CreateChannel(running.address, grpc::InsecureChannelCredentials()));
+    pb::PlanRequest request;
+    request.set_model("gpt2-xl");
+    request.set_microbatches(8);
+    request.add_global_batch(64);
+    pb::Cluster* cluster = request.mutable_cluster();
+    cluster->set_inter_node_bytes_per_s(1e9);
+    for (int i = 0; i < 2; ++i) {
+      pb::NodeType* t = cluster->add_node_types();
+      t->set_name(absl::StrCat("t", i));
+      t->set_gpu_type("rtx4090");
+      t->set_gpus_per_node(1 + i);
+      t->set_gpu_memory_bytes(24e9);
+      t->set_intra_node_bytes_per_s(1e10);
+      t->set_count(2);
+    }
+    request.set_missing_allreduce_in_node(pb::MISSING_ALLREDUCE_RING);
+    grpc::ClientContext context;
+    if (!stub->Plan(&context, request, &plan).ok()) std::abort();
+  }
+};
+
+Harness& Get() {
+  static Harness* harness = new Harness;
+  return *harness;
+}
+
+double Special(FuzzedDataProvider& in) {
+  static const double kValues[] = {24e9,
+                                    1e10,
+                                    1e9,
+                                    0,
+                                    -1,
+                                    5e-324,
+                                    1e308,
+                                    std::numeric_limits<double>::infinity(),
+                                    std::numeric_limits<double>::quiet_NaN(),
+                                    1};
+  if (in.ConsumeBool()) return kValues[in.ConsumeIntegralInRange<size_t>(0, 9)];
+  return in.ConsumeFloatingPoint<double>();
+}
+
+std::string Name(FuzzedDataProvider& in, const char* prefix, int i) {
+  switch (in.ConsumeIntegralInRange(0, 3)) {
+    case 0: return "";
+    case 1: return in.ConsumeRandomLengthString(12);
+    default: return absl::StrCat(prefix, i);
+  }
+}
+
+void FillCluster(FuzzedDataProvider& in, pb::Cluster* cluster) {
+  const int types = in.ConsumeBool() ? in.ConsumeIntegralInRange(0, 300)
+                                     : in.ConsumeIntegralInRange(0, 6);
+  cluster->set_inter_node_bytes_per_s(Special(in));
+  for (int i = 0; i < types && in.remaining_bytes() > 0; ++i) {
+    pb::NodeType* t = cluster->add_node_types();
+    t->set_name(Name(in, "t", i));
+    t->set_gpu_type(in.ConsumeBool() ? "rtx4090" : Name(in, "g", i));
+    t->set_gpus_per_node(in.ConsumeIntegralInRange(-1, 70));
+    t->set_gpu_memory_bytes(Special(in));
+    t->set_intra_node_bytes_per_s(Special(in));
+    t->set_count(in.ConsumeBool() ? in.ConsumeIntegralInRange(-1, 9)
+                                  : in.ConsumeIntegralInRange(-1, 5000));
+    if (in.ConsumeIntegralInRange(0, 3) == 0) {
+      t->mutable_derive()->set_measured_gpu_type(in.ConsumeBool() ? "rtx4090" : "");
+      t->mutable_derive()->set_relative_speed(Special(in));
+    }
+  }
+}
+
+template <typename Request>
+void FillJob(FuzzedDataProvider& in, Request* r) {
+  r->set_model(in.ConsumeIntegralInRange(0, 7) == 0 ? in.ConsumeRandomLengthString(8) : "gpt2-xl");
+  r->set_microbatch_size(in.ConsumeIntegralInRange(-1, 2));
+  static const char* kCostModels[] = {"", "1f1b", "oobleck-sosp23", "gpipe"};
+  r->set_cost_model(kCostModels[in.ConsumeIntegralInRange(0, 3)]);
+  r->set_microbatches(in.ConsumeIntegralInRange(-1, 64));
+  if (in.ConsumeBool()) r->set_optimizer_state_multiplier(Special(in));
+  r->set_missing_allreduce_in_node(
+      static_cast<pb::MissingAllreduce>(in.ConsumeIntegralInRange(0, 2)));
+  FillCluster(in, r->mutable_cluster());
+}
+
+pb::PlanTemplatesRequest TemplatesRequest(FuzzedDataProvider& in) {
+  pb::PlanTemplatesRequest r;
+  FillJob(in, &r);
+  r.set_min_nodes(in.ConsumeIntegralInRange(-1, 9));
+  r.set_max_nodes(in.ConsumeIntegralInRange(-1, 9));
+  const int mixes = in.ConsumeIntegralInRange(0, 4);
+  for (int j = 0; j < mixes; ++j) {
+    pb::NodeMix* mix = r.add_mixes();
+    const int counts = in.ConsumeIntegralInRange(0, r.cluster().node_types_size() + 1);
+    for (int k = 0; k < counts; ++k) mix->add_counts(in.ConsumeIntegralInRange(-1, 9));
+  }
+  return r;
+}
+
+pb::PlanRequest PlanRequest(FuzzedDataProvider& in) {
+  pb::PlanRequest r;
+  FillJob(in, &r);
+  const int batches = in.ConsumeIntegralInRange(0, 3);
+  for (int j = 0; j < batches; ++j) r.add_global_batch(in.ConsumeIntegralInRange(-1, 5000));
+  r.set_min_nodes_per_pipeline(in.ConsumeIntegralInRange(-1, 9));
+  r.set_max_nodes_per_pipeline(in.ConsumeIntegralInRange(-1, 9));
+  if (in.ConsumeBool()) {
+    const int nodes = in.ConsumeIntegralInRange(0, 12);
+    for (int j = 0; j < nodes; ++j) {
+      pb::Node* node = r.add_nodes();
+      node->set_id(Name(in, "n", j));
+      node->set_node_type(Name(in, "t", in.ConsumeIntegralInRange(0, 3)));
+    }
+  }
+  return r;
+}
+
+// The harness's real plan, half-broken: events, stages and node ids changed.
+pb::ReplanRequest ReplanRequest(FuzzedDataProvider& in) {
+  const pb::PlanResponse& planned = Get().plan;
+  pb::ReplanRequest r;
+  *r.mutable_request() = planned.request();
+  *r.mutable_plan() = planned.plan();
+  const int failures = in.ConsumeIntegralInRange(0, 5);
+  for (int j = 0; j < failures; ++j) {
+    r.add_failed_node_ids(in.ConsumeBool() && planned.request().nodes_size() > 0
+                              ? planned.request().nodes(in.ConsumeIntegralInRange(
+                                                             0, planned.request().nodes_size() - 1))
+                                    .id()
+                              : Name(in, "x", j));
+  }
+  const int joins = in.ConsumeIntegralInRange(0, 3);
+  for (int j = 0; j < joins; ++j) {
+    pb::Node* node = r.add_joined_nodes();
+    node->set_id(Name(in, "new", j));
+    node->set_node_type(Name(in, "t", in.ConsumeIntegralInRange(0, 2)));
+  }
+  if (in.ConsumeBool()) r.set_tolerance(Special(in));
+  const int edits = in.ConsumeIntegralInRange(0, 3);
+  for (int j = 0; j < edits && r.plan().pipelines_size() > 0; ++j) {
+    pb::PlannedPipeline* p = r.mutable_plan()->mutable_pipelines(
+        in.ConsumeIntegralInRange(0, r.plan().pipelines_size() - 1));
+    pb::PipelineTemplate* t = p->mutable_template_();
+    switch (in.ConsumeIntegralInRange(0, 4)) {
+      case 0:
+        if (t->stages_size() > 0) {
+          t->mutable_stages(in.ConsumeIntegralInRange(0, t->stages_size() - 1))
+              ->set_node_index(in.ConsumeIntegralInRange(-2, 9));
+        }
+        break;
+      case 1:
+        if (t->stages_size() > 0) {
+          t->mutable_stages(in.ConsumeIntegralInRange(0, t->stages_size() - 1))
+              ->set_layer_end(in.ConsumeIntegralInRange(-1, 60));
+        }
+        break;
+      case 2:
+        if (t->stages_size() > 0) {
+          t->mutable_stages(in.ConsumeIntegralInRange(0, t->stages_size() - 1))
+              ->set_gpus(in.ConsumeIntegralInRange(-1, 9));
+        }
+        break;
+      case 3:
+        p->set_microbatches(in.ConsumeIntegralInRange(-1, 100));
+        break;
+      default:
+        if (p->node_ids_size() > 0) p->set_node_ids(0, Name(in, "n", j));
+    }
+  }
+  if (in.ConsumeBool()) FillCluster(in, r.mutable_request()->mutable_cluster());
+  return r;
+}
+
+bool Documented(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::OK:
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::NOT_FOUND:
+    case grpc::StatusCode::FAILED_PRECONDITION:
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return true;
+    default:
+      return false;
+  }
+}
+
+double CpuMs() {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_utime.tv_sec * 1e3 + usage.ru_utime.tv_usec / 1e3 +
+         usage.ru_stime.tv_sec * 1e3 + usage.ru_stime.tv_usec / 1e3;
+}
+
+template <typename Request, typename Response>
+void Call(grpc::Status (pb::Planner::Stub::*method)(grpc::ClientContext*, const Request&,
+                                                    Response*),
+          const Request& request, const char* name) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + kDeadline);
+  Response response;
+  const auto start = Clock::now();
+  const grpc::Status status = (Get().stub.get()->*method)(&context, request, &response);
+  const auto took = Clock::now() - start;
+  if (!Documented(status.error_code())) {
+    std::fprintf(stderr, "%s answered undocumented code %d: %s\n", name, status.error_code(),
+                 status.error_message().c_str());
+    std::abort();
+  }
+  if (took > kDeadline + kLateness) {
+    std::fprintf(stderr, "%s took %lld ms against a %lld ms deadline\n", name,
+                 static_cast<long long>(
+                     std::chrono::duration_cast<std::chrono::milliseconds>(took).count()),
+                 static_cast<long long>(kDeadline.count()));
+    std::abort();
+  }
+  if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    // The client gave up; the server's search must have stopped with the call.
+    std::this_thread::sleep_for(kLateness);
+    const double before = CpuMs();
+    std::this_thread::sleep_for(kQuiet);
+    if (CpuMs() - before > kMaxCpuAfterMs) {
+      std::fprintf(stderr, "%s: the server still burnt %.0f ms of CPU %lld ms after the call\n",
+                   name, CpuMs() - before, static_cast<long long>(kLateness.count()));
+      std::abort();
+    }
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  FuzzedDataProvider in(data, size);
+  switch (in.ConsumeIntegralInRange(0, 2)) {
+    case 0:
+      Call(&pb::Planner::Stub::PlanTemplates, TemplatesRequest(in), "PlanTemplates");
+      break;
+    case 1:
+      Call(&pb::Planner::Stub::Plan, PlanRequest(in), "Plan");
+      break;
+    default:
+      Call(&pb::Planner::Stub::Replan, ReplanRequest(in), "Replan");
+  }
+  return 0;
+}

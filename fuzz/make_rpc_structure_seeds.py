@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of rpc_structure_fuzzer (fuzz/corpus/rpc_structure/): one input
+per row of the hostile-input table in docs/ERRORS.md, encoded the way the fuzzer's
+FuzzedDataProvider decodes them (integers and booleans are taken from the end of the input,
+strings from the front). Re-run after changing the order of the fuzzer's decisions.
+
+  python3 fuzz/make_rpc_structure_seeds.py
+"""
+
+import os
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "rpc_structure")
+SPECIAL = {24e9: 0, 1e10: 1, 1e9: 2, 0: 3, -1: 4, 5e-324: 5, 1e308: 6, "inf": 7, "nan": 8, 1: 9}
+
+
+class Encoder:
+    """The inverse of FuzzedDataProvider for the calls the fuzzer makes."""
+
+    def __init__(self):
+        self.tail = []  # bytes in the order they are consumed from the end
+
+    def int_in_range(self, lo, hi, value):
+        span = hi - lo
+        assert lo <= value <= hi
+        nbytes = 0
+        while nbytes < 8 and (span >> (8 * nbytes)) > 0:
+            nbytes += 1
+        offset = value - lo
+        # Consumed most significant first; the result is taken modulo span + 1.
+        self.tail += [(offset >> (8 * (nbytes - 1 - i))) & 0xFF for i in range(nbytes)]
+
+    def boolean(self, value):
+        self.int_in_range(0, 255, 1 if value else 0)
+
+    def special(self, value):
+        self.boolean(True)
+        self.int_in_range(0, 9, SPECIAL[value])
+
+    def data(self):
+        return bytes(reversed(self.tail))
+
+
+def job(e, types, count, microbatches=8, relative_speed=None, inter_node=1e9):
+    e.int_in_range(0, 7, 1)          # model gpt2-xl
+    e.int_in_range(-1, 2, 0)         # microbatch_size
+    e.int_in_range(0, 3, 0)          # cost model "" (1f1b)
+    e.int_in_range(-1, 64, microbatches)
+    e.boolean(False)                 # no optimizer multiplier
+    e.int_in_range(0, 2, 0)          # missing all-reduce: skip
+    e.boolean(True)                  # the wide type count
+    e.int_in_range(0, 300, types)
+    e.special(inter_node)
+    for i in range(types):
+        derived = relative_speed is not None and i == types - 1
+        e.int_in_range(0, 3, 2)      # name t<i>
+        if derived:
+            e.boolean(False)         # gpu_type g<i>, derived below
+            e.int_in_range(0, 3, 2)
+        else:
+            e.boolean(True)          # gpu_type rtx4090
+        e.int_in_range(-1, 70, 1)    # gpus_per_node
+        e.special(24e9)
+        e.special(1e10)
+        if count <= 9:
+            e.boolean(True)
+            e.int_in_range(-1, 9, count)
+        else:
+            e.boolean(False)
+            e.int_in_range(-1, 5000, count)
+        if derived:
+            e.int_in_range(0, 3, 0)  # derive
+            e.boolean(True)          # from rtx4090
+            e.special(relative_speed)
+        else:
+            e.int_in_range(0, 3, 1)  # measured
+
+
+def templates(types, count, max_nodes, **kw):
+    e = Encoder()
+    e.int_in_range(0, 2, 0)
+    job(e, types, count, **kw)
+    e.int_in_range(-1, 9, 0)         # min_nodes
+    e.int_in_range(-1, 9, max_nodes)
+    e.int_in_range(0, 4, 0)          # no listed mixes
+    return e.data()
+
+
+def plan(types, count, max_nodes, **kw):
+    e = Encoder()
+    e.int_in_range(0, 2, 1)
+    job(e, types, count, **kw)
+    e.int_in_range(0, 3, 1)          # one global batch size
+    e.int_in_range(-1, 5000, 64)
+    e.int_in_range(-1, 9, 0)         # min_nodes_per_pipeline
+    e.int_in_range(-1, 9, max_nodes)
+    e.boolean(False)                 # nodes from the counts
+    return e.data()
+
+
+def replan_stage_elsewhere():
+    e = Encoder()
+    e.int_in_range(0, 2, 2)
+    e.int_in_range(0, 5, 1)          # one failure
+    e.boolean(True)                  # of a node in the plan
+    e.int_in_range(0, 3, 0)
+    e.int_in_range(0, 3, 0)          # no joins
+    e.boolean(False)                 # no tolerance
+    e.int_in_range(0, 3, 1)          # one edit
+    e.int_in_range(0, 1, 0)          # of pipeline 0 (the harness plan has 2)
+    e.int_in_range(0, 4, 0)          # a stage's node_index
+    e.int_in_range(0, 1, 0)
+    e.int_in_range(-2, 9, 7)
+    e.boolean(False)                 # the cluster unchanged
+    return e.data()
+
+
+SEEDS = {
+    "row1-32-types": templates(32, 1, 1),
+    "row1-64-types": templates(64, 1, 1),
+    "row1-256-types-plan": plan(256, 1, 0),
+    "row2-16-one-node-types": templates(16, 1, 1),
+    "row2-16-types-plan": plan(16, 1, 4),
+    "row2-heavy-search": templates(4, 8, 6),
+    "row5-tiny-relative-speed": templates(2, 1, 2, relative_speed=5e-324),
+    "row5-tiny-bandwidth": templates(1, 2, 2, inter_node=5e-324),
+    "row7-5000-nodes": plan(1, 5000, 4),
+    "row8-stage-on-another-node": replan_stage_elsewhere(),
+}
+
+if __name__ == "__main__":
+    os.makedirs(OUT, exist_ok=True)
+    for name, data in SEEDS.items():
+        with open(os.path.join(OUT, name), "wb") as f:
+            f.write(data)
+    print(f"{len(SEEDS)} seeds in {OUT}")

@@ -520,30 +520,16 @@ class PlanSearch {
 
   absl::StatusOr<PipelineSetSolution> Solve() {
     const int num_fixed = static_cast<int>(fixed_.size());
-    if (absl::Status s = CheckBatch(); !s.ok()) return s;
-    const int max_pipelines_free = std::min(B_ - num_fixed, MaxFreePipelines());
-    // Largest useful tau: every pipeline at its limit.
-    double top = -kInf;
-    for (const LoadCurve& c : all_) {
-      if (c.limit() >= 1) top = std::max(top, c.Time(c.limit()));
-    }
+    const double top = TopTau();
     if (use_ilp_) {
+      if (absl::Status s = CheckBatch(); !s.ok()) return s;
       absl::StatusOr<bool> fits = IlpFeasible(top);
       if (!fits.ok()) return fits.status();
       if (!*fits) return NoPlanError();
-    } else {
-      int64_t capacity = 0;
-      for (const LoadCurve& c : fixed_) capacity += c.limit();
-      absl::StatusOr<Unconstrained> free = FreeAbsorbUnconstrained(top, kSaturated);
-      if (!free.ok()) return free.status();
-      capacity += free->absorbed;
-      if (capacity < B_) {
-        return absl::FailedPreconditionError(absl::StrFormat(
-            "the available pipelines hold at most %d micro-batches per iteration within GPU "
-            "memory, fewer than the global batch of %d",
-            capacity, B_));
-      }
+    } else if (absl::Status s = CheckCapacity(); !s.ok()) {
+      return s;
     }
+    const int max_pipelines_free = std::min(B_ - num_fixed, MaxFreePipelines());
     int pipelines_bound = max_pipelines_free;  // P_min at the smallest tau is at most this
     auto exact = [&](double tau) -> absl::StatusOr<bool> {
       if (use_ilp_) return IlpFeasible(tau);

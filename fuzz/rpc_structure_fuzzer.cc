@@ -99,10 +99,18 @@ double Special(FuzzedDataProvider& in) {
   return in.ConsumeFloatingPoint<double>();
 }
 
+// Free text for a string field, printable ASCII: proto3 strings must be UTF-8, and a
+// message that is not does not parse (gRPC itself answers INTERNAL before any handler).
+std::string Text(FuzzedDataProvider& in, size_t max_length) {
+  std::string text = in.ConsumeRandomLengthString(max_length);
+  for (char& c : text) c = static_cast<char>(' ' + static_cast<unsigned char>(c) % 95);
+  return text;
+}
+
 std::string Name(FuzzedDataProvider& in, const char* prefix, int i) {
   switch (in.ConsumeIntegralInRange(0, 3)) {
     case 0: return "";
-    case 1: return in.ConsumeRandomLengthString(12);
+    case 1: return Text(in, 12);
     default: return absl::StrCat(prefix, i);
   }
 }
@@ -129,7 +137,7 @@ void FillCluster(FuzzedDataProvider& in, pb::Cluster* cluster) {
 
 template <typename Request>
 void FillJob(FuzzedDataProvider& in, Request* r) {
-  r->set_model(in.ConsumeIntegralInRange(0, 7) == 0 ? in.ConsumeRandomLengthString(8) : "gpt2-xl");
+  r->set_model(in.ConsumeIntegralInRange(0, 7) == 0 ? Text(in, 8) : "gpt2-xl");
   r->set_microbatch_size(in.ConsumeIntegralInRange(-1, 2));
   static const char* kCostModels[] = {"", "1f1b", "oobleck-sosp23", "gpipe"};
   r->set_cost_model(kCostModels[in.ConsumeIntegralInRange(0, 3)]);

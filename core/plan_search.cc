@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/interrupt.h"
 #include "core/plan.h"
 #include "core/plan_search/cover_ilp.h"
 #include "tbb/blocked_range.h"
@@ -768,6 +769,8 @@ class PlanSearch {
   static constexpr int64_t kMaxOneBlockEntries = int64_t{1} << 19;
   // Table fills below this many row-element updates stay on one thread.
   static constexpr int64_t kParallelWork = int64_t{1} << 24;
+  // Table work between two polls of the interrupt (about a millisecond in a release build).
+  static constexpr int64_t kPollWork = int64_t{1} << 20;
 
   // The number of (state, shape) pairs where the shape fits within the state, or -1 when
   // fit lists do not pay: they do when they are small and leave out a good part of the
@@ -809,10 +812,7 @@ class PlanSearch {
     }
   }
   absl::Status Cancelled() const {
-    if (problem_.search.cancelled && problem_.search.cancelled()) {
-      return absl::CancelledError("plan search cancelled");
-    }
-    return absl::OkStatus();
+    return interrupt_.Poll() ? Interrupt::Status("plan search") : absl::OkStatus();
   }
 
   // Micro-batches the free pipelines must absorb at tau; kImpossible if a kept pipeline
@@ -1048,8 +1048,9 @@ class PlanSearch {
   // pmax are impossible and come out as kNeg all the same (they are built on kNeg entries
   // only and clamped), entries past pcap are never read, and entry p depends on entries
   // <= p only, so the entries up to pcap are exactly those of the narrow table.
+  // False when the search was interrupted before every row was filled.
   template <typename V>
-  void FillRows(std::vector<V>& table, const std::vector<Usable>& usable, int pcap, int width,
+  bool FillRows(std::vector<V>& table, const std::vector<Usable>& usable, int pcap, int width,
                 int cap) {
     constexpr V kNegV = std::numeric_limits<V>::min() / 2;
     table.assign(num_states_ * width, kNegV);
@@ -1105,28 +1106,35 @@ class PlanSearch {
     };
     const int64_t work =
         static_cast<int64_t>(real_states_.size()) * width * static_cast<int64_t>(usable.size() + T);
-    if (one_block) {
-      ForEachRow(block_row, work);
-    } else {
-      ForEachRow(row, work);
-    }
+    return one_block ? ForEachRow(block_row, work) : ForEachRow(row, work);
   }
-  // Runs `row` on every real state, each after the states it is built from.
+  // Runs `row` on every real state, each after the states it is built from, polling the
+  // interrupt every kPollWork of work; false if it stopped early.
   template <typename Row>
-  void ForEachRow(const Row& row, int64_t work) const {
+  bool ForEachRow(const Row& row, int64_t work) const {
+    const size_t rows = real_states_.size();
+    const int64_t per_row = std::max<int64_t>(1, work / std::max<size_t>(1, rows));
+    const size_t rows_per_poll = static_cast<size_t>(std::max<int64_t>(1, kPollWork / per_row));
     if (work < kParallelWork) {
-      for (size_t r = 0; r < real_states_.size(); ++r) row(by_size_[r]);
-      return;
+      for (size_t r = 0; r < rows; ++r) {
+        if (r % rows_per_poll == 0 && interrupt_.Poll()) return false;
+        row(by_size_[r]);
+      }
+      return true;
     }
     // Every state is built from states with fewer nodes: one size level at a time, the
     // states of a level in parallel (each row written by one thread: deterministic).
+    const size_t grain = std::min<size_t>(64, rows_per_poll);
     for (size_t level = 0; level + 1 < level_starts_.size(); ++level) {
+      if (interrupt_.Poll()) return false;
       tbb::parallel_for(
-          tbb::blocked_range<size_t>(level_starts_[level], level_starts_[level + 1], 64),
+          tbb::blocked_range<size_t>(level_starts_[level], level_starts_[level + 1], grain),
           [&](const tbb::blocked_range<size_t>& range) {
+            if (interrupt_.Poll()) return;
             for (size_t i = range.begin(); i != range.end(); ++i) row(by_size_[i]);
           });
     }
+    return !interrupt_.stopped();
   }
   template <typename V>
   static void MaxRow(V* __restrict dst, const V* __restrict src, int pmax) {
@@ -1154,12 +1162,9 @@ class PlanSearch {
     // many states and few pipelines keeps its narrow rows).
     const bool one_block = pcap <= kLanes && num_states_ * (1 + kLanes) <= kMaxOneBlockEntries;
     table_.width = one_block ? 1 + kLanes : pcap + 1;
-    if (table_.int16) {
-      FillRows(table_.v16, usable, pcap, table_.width, cap);
-    } else {
-      FillRows(table_.v32, usable, pcap, table_.width, cap);
-    }
-    return absl::OkStatus();
+    const bool filled = table_.int16 ? FillRows(table_.v16, usable, pcap, table_.width, cap)
+                                     : FillRows(table_.v32, usable, pcap, table_.width, cap);
+    return filled ? absl::OkStatus() : Interrupt::Status("plan search");
   }
   struct Table {
     std::vector<int16_t> v16;
@@ -1275,6 +1280,9 @@ class PlanSearch {
   }
 
   const PipelineSetProblem& problem_;
+  // Polled between table rows too: one table of a big one-type cluster is seconds of work
+  // in a sanitizer build, and the search must stop with its call.
+  mutable Interrupt interrupt_{problem_.search.cancelled};
   const CostModel* model_;
   const int B_;
   int min_free_ = 0;  // free pipelines every solution needs (min_pipelines - kept ones)

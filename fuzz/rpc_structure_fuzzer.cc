@@ -267,17 +267,22 @@ void Call(grpc::Status (pb::Planner::Stub::*method)(grpc::ClientContext*, const 
   const auto start = Clock::now();
   const grpc::Status status = (Get().stub.get()->*method)(&context, request, &response);
   const auto took = Clock::now() - start;
+  // A finding names the request it was given, so it can be replayed with grpcurl too.
+  const auto fail = [&request] {
+    std::fprintf(stderr, "request: %s\n", request.ShortDebugString().c_str());
+    std::abort();
+  };
   if (!Documented(status.error_code())) {
     std::fprintf(stderr, "%s answered undocumented code %d: %s\n", name, status.error_code(),
                  status.error_message().c_str());
-    std::abort();
+    fail();
   }
   if (took > kDeadline + kLateness) {
     std::fprintf(stderr, "%s took %lld ms against a %lld ms deadline\n", name,
                  static_cast<long long>(
                      std::chrono::duration_cast<std::chrono::milliseconds>(took).count()),
                  static_cast<long long>(kDeadline.count()));
-    std::abort();
+    fail();
   }
   if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
     // The client gave up; the server's search must have stopped with the call.
@@ -287,7 +292,7 @@ void Call(grpc::Status (pb::Planner::Stub::*method)(grpc::ClientContext*, const 
     if (CpuMs() - before > kMaxCpuAfterMs) {
       std::fprintf(stderr, "%s: the server still burnt %.0f ms of CPU %lld ms after the call\n",
                    name, CpuMs() - before, static_cast<long long>(kLateness.count()));
-      std::abort();
+      fail();
     }
   }
 }

@@ -14,9 +14,8 @@ cd "$(dirname "$0")/.."
 
 seconds="${FUZZ_SECONDS:-60}"
 targets=("$@")
-# rpc_structure is not in the default list yet: it found a Plan whose search keeps using
-# CPU after its call's deadline (fuzz/findings/; issue 14). Run it by name.
-[ ${#targets[@]} -gt 0 ] || targets=(profile_json cluster_file stored_profile plan_request render_answer)
+[ ${#targets[@]} -gt 0 ] ||
+  targets=(profile_json cluster_file stored_profile plan_request render_answer rpc_structure)
 
 packages=(clang libclang-rt-14-dev)
 missing=()

@@ -3,26 +3,30 @@
 #include <grpcpp/create_channel.h>
 #include <grpcpp/support/channel_arguments.h>
 
-#include <fstream>
-#include <sstream>
+#include <cstdint>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "client/planner_target.h"
+#include "core/file_reader.h"
 
 namespace oobleck::client {
 namespace {
 
+// A CA bundle or token is a few KiB; anything this large is the wrong file.
+constexpr int64_t kMaxSecurityFileBytes = int64_t{1} << 20;
+
 absl::StatusOr<std::string> ReadSmallFile(const std::string& path, const std::string& flag) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("--", flag, ": cannot read ", path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (text.str().empty()) {
+  absl::StatusOr<std::string> text = ReadRegularFile(path, path, kMaxSecurityFileBytes);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat("--", flag, ": ", text.status().message()));
+  }
+  if (text->empty()) {
     return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", path, " is empty"));
   }
-  return text.str();
+  return text;
 }
 
 }  // namespace

@@ -1,9 +1,7 @@
 #include "client/requests.h"
 
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
@@ -11,15 +9,16 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "core/file_reader.h"
 
 namespace oobleck::client {
 absl::StatusOr<std::string> ReadTextFile(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path.string()));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(absl::StrCat("cannot read ", path.string()));
-  return text.str();
+  absl::StatusOr<std::string> text = ReadRegularFile(path);
+  // The CLI's words for a file it cannot open (docs/ERRORS.md).
+  if (text.status().code() == absl::StatusCode::kNotFound) {
+    return absl::NotFoundError(absl::StrCat("cannot open ", path.string()));
+  }
+  return text;
 }
 
 namespace {

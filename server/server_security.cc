@@ -1,35 +1,31 @@
 #include "server/server_security.h"
 
-#include <fstream>
-#include <sstream>
+#include <cstdint>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/file_reader.h"
 
 namespace oobleck::server {
 namespace {
 
 // Key and certificate files are a few KiB; anything this large is the wrong file.
-constexpr std::streamsize kMaxSecurityFileBytes = 1 << 20;
+constexpr int64_t kMaxSecurityFileBytes = int64_t{1} << 20;
 constexpr absl::string_view kBearerPrefix = "Bearer ";
 // Probes (kubelet, load balancers) cannot present a token.
 constexpr absl::string_view kHealthServicePrefix = "/grpc.health.v1.Health/";
 
 absl::StatusOr<std::string> ReadSecurityFile(const std::string& path, absl::string_view flag) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("--", flag, ": cannot read ", path));
-  std::string text(kMaxSecurityFileBytes + 1, '\0');
-  in.read(text.data(), kMaxSecurityFileBytes + 1);
-  if (in.bad()) return absl::NotFoundError(absl::StrCat("--", flag, ": cannot read ", path));
-  text.resize(static_cast<size_t>(in.gcount()));
-  if (text.size() > static_cast<size_t>(kMaxSecurityFileBytes)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, ": ", path, " is larger than ", kMaxSecurityFileBytes, " bytes"));
+  absl::StatusOr<std::string> text = ReadRegularFile(path, path, kMaxSecurityFileBytes);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat("--", flag, ": ", text.status().message()));
   }
-  if (text.empty())
+  if (text->empty()) {
     return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", path, " is empty"));
+  }
   return text;
 }
 

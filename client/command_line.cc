@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/cost_model.h"
 
 // Global flags.
 ABSL_FLAG(std::string, server, "127.0.0.1:50051",
@@ -56,14 +57,14 @@ ABSL_FLAG(double, intra_node_bytes_per_s, 25e9,
           "GPU-to-GPU bandwidth inside a node (homogeneous; default: PCIe 4.0)");
 ABSL_FLAG(double, inter_node_bytes_per_s, 12.5e9,
           "network bandwidth between nodes (homogeneous; default: 100 Gb/s)");
-ABSL_FLAG(double, optimizer_state_multiplier, 6,
+ABSL_FLAG(double, optimizer_state_multiplier, oobleck::kDefaultOptimizerStateMultiplier,
           "optimizer-state bytes per parameter byte (Oobleck: 6); overrides the cluster file");
 ABSL_FLAG(std::string, missing_allreduce, "skip",
           "in-node all-reduce times the profile lacks: skip (do not use that stage size) or "
           "ring (estimate 2(g-1)/g * param_bytes / intra_node_bytes_per_s); overrides the "
           "cluster file");
 ABSL_FLAG(std::string, cluster, "",
-          "a cluster file (shared/data/README.md format): plan that mixed cluster, uploading "
+          "a cluster file (docs/CLUSTER_FILE.md format): plan that mixed cluster, uploading "
           "the profiles it names");
 ABSL_FLAG(bool, all_nodes, false, "with --cluster: plan only the mix of all the cluster's nodes");
 ABSL_FLAG(bool, progress, false,
@@ -86,7 +87,7 @@ ABSL_FLAG(std::string, plan, "",
 ABSL_FLAG(std::vector<std::string>, fail, {}, "replan: ids of the nodes that failed");
 ABSL_FLAG(std::vector<std::string>, join, {},
           "replan: nodes that joined, as ID:TYPE with TYPE a node type of the plan's cluster");
-ABSL_FLAG(double, tolerance, 0.01,
+ABSL_FLAG(double, tolerance, oobleck::kDefaultReplanTolerance,
           "replan (deprecated rule, used only when given): plans within this fraction of the "
           "fastest compete on bytes copied");
 ABSL_FLAG(int, fault_tolerance, 0,

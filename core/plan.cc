@@ -8,6 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/field_path.h"
+#include "core/status_macros.h"
 #include "tbb/parallel_for.h"
 #include "tbb/task_arena.h"
 
@@ -171,24 +173,29 @@ absl::Status ValidateNodes(const CostModel& model, const std::vector<ClusterNode
 
 absl::Status ValidateFaultTolerance(int fault_tolerance) {
   if (fault_tolerance < 0 || fault_tolerance > kMaxFaultTolerance) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("fault_tolerance must be in [0, %d] (a plan of at most %d nodes has at "
-                        "most that many pipelines, minus one; got %d)",
-                        kMaxFaultTolerance, kMaxClusterNodes, fault_tolerance));
+    return InvalidField("fault_tolerance",
+                        absl::StrFormat(" must be in [0, %d] (a plan of at most %d nodes has at "
+                                        "most that many pipelines, minus one; got %d)",
+                                        kMaxFaultTolerance, kMaxClusterNodes, fault_tolerance));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateLimits(const PipelineSizeLimits& limits) {
+  if (limits.min_nodes < 0) {
+    return InvalidField("min_nodes_per_pipeline",
+                        absl::StrCat(" must be >= 0 (got ", limits.min_nodes, ")"));
+  }
+  if (limits.max_nodes < 0) {
+    return InvalidField("max_nodes_per_pipeline",
+                        absl::StrCat(" must be >= 0 (got ", limits.max_nodes, ")"));
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<PipelineSizeLimits> ResolveLimits(const PipelineSizeLimits& limits,
                                                  int total_nodes) {
-  if (limits.min_nodes < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("min_nodes_per_pipeline must be >= 0 (got ", limits.min_nodes, ")"));
-  }
-  if (limits.max_nodes < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_nodes_per_pipeline must be >= 0 (got ", limits.max_nodes, ")"));
-  }
+  RETURN_IF_ERROR(ValidateLimits(limits));
   PipelineSizeLimits out;
   out.min_nodes = std::max(1, limits.min_nodes);
   if (out.min_nodes > total_nodes) {

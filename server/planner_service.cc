@@ -14,12 +14,12 @@
 #include "core/cost_model.h"
 #include "core/profile.h"
 #include "server/call_watch.h"
-#include "server/plan_request.h"
+#include "server/elapsed.h"
 #include "server/plan_rpc.h"
 #include "server/proto_conversion.h"
 #include "server/request_limits.h"
-#include "server/elapsed.h"
 #include "server/status_conversion.h"
+#include "server/templates_request.h"
 
 namespace oobleck::server {
 namespace {

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/planner_target.h"
 #include "core/file_reader.h"
+#include "core/status_macros.h"
 
 namespace oobleck::client {
 namespace {
@@ -40,16 +41,14 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFrom
     }
     return grpc::InsecureChannelCredentials();
   }
-  absl::StatusOr<std::string> ca = ReadSmallFile(tls_ca_file, "tls-ca");
-  if (!ca.ok()) return ca.status();
+  ASSIGN_OR_RETURN(std::string ca, ReadSmallFile(tls_ca_file, "tls-ca"));
   grpc::SslCredentialsOptions tls;
-  tls.pem_root_certs = *std::move(ca);
+  tls.pem_root_certs = std::move(ca);
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::SslCredentials(tls);
   if (auth_token_file.empty()) return credentials;
 
-  absl::StatusOr<std::string> text = ReadSmallFile(auth_token_file, "auth-token-file");
-  if (!text.ok()) return text.status();
-  const std::string token(absl::StripAsciiWhitespace(*text));
+  ASSIGN_OR_RETURN(std::string text, ReadSmallFile(auth_token_file, "auth-token-file"));
+  const std::string token(absl::StripAsciiWhitespace(text));
   if (token.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--auth-token-file: ", auth_token_file, " holds no token"));

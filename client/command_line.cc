@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "core/cost_model.h"
+#include "core/status_macros.h"
 
 // Global flags.
 ABSL_FLAG(std::string, server, "127.0.0.1:50051",
@@ -344,8 +345,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
       return Usage(absl::StrCat("flag --", Dashed(name), " does not apply to ", cl.command));
     }
   }
-  absl::Status args = CheckArgs(cl);
-  if (!args.ok()) return args;
+  RETURN_IF_ERROR(CheckArgs(cl));
   cl.options = ReadFlags();
   for (const EnvironmentDefault& d : kEnvironmentDefaults) {
     const char* value = std::getenv(d.variable);

@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "core/file_reader.h"
+#include "core/status_macros.h"
 
 namespace oobleck::client {
 absl::StatusOr<std::string> ReadTextFile(const std::filesystem::path& path) {
@@ -85,16 +86,13 @@ absl::StatusOr<ProfileDirFiles> ReadProfileDir(const std::string& dir, int micro
     out.microbatch_size = found.begin()->first;
   }
   const std::filesystem::path base(dir);
-  absl::StatusOr<std::string> mb =
-      ReadTextFile(base / absl::StrCat("mb", out.microbatch_size, ".json"));
-  if (!mb.ok()) return mb.status();
-  absl::StatusOr<std::string> in_node = ReadTextFile(base / "allreduce_in_node.json");
-  if (!in_node.ok()) return in_node.status();
-  absl::StatusOr<std::string> across = ReadTextFile(base / "allreduce_across_nodes.json");
-  if (!across.ok()) return across.status();
-  out.files.set_mb_json(*std::move(mb));
-  out.files.set_allreduce_in_node_json(*std::move(in_node));
-  out.files.set_allreduce_across_nodes_json(*std::move(across));
+  ASSIGN_OR_RETURN(std::string mb,
+                   ReadTextFile(base / absl::StrCat("mb", out.microbatch_size, ".json")));
+  ASSIGN_OR_RETURN(std::string in_node, ReadTextFile(base / "allreduce_in_node.json"));
+  ASSIGN_OR_RETURN(std::string across, ReadTextFile(base / "allreduce_across_nodes.json"));
+  out.files.set_mb_json(std::move(mb));
+  out.files.set_allreduce_in_node_json(std::move(in_node));
+  out.files.set_allreduce_across_nodes_json(std::move(across));
   return out;
 }
 

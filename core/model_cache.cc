@@ -3,6 +3,8 @@
 #include <cstring>
 #include <utility>
 
+#include "core/status_macros.h"
+
 namespace oobleck {
 namespace {
 
@@ -102,9 +104,8 @@ absl::StatusOr<std::shared_ptr<const CostModel>> CostModelCache::Create(Planning
   if (std::shared_ptr<const void> hit = Find(key)) {
     return std::static_pointer_cast<const CostModel>(hit);
   }
-  absl::StatusOr<CostModel> model = CostModel::Create(std::move(problem));
-  if (!model.ok()) return model.status();
-  auto built = std::make_shared<const CostModel>(*std::move(model));
+  ASSIGN_OR_RETURN(CostModel model, CostModel::Create(std::move(problem)));
+  auto built = std::make_shared<const CostModel>(std::move(model));
   const int64_t bytes = ModelBytes(*built);
   Entry entry{std::move(key), built, nullptr, bytes};
   return std::static_pointer_cast<const CostModel>(Insert(std::move(entry)));

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 #include "tbb/task_arena.h"
 
 namespace oobleck {
@@ -125,9 +126,8 @@ absl::StatusOr<std::vector<PlannedMix>> TemplatePlanner::PlanTemplates(
   if (missing.empty()) return planned;
   std::shared_ptr<void> admission;  // held until the search is done
   if (options.admit) {
-    absl::StatusOr<std::shared_ptr<void>> admitted = options.admit();
-    if (!admitted.ok()) return admitted.status();
-    admission = *std::move(admitted);
+    ASSIGN_OR_RETURN(std::shared_ptr<void> admitted, options.admit());
+    admission = std::move(admitted);
   }
   absl::StatusOr<std::vector<MixResult>> results;
   if (threads_ > 0) {

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/file_reader.h"
+#include "core/status_macros.h"
 
 namespace oobleck::server {
 namespace {
@@ -59,26 +60,23 @@ absl::StatusOr<ServerSecurity> ReadServerSecurity(const std::string& tls_cert_fi
         "plaintext");
   }
   if (!tls_cert_file.empty()) {
-    absl::StatusOr<std::string> cert = ReadSecurityFile(tls_cert_file, "tls_cert");
-    if (!cert.ok()) return cert.status();
-    absl::StatusOr<std::string> key = ReadSecurityFile(tls_key_file, "tls_key");
-    if (!key.ok()) return key.status();
+    ASSIGN_OR_RETURN(std::string cert, ReadSecurityFile(tls_cert_file, "tls_cert"));
+    ASSIGN_OR_RETURN(std::string key, ReadSecurityFile(tls_key_file, "tls_key"));
     // gRPC reports a bad PEM only as a failed bind; name the likely mistake early.
-    if (!absl::StrContains(*cert, "-----BEGIN CERTIFICATE-----")) {
+    if (!absl::StrContains(cert, "-----BEGIN CERTIFICATE-----")) {
       return absl::InvalidArgumentError(
           absl::StrCat("--tls_cert: ", tls_cert_file, " holds no PEM certificate"));
     }
-    if (!absl::StrContains(*key, "PRIVATE KEY-----")) {
+    if (!absl::StrContains(key, "PRIVATE KEY-----")) {
       return absl::InvalidArgumentError(
           absl::StrCat("--tls_key: ", tls_key_file, " holds no PEM private key"));
     }
-    security.tls_cert_chain_pem = *std::move(cert);
-    security.tls_private_key_pem = *std::move(key);
+    security.tls_cert_chain_pem = std::move(cert);
+    security.tls_private_key_pem = std::move(key);
   }
   if (!auth_token_file.empty()) {
-    absl::StatusOr<std::string> text = ReadSecurityFile(auth_token_file, "auth_token_file");
-    if (!text.ok()) return text.status();
-    absl::StatusOr<std::string> token = ParseAuthToken(*text);
+    ASSIGN_OR_RETURN(std::string text, ReadSecurityFile(auth_token_file, "auth_token_file"));
+    absl::StatusOr<std::string> token = ParseAuthToken(text);
     if (!token.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("--auth_token_file: ", auth_token_file, ": ", token.status().message()));

@@ -219,4 +219,88 @@ absl::StatusOr<ClusterPlan> FromProtoPlan(const pb::ClusterPlan& plan,
   return out;
 }
 
+void ToProtoBatchSizePlan(const BatchSizePlan& size, const PlanningProblem& problem,
+                          pb::BatchSizePlan* out) {
+  out->set_global_batch(size.global_batch);
+  out->set_feasible(size.status.ok());
+  if (size.status.ok()) {
+    ToProtoPlan(size.plan, problem, out->mutable_plan());
+  } else {
+    out->set_infeasible_reason(std::string(size.status.message()));
+  }
+  out->set_data_parallel_iteration_time_ms(size.data_parallel_ms.value_or(0));
+  out->set_data_parallel_unavailable_reason(size.data_parallel_unavailable);
+  out->set_speedup(size.speedup);
+  out->set_optimality_gap(size.optimality_gap);
+}
+
+absl::StatusOr<ClusterEvent> FromProtoEvent(const pb::ReplanRequest& request,
+                                            const PlanningProblem& problem) {
+  ClusterEvent event;
+  event.failed_node_ids.assign(request.failed_node_ids().begin(), request.failed_node_ids().end());
+  const std::map<std::string, int> type_index = NodeTypeIndex(problem);
+  for (int i = 0; i < request.joined_nodes_size(); ++i) {
+    const pb::Node& node = request.joined_nodes(i);
+    auto it = type_index.find(node.node_type());
+    if (it == type_index.end()) {
+      return InvalidField(absl::StrCat("joined_nodes[", i, "].node_type"),
+                          absl::StrCat(" \"", node.node_type(),
+                                       "\" is not the name of any cluster.node_types entry"));
+    }
+    event.joined_nodes.push_back({node.id(), it->second});
+  }
+  return event;
+}
+
+absl::StatusOr<ReplanOptions> FromProtoReplanOptions(const pb::ReplanRequest& request) {
+  ReplanOptions options;
+  if (request.has_tolerance()) options.tolerance = request.tolerance();
+  if (request.has_horizon_iterations()) options.horizon_iterations = request.horizon_iterations();
+  if (request.has_restart_overhead_s()) options.restart_overhead_s = request.restart_overhead_s();
+  if (!request.force_strategy().empty()) {
+    options.force_strategy = ParseReplanStrategy(request.force_strategy());
+    if (!options.force_strategy.has_value()) {
+      return InvalidField("force_strategy",
+                          absl::StrCat(" \"", request.force_strategy(),
+                                       "\" is not one of \"optimal\", \"keep-pipelines\", "
+                                       "\"drop-broken\", \"oobleck-fallback\""));
+    }
+  }
+  return options;
+}
+
+void ToProtoReplanResult(const ReplanResult& r, const PlanningProblem& problem,
+                         pb::ReplanResponse* response) {
+  ToProtoPlan(r.plan, problem, response->mutable_plan());
+  response->set_old_iteration_time_ms(r.old_plan.iteration_time_ms);
+  for (const LayerCopy& c : r.copies) {
+    pb::LayerCopy* out = response->add_copies();
+    out->set_dest_node_id(c.dest_node_id);
+    out->set_source_node_id(c.source_node_id);
+    out->set_layer_begin(c.layer_begin);
+    out->set_layer_end(c.layer_end);
+    out->set_param_bytes(c.param_bytes);
+  }
+  response->set_copy_bytes(r.copy_bytes);
+  response->set_strategy(std::string(ReplanStrategyName(r.strategy)));
+  response->set_pipelines_kept(r.pipelines_kept);
+  response->set_fastest_iteration_time_ms(r.fastest_iteration_time_ms);
+  response->set_oobleck_fallback_iteration_time_ms(r.oobleck_fallback_ms.value_or(0));
+  response->set_oobleck_fallback_failure(r.oobleck_fallback_failure);
+  for (const std::string& id : r.ignored_failed_node_ids) response->add_ignored_failed_node_ids(id);
+  for (const std::string& id : r.ignored_joined_node_ids) response->add_ignored_joined_node_ids(id);
+  response->set_degraded_reason(r.degraded_reason);
+  response->set_downtime_s(r.downtime_s);
+  response->set_transfer_s(r.transfer_s);
+  for (const ReplanAlternative& a : r.alternatives) {
+    pb::ReplanAlternative* out = response->add_alternatives();
+    out->set_strategy(std::string(ReplanStrategyName(a.strategy)));
+    out->set_iteration_time_ms(a.iteration_time_ms);
+    out->set_downtime_s(a.downtime_s);
+    out->set_copy_bytes(a.copy_bytes);
+    out->set_pipelines_kept(a.pipelines_kept);
+    out->set_fault_tolerance(a.fault_tolerance);
+  }
+}
+
 }  // namespace oobleck::server

@@ -14,6 +14,7 @@
 #include "core/pipeline_template.h"
 #include "core/plan.h"
 #include "core/profile.h"
+#include "core/replan.h"
 #include "core/template_planner.h"
 #include "oobleck/planner/v1/planner.pb.h"
 
@@ -51,6 +52,20 @@ void SetProtoNodes(const std::vector<ClusterNode>& nodes, const PlanningProblem&
 void ToProtoPlan(const ClusterPlan& plan, const PlanningProblem& problem, pb::ClusterPlan* out);
 absl::StatusOr<ClusterPlan> FromProtoPlan(const pb::ClusterPlan& plan,
                                           const PlanningProblem& problem, const std::string& field);
+
+// One global batch size of a Plan answer (PlanResponse.sweep).
+void ToProtoBatchSizePlan(const BatchSizePlan& size, const PlanningProblem& problem,
+                          pb::BatchSizePlan* out);
+
+// ReplanRequest's failed_node_ids and joined_nodes (whose node_type must name a node type).
+absl::StatusOr<ClusterEvent> FromProtoEvent(const pb::ReplanRequest& request,
+                                            const PlanningProblem& problem);
+// ReplanRequest's tolerance, horizon, restart overhead and force_strategy (a known name).
+absl::StatusOr<ReplanOptions> FromProtoReplanOptions(const pb::ReplanRequest& request);
+// Everything of a ReplanResponse that comes from the result: the new plan, the copies,
+// the strategy and its alternatives (not `request`, not the timing).
+void ToProtoReplanResult(const ReplanResult& result, const PlanningProblem& problem,
+                         pb::ReplanResponse* out);
 
 }  // namespace oobleck::server
 

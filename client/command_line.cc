@@ -259,11 +259,10 @@ absl::Status CheckArgs(const CommandLine& cl) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
-  CommandLine cl;
-  std::vector<std::string> positional;
+// Reads every flag into its absl flag (list flags take the arguments that follow them) and
+// collects the other arguments in *positional; --help only sets cl->help.
+absl::Status ParseFlags(int argc, char** argv, CommandLine* cl,
+                        std::vector<std::string>* positional) {
   std::map<std::string, std::vector<std::string>> lists;  // values of kListFlags
   auto is_command = [](std::string_view word) {
     return std::find(std::begin(kCommands), std::end(kCommands), word) != std::end(kCommands);
@@ -271,11 +270,11 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     if (arg == "--") {
-      for (++i; i < argc; ++i) positional.emplace_back(argv[i]);
+      for (++i; i < argc; ++i) positional->emplace_back(argv[i]);
       break;
     }
     if (arg.size() < 2 || arg[0] != '-') {
-      positional.emplace_back(arg);
+      positional->emplace_back(arg);
       continue;
     }
     std::string_view body = arg.substr(arg[1] == '-' ? 2 : 1);
@@ -283,7 +282,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
     std::string name(body.substr(0, eq));
     std::replace(name.begin(), name.end(), '-', '_');
     if (name == "help" || name == "h") {
-      cl.help = true;
+      cl->help = true;
       continue;
     }
     const bool has_value = eq != std::string_view::npos;
@@ -311,17 +310,17 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
       std::vector<std::string>& values = lists[name];
       values.push_back(value);
       while (i + 1 < argc && argv[i + 1][0] != '-' &&
-             !(positional.empty() && is_command(argv[i + 1]))) {
+             !(positional->empty() && is_command(argv[i + 1]))) {
         values.emplace_back(argv[++i]);
       }
-      cl.explicit_flags.insert(name);
+      cl->explicit_flags.insert(name);
       continue;
     }
     std::string error;
     if (!flag->ParseFrom(value, &error)) {
       return Usage(absl::StrCat("bad value for --", Dashed(name), ": ", error));
     }
-    cl.explicit_flags.insert(name);
+    cl->explicit_flags.insert(name);
   }
   for (const auto& [name, values] : lists) {
     std::string error;
@@ -330,6 +329,15 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
     }
   }
 
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
+  CommandLine cl;
+  std::vector<std::string> positional;
+  RETURN_IF_ERROR(ParseFlags(argc, argv, &cl, &positional));
   if (positional.empty()) {
     if (cl.help) return cl;
     return Usage(absl::StrCat("missing COMMAND (", kCommandList, ")"));

@@ -48,7 +48,7 @@ ABSL_FLAG(std::string, server_bin, "", "with --server empty: the oobleck-planner
 ABSL_FLAG(std::string, server_log, "/dev/null",
           "with --server empty: where the started server's request log goes");
 ABSL_FLAG(std::string, cluster, "",
-          "cluster file (../shared/data/README.md format): model, profiles, job and the node "
+          "cluster file (docs/CLUSTER_FILE.md format): model, profiles, job and the node "
           "types the traces are mapped to (its node_groups give the types; their node counts "
           "are not used)");
 ABSL_FLAG(int, fault_tolerance, 0, "PlanRequest.fault_tolerance of every plan");

@@ -3,26 +3,31 @@
 #include <grpcpp/create_channel.h>
 #include <grpcpp/support/channel_arguments.h>
 
-#include <fstream>
-#include <sstream>
+#include <cstdint>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "client/planner_target.h"
+#include "core/file_reader.h"
+#include "core/status_macros.h"
 
 namespace oobleck::client {
 namespace {
 
+// A CA bundle or token is a few KiB; anything this large is the wrong file.
+constexpr int64_t kMaxSecurityFileBytes = int64_t{1} << 20;
+
 absl::StatusOr<std::string> ReadSmallFile(const std::string& path, const std::string& flag) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("--", flag, ": cannot read ", path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (text.str().empty()) {
+  absl::StatusOr<std::string> text = ReadRegularFile(path, path, kMaxSecurityFileBytes);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat("--", flag, ": ", text.status().message()));
+  }
+  if (text->empty()) {
     return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", path, " is empty"));
   }
-  return text.str();
+  return text;
 }
 
 }  // namespace
@@ -36,16 +41,14 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFrom
     }
     return grpc::InsecureChannelCredentials();
   }
-  absl::StatusOr<std::string> ca = ReadSmallFile(tls_ca_file, "tls-ca");
-  if (!ca.ok()) return ca.status();
+  ASSIGN_OR_RETURN(std::string ca, ReadSmallFile(tls_ca_file, "tls-ca"));
   grpc::SslCredentialsOptions tls;
-  tls.pem_root_certs = *std::move(ca);
+  tls.pem_root_certs = std::move(ca);
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::SslCredentials(tls);
   if (auth_token_file.empty()) return credentials;
 
-  absl::StatusOr<std::string> text = ReadSmallFile(auth_token_file, "auth-token-file");
-  if (!text.ok()) return text.status();
-  const std::string token(absl::StripAsciiWhitespace(*text));
+  ASSIGN_OR_RETURN(std::string text, ReadSmallFile(auth_token_file, "auth-token-file"));
+  const std::string token(absl::StripAsciiWhitespace(text));
   if (token.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--auth-token-file: ", auth_token_file, " holds no token"));

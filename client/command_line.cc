@@ -12,6 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/cost_model.h"
+#include "core/status_macros.h"
 
 // Global flags.
 ABSL_FLAG(std::string, server, "127.0.0.1:50051",
@@ -56,14 +58,14 @@ ABSL_FLAG(double, intra_node_bytes_per_s, 25e9,
           "GPU-to-GPU bandwidth inside a node (homogeneous; default: PCIe 4.0)");
 ABSL_FLAG(double, inter_node_bytes_per_s, 12.5e9,
           "network bandwidth between nodes (homogeneous; default: 100 Gb/s)");
-ABSL_FLAG(double, optimizer_state_multiplier, 6,
+ABSL_FLAG(double, optimizer_state_multiplier, oobleck::kDefaultOptimizerStateMultiplier,
           "optimizer-state bytes per parameter byte (Oobleck: 6); overrides the cluster file");
 ABSL_FLAG(std::string, missing_allreduce, "skip",
           "in-node all-reduce times the profile lacks: skip (do not use that stage size) or "
           "ring (estimate 2(g-1)/g * param_bytes / intra_node_bytes_per_s); overrides the "
           "cluster file");
 ABSL_FLAG(std::string, cluster, "",
-          "a cluster file (shared/data/README.md format): plan that mixed cluster, uploading "
+          "a cluster file (docs/CLUSTER_FILE.md format): plan that mixed cluster, uploading "
           "the profiles it names");
 ABSL_FLAG(bool, all_nodes, false, "with --cluster: plan only the mix of all the cluster's nodes");
 ABSL_FLAG(bool, progress, false,
@@ -86,7 +88,7 @@ ABSL_FLAG(std::string, plan, "",
 ABSL_FLAG(std::vector<std::string>, fail, {}, "replan: ids of the nodes that failed");
 ABSL_FLAG(std::vector<std::string>, join, {},
           "replan: nodes that joined, as ID:TYPE with TYPE a node type of the plan's cluster");
-ABSL_FLAG(double, tolerance, 0.01,
+ABSL_FLAG(double, tolerance, oobleck::kDefaultReplanTolerance,
           "replan (deprecated rule, used only when given): plans within this fraction of the "
           "fastest compete on bytes copied");
 ABSL_FLAG(int, fault_tolerance, 0,
@@ -257,11 +259,10 @@ absl::Status CheckArgs(const CommandLine& cl) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
-  CommandLine cl;
-  std::vector<std::string> positional;
+// Reads every flag into its absl flag (list flags take the arguments that follow them) and
+// collects the other arguments in *positional; --help only sets cl->help.
+absl::Status ParseFlags(int argc, char** argv, CommandLine* cl,
+                        std::vector<std::string>* positional) {
   std::map<std::string, std::vector<std::string>> lists;  // values of kListFlags
   auto is_command = [](std::string_view word) {
     return std::find(std::begin(kCommands), std::end(kCommands), word) != std::end(kCommands);
@@ -269,11 +270,11 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     if (arg == "--") {
-      for (++i; i < argc; ++i) positional.emplace_back(argv[i]);
+      for (++i; i < argc; ++i) positional->emplace_back(argv[i]);
       break;
     }
     if (arg.size() < 2 || arg[0] != '-') {
-      positional.emplace_back(arg);
+      positional->emplace_back(arg);
       continue;
     }
     std::string_view body = arg.substr(arg[1] == '-' ? 2 : 1);
@@ -281,7 +282,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
     std::string name(body.substr(0, eq));
     std::replace(name.begin(), name.end(), '-', '_');
     if (name == "help" || name == "h") {
-      cl.help = true;
+      cl->help = true;
       continue;
     }
     const bool has_value = eq != std::string_view::npos;
@@ -309,17 +310,17 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
       std::vector<std::string>& values = lists[name];
       values.push_back(value);
       while (i + 1 < argc && argv[i + 1][0] != '-' &&
-             !(positional.empty() && is_command(argv[i + 1]))) {
+             !(positional->empty() && is_command(argv[i + 1]))) {
         values.emplace_back(argv[++i]);
       }
-      cl.explicit_flags.insert(name);
+      cl->explicit_flags.insert(name);
       continue;
     }
     std::string error;
     if (!flag->ParseFrom(value, &error)) {
       return Usage(absl::StrCat("bad value for --", Dashed(name), ": ", error));
     }
-    cl.explicit_flags.insert(name);
+    cl->explicit_flags.insert(name);
   }
   for (const auto& [name, values] : lists) {
     std::string error;
@@ -328,6 +329,15 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
     }
   }
 
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
+  CommandLine cl;
+  std::vector<std::string> positional;
+  RETURN_IF_ERROR(ParseFlags(argc, argv, &cl, &positional));
   if (positional.empty()) {
     if (cl.help) return cl;
     return Usage(absl::StrCat("missing COMMAND (", kCommandList, ")"));
@@ -343,8 +353,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
       return Usage(absl::StrCat("flag --", Dashed(name), " does not apply to ", cl.command));
     }
   }
-  absl::Status args = CheckArgs(cl);
-  if (!args.ok()) return args;
+  RETURN_IF_ERROR(CheckArgs(cl));
   cl.options = ReadFlags();
   for (const EnvironmentDefault& d : kEnvironmentDefaults) {
     const char* value = std::getenv(d.variable);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/replan.h"
 
 namespace oobleck::client {
 
@@ -50,7 +51,7 @@ struct CliOptions {
   std::string plan;                  // --plan FILE: the --json output of plan or replan
   std::vector<std::string> fail;     // --fail ID [ID ...]
   std::vector<std::string> join;     // --join ID:TYPE [ID:TYPE ...]
-  double tolerance = 0.01;           // deprecated rule, only when given
+  double tolerance = kDefaultReplanTolerance;  // deprecated rule, only when given
   int fault_tolerance = 0;           // plan and replan (replan: only when given)
   double horizon_iterations = 1000;  // replan, only when given
   // Pictures (client/render_command.h).

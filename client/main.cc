@@ -14,16 +14,17 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "client/channel_security.h"
-#include "client/planner_target.h"
 #include "client/command_line.h"
 #include "client/output.h"
 #include "client/plan_commands.h"
+#include "client/planner_target.h"
 #include "client/progress_bar.h"
 #include "client/render_command.h"
 #include "client/requests.h"
 #include "client/svg/schedule_picture.h"
 #include "core/cluster_file.h"
 #include "core/profile.h"
+#include "core/status_macros.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "oobleck/planner/v1/planner.grpc.pb.h"
@@ -71,7 +72,7 @@ class PlannerConnection {
         answered = true;
       }
     }
-    if (absl::Status status = FromGrpc(reader->Finish()); !status.ok()) return status;
+    RETURN_IF_ERROR(FromGrpc(reader->Finish()));
     if (!answered) {
       return absl::InternalError("PlanTemplatesStream ended without an answer");
     }
@@ -180,10 +181,9 @@ absl::Status LoadProfile(const CommandLine& cl, PlannerConnection& server) {
     request.set_microbatch_size(o.microbatch_size);
     request.set_directory(cl.args[0]);
   } else {
-    absl::StatusOr<ProfileDirFiles> dir = ReadProfileDir(cl.args[0], o.microbatch_size);
-    if (!dir.ok()) return dir.status();
-    request.set_microbatch_size(dir->microbatch_size);
-    *request.mutable_files() = std::move(dir->files);
+    ASSIGN_OR_RETURN(ProfileDirFiles dir, ReadProfileDir(cl.args[0], o.microbatch_size));
+    request.set_microbatch_size(dir.microbatch_size);
+    *request.mutable_files() = std::move(dir.files);
   }
   pb::LoadProfileResponse response;
   if (absl::Status s = server.Call(&pb::Planner::Stub::LoadProfile, request, &response); !s.ok()) {
@@ -212,20 +212,19 @@ absl::Status ListProfiles(const CommandLine& cl, PlannerConnection& server) {
 absl::Status EnsureProfile(const ProfileUpload& upload, bool replace, PlannerConnection& server) {
   const std::string key =
       absl::StrCat(upload.model, "/", upload.gpu_type, "/mb", upload.microbatch_size);
-  absl::StatusOr<ProfileDirFiles> dir = ReadProfileDir(upload.dir, upload.microbatch_size);
-  if (!dir.ok()) return dir.status();
+  ASSIGN_OR_RETURN(ProfileDirFiles dir, ReadProfileDir(upload.dir, upload.microbatch_size));
   // Parsed here too, for the fingerprint and so a broken profile is reported by its path.
-  absl::StatusOr<ModelProfile> local =
-      LoadOobleckProfileDir(upload.dir, upload.model, upload.gpu_type, upload.microbatch_size);
-  if (!local.ok()) return local.status();
-  const std::string local_fingerprint = local->Fingerprint();
+  ASSIGN_OR_RETURN(
+      ModelProfile local,
+      LoadOobleckProfileDir(upload.dir, upload.model, upload.gpu_type, upload.microbatch_size));
+  const std::string local_fingerprint = local.Fingerprint();
 
   pb::LoadProfileRequest request;
   request.set_model(upload.model);
   request.set_gpu_type(upload.gpu_type);
   request.set_microbatch_size(upload.microbatch_size);
   request.set_replace(replace);
-  *request.mutable_files() = std::move(dir->files);
+  *request.mutable_files() = std::move(dir.files);
   pb::LoadProfileResponse response;
   absl::Status s = server.Call(&pb::Planner::Stub::LoadProfile, request, &response);
   if (s.ok()) {
@@ -259,18 +258,17 @@ absl::Status Templates(const CommandLine& cl, PlannerConnection& server) {
   const CliOptions& o = cl.options;
   pb::PlanTemplatesRequest request;
   if (cl.IsSet("cluster")) {
-    absl::StatusOr<ClusterFile> file = LoadClusterFile(o.cluster);
-    if (!file.ok()) return file.status();
+    ASSIGN_OR_RETURN(ClusterFile file, LoadClusterFile(o.cluster));
     ClusterOverrides overrides = ClusterOverridesFromFlags(cl);
     if (cl.IsSet("nodes")) overrides.nodes = *ParseNodeRange(o.nodes);
     overrides.all_nodes = o.all_nodes;
-    absl::StatusOr<ClusterRequest> built = BuildClusterRequest(*file, overrides);
+    absl::StatusOr<ClusterRequest> built = BuildClusterRequest(file, overrides);
     if (!built.ok()) {
       return absl::Status(built.status().code(),
                           absl::StrCat(o.cluster, ": ", built.status().message()));
     }
     for (const ProfileUpload& upload : built->uploads) {
-      if (absl::Status s = EnsureProfile(upload, o.replace, server); !s.ok()) return s;
+      RETURN_IF_ERROR(EnsureProfile(upload, o.replace, server));
     }
     request = std::move(built->request);
   } else {

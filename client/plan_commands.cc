@@ -15,6 +15,7 @@
 #include "client/output.h"
 #include "client/render_command.h"
 #include "client/svg/plan_picture.h"
+#include "core/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace oobleck::client {
@@ -117,9 +118,8 @@ absl::StatusOr<pb::PlanRequest> BuildPlanRequest(const ClusterFile& file,
                                                  int min_nodes_per_pipeline,
                                                  int max_nodes_per_pipeline,
                                                  std::vector<ProfileUpload>* uploads) {
-  absl::StatusOr<ClusterRequest> built = BuildClusterRequest(file, overrides);
-  if (!built.ok()) return built.status();
-  pb::PlanRequest request = PlanRequestOf(built->request);
+  ASSIGN_OR_RETURN(ClusterRequest built, BuildClusterRequest(file, overrides));
+  pb::PlanRequest request = PlanRequestOf(built.request);
   // Node types are one per (gpu, gpus_per_node), as ClusterFile::NodeTypes() names them.
   const std::vector<NodeType> types = file.NodeTypes();
   for (size_t g = 0; g < file.node_groups.size(); ++g) {
@@ -139,7 +139,7 @@ absl::StatusOr<pb::PlanRequest> BuildPlanRequest(const ClusterFile& file,
   for (int b : global_batches) request.add_global_batch(b);
   request.set_min_nodes_per_pipeline(min_nodes_per_pipeline);
   request.set_max_nodes_per_pipeline(max_nodes_per_pipeline);
-  if (uploads != nullptr) *uploads = built->uploads;
+  if (uploads != nullptr) *uploads = built.uploads;
   return request;
 }
 
@@ -293,23 +293,22 @@ ClusterOverrides ClusterOverridesFromFlags(const CommandLine& cl) {
 
 absl::Status RunPlan(const CommandLine& cl, const PlanCalls& calls) {
   const CliOptions& o = cl.options;
-  absl::StatusOr<ClusterFile> file = LoadClusterFile(o.cluster);
-  if (!file.ok()) return file.status();
+  ASSIGN_OR_RETURN(ClusterFile file, LoadClusterFile(o.cluster));
   ClusterOverrides overrides = ClusterOverridesFromFlags(cl);
   std::vector<ProfileUpload> uploads;
   absl::StatusOr<pb::PlanRequest> request =
-      BuildPlanRequest(*file, overrides, *ParseGlobalBatches(o.global_batch),
+      BuildPlanRequest(file, overrides, *ParseGlobalBatches(o.global_batch),
                        o.min_nodes_per_pipeline, o.max_nodes_per_pipeline, &uploads);
   if (!request.ok()) {
     return absl::Status(request.status().code(),
                         absl::StrCat(o.cluster, ": ", request.status().message()));
   }
   for (const ProfileUpload& upload : uploads) {
-    if (absl::Status s = calls.ensure_profile(upload); !s.ok()) return s;
+    RETURN_IF_ERROR(calls.ensure_profile(upload));
   }
   request->set_fault_tolerance(o.fault_tolerance);
   pb::PlanResponse response;
-  if (absl::Status s = calls.plan(*request, &response); !s.ok()) return s;
+  RETURN_IF_ERROR(calls.plan(*request, &response));
   calls.print(response, FormatPlan(response));
   if (o.svg.empty()) return absl::OkStatus();
   return WriteSvgFile(o.svg, svg::DrawPlanSvg(response));
@@ -317,20 +316,19 @@ absl::Status RunPlan(const CommandLine& cl, const PlanCalls& calls) {
 
 absl::Status RunReplan(const CommandLine& cl, const PlanCalls& calls) {
   const CliOptions& o = cl.options;
-  absl::StatusOr<std::string> text = ReadTextFile(o.plan);
-  if (!text.ok()) return text.status();
-  absl::StatusOr<pb::ReplanRequest> request =
-      BuildReplanRequest(*text, o.plan, o.fail, o.join,
-                         cl.IsSet("tolerance") ? std::optional<double>(o.tolerance) : std::nullopt);
-  if (!request.ok()) return request.status();
+  ASSIGN_OR_RETURN(std::string text, ReadTextFile(o.plan));
+  ASSIGN_OR_RETURN(pb::ReplanRequest request,
+                   BuildReplanRequest(
+                       text, o.plan, o.fail, o.join,
+                       cl.IsSet("tolerance") ? std::optional<double>(o.tolerance) : std::nullopt));
   if (cl.IsSet("fault_tolerance"))
-    request->mutable_request()->set_fault_tolerance(o.fault_tolerance);
-  if (cl.IsSet("horizon_iterations")) request->set_horizon_iterations(o.horizon_iterations);
+    request.mutable_request()->set_fault_tolerance(o.fault_tolerance);
+  if (cl.IsSet("horizon_iterations")) request.set_horizon_iterations(o.horizon_iterations);
   pb::ReplanResponse response;
-  if (absl::Status s = calls.replan(*request, &response); !s.ok()) return s;
+  RETURN_IF_ERROR(calls.replan(request, &response));
   calls.print(response, FormatReplan(response));
   if (o.svg.empty()) return absl::OkStatus();
-  return WriteSvgFile(o.svg, svg::DrawReplanSvg(request->request(), request->plan(), response));
+  return WriteSvgFile(o.svg, svg::DrawReplanSvg(request.request(), request.plan(), response));
 }
 
 }  // namespace oobleck::client

@@ -10,6 +10,7 @@
 #include "client/requests.h"
 #include "client/svg/plan_picture.h"
 #include "client/svg/schedule_picture.h"
+#include "core/status_macros.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -78,44 +79,40 @@ absl::StatusOr<std::string> RenderAnswer(const std::string& answer_json, const s
   }
   if (kind == "templates") {
     pb::PlanTemplatesResponse templates;
-    if (absl::Status s = ParseJson(answer_json, source, &templates); !s.ok()) return s;
+    RETURN_IF_ERROR(ParseJson(answer_json, source, &templates));
     svg::ScheduleOptions options;
     options.microbatches = microbatches;
     return svg::DrawTemplatesSvg(templates, options);
   }
   if (kind == "plan") {
     pb::PlanResponse plan;
-    if (absl::Status s = ParseJson(answer_json, source, &plan); !s.ok()) return s;
+    RETURN_IF_ERROR(ParseJson(answer_json, source, &plan));
     return svg::DrawPlanSvg(plan);
   }
   pb::ReplanResponse replan;
-  if (absl::Status s = ParseJson(answer_json, source, &replan); !s.ok()) return s;
+  RETURN_IF_ERROR(ParseJson(answer_json, source, &replan));
   if (!old_plan_json.has_value()) {
     return absl::InvalidArgumentError(
         absl::StrCat(source,
                      " is a replan answer: pass --plan OLD.json, the plan it started from, to "
                      "draw it before and after"));
   }
-  absl::StatusOr<pb::ReplanRequest> old =
-      BuildReplanRequest(*old_plan_json, old_source, {}, {}, std::nullopt);
-  if (!old.ok()) return old.status();
-  return svg::DrawReplanSvg(old->request(), old->plan(), replan);
+  ASSIGN_OR_RETURN(pb::ReplanRequest old,
+                   BuildReplanRequest(*old_plan_json, old_source, {}, {}, std::nullopt));
+  return svg::DrawReplanSvg(old.request(), old.plan(), replan);
 }
 
 absl::Status RunRender(const CommandLine& cl) {
   const CliOptions& o = cl.options;
   const std::string& source = cl.args[0];
-  absl::StatusOr<std::string> answer = ReadTextFile(source);
-  if (!answer.ok()) return answer.status();
+  ASSIGN_OR_RETURN(std::string answer, ReadTextFile(source));
   std::optional<std::string> old_plan;
   if (!o.plan.empty()) {
-    absl::StatusOr<std::string> text = ReadTextFile(o.plan);
-    if (!text.ok()) return text.status();
-    old_plan = *std::move(text);
+    ASSIGN_OR_RETURN(std::string text, ReadTextFile(o.plan));
+    old_plan = std::move(text);
   }
-  absl::StatusOr<std::string> svg = RenderAnswer(*answer, source, old_plan, o.plan, o.microbatches);
-  if (!svg.ok()) return svg.status();
-  return WriteSvgFile(o.svg.empty() ? "-" : o.svg, *svg);
+  ASSIGN_OR_RETURN(std::string svg, RenderAnswer(answer, source, old_plan, o.plan, o.microbatches));
+  return WriteSvgFile(o.svg.empty() ? "-" : o.svg, svg);
 }
 
 }  // namespace oobleck::client

@@ -1,9 +1,7 @@
 #include "client/requests.h"
 
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
@@ -11,15 +9,17 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "core/file_reader.h"
+#include "core/status_macros.h"
 
 namespace oobleck::client {
 absl::StatusOr<std::string> ReadTextFile(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path.string()));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(absl::StrCat("cannot read ", path.string()));
-  return text.str();
+  absl::StatusOr<std::string> text = ReadRegularFile(path);
+  // The CLI's words for a file it cannot open (docs/ERRORS.md).
+  if (text.status().code() == absl::StatusCode::kNotFound) {
+    return absl::NotFoundError(absl::StrCat("cannot open ", path.string()));
+  }
+  return text;
 }
 
 namespace {
@@ -86,16 +86,13 @@ absl::StatusOr<ProfileDirFiles> ReadProfileDir(const std::string& dir, int micro
     out.microbatch_size = found.begin()->first;
   }
   const std::filesystem::path base(dir);
-  absl::StatusOr<std::string> mb =
-      ReadTextFile(base / absl::StrCat("mb", out.microbatch_size, ".json"));
-  if (!mb.ok()) return mb.status();
-  absl::StatusOr<std::string> in_node = ReadTextFile(base / "allreduce_in_node.json");
-  if (!in_node.ok()) return in_node.status();
-  absl::StatusOr<std::string> across = ReadTextFile(base / "allreduce_across_nodes.json");
-  if (!across.ok()) return across.status();
-  out.files.set_mb_json(*std::move(mb));
-  out.files.set_allreduce_in_node_json(*std::move(in_node));
-  out.files.set_allreduce_across_nodes_json(*std::move(across));
+  ASSIGN_OR_RETURN(std::string mb,
+                   ReadTextFile(base / absl::StrCat("mb", out.microbatch_size, ".json")));
+  ASSIGN_OR_RETURN(std::string in_node, ReadTextFile(base / "allreduce_in_node.json"));
+  ASSIGN_OR_RETURN(std::string across, ReadTextFile(base / "allreduce_across_nodes.json"));
+  out.files.set_mb_json(std::move(mb));
+  out.files.set_allreduce_in_node_json(std::move(in_node));
+  out.files.set_allreduce_across_nodes_json(std::move(across));
   return out;
 }
 

@@ -12,8 +12,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "nlohmann/json.hpp"
 #include "core/file_reader.h"
+#include "core/status_macros.h"
+#include "nlohmann/json.hpp"
 
 namespace oobleck {
 namespace {
@@ -97,24 +98,22 @@ absl::StatusOr<ClusterFileGpuType> ParseGpuType(const std::string& name, const J
                                                 const std::string& base_dir) {
   const std::string path = absl::StrCat("gpu_types.", name);
   if (!value.is_object()) return Invalid(path, "must be an object", value);
-  absl::Status keys = CheckKeys(
-      value, path, {"memory_gib", "intra_node_bytes_per_s", "profile", "relative_speed", "note"});
-  if (!keys.ok()) return keys;
+  RETURN_IF_ERROR(CheckKeys(
+      value, path, {"memory_gib", "intra_node_bytes_per_s", "profile", "relative_speed", "note"}));
 
   ClusterFileGpuType gpu;
   gpu.name = name;
   if (!value.contains("memory_gib")) return Missing(Join(path, "memory_gib"));
-  absl::StatusOr<double> memory_gib = PositiveNumber(value["memory_gib"], Join(path, "memory_gib"));
-  if (!memory_gib.ok()) return memory_gib.status();
-  gpu.memory_bytes = *memory_gib * static_cast<double>(1ULL << 30);
+  ASSIGN_OR_RETURN(double memory_gib,
+                   PositiveNumber(value["memory_gib"], Join(path, "memory_gib")));
+  gpu.memory_bytes = memory_gib * static_cast<double>(1ULL << 30);
 
   if (!value.contains("intra_node_bytes_per_s")) {
     return Missing(Join(path, "intra_node_bytes_per_s"));
   }
-  absl::StatusOr<double> intra =
-      PositiveNumber(value["intra_node_bytes_per_s"], Join(path, "intra_node_bytes_per_s"));
-  if (!intra.ok()) return intra.status();
-  gpu.intra_node_bytes_per_s = *intra;
+  ASSIGN_OR_RETURN(double intra, PositiveNumber(value["intra_node_bytes_per_s"],
+                                                Join(path, "intra_node_bytes_per_s")));
+  gpu.intra_node_bytes_per_s = intra;
 
   const bool has_profile = value.contains("profile");
   const bool has_speed = value.contains("relative_speed");
@@ -126,14 +125,12 @@ absl::StatusOr<ClusterFileGpuType> ParseGpuType(const std::string& name, const J
                      has_profile ? " (got both)" : " (got neither)"));
   }
   if (has_profile) {
-    absl::StatusOr<std::string> dir = NonEmptyString(value["profile"], Join(path, "profile"));
-    if (!dir.ok()) return dir.status();
-    gpu.profile_dir = ResolvePath(*dir, base_dir);
+    ASSIGN_OR_RETURN(std::string dir, NonEmptyString(value["profile"], Join(path, "profile")));
+    gpu.profile_dir = ResolvePath(dir, base_dir);
   } else {
-    absl::StatusOr<double> speed =
-        PositiveNumber(value["relative_speed"], Join(path, "relative_speed"));
-    if (!speed.ok()) return speed.status();
-    gpu.relative_speed = *speed;
+    ASSIGN_OR_RETURN(double speed,
+                     PositiveNumber(value["relative_speed"], Join(path, "relative_speed")));
+    gpu.relative_speed = speed;
   }
   return gpu;
 }
@@ -142,8 +139,7 @@ absl::StatusOr<ClusterFileNodeGroup> ParseNodeGroup(int index, const Json& value
                                                     const ClusterFile& file) {
   const std::string path = absl::StrCat("node_groups[", index, "]");
   if (!value.is_object()) return Invalid(path, "must be an object", value);
-  absl::Status keys = CheckKeys(value, path, {"gpu", "nodes", "gpus_per_node", "node_ids", "note"});
-  if (!keys.ok()) return keys;
+  RETURN_IF_ERROR(CheckKeys(value, path, {"gpu", "nodes", "gpus_per_node", "node_ids", "note"}));
 
   ClusterFileNodeGroup group;
   if (!value.contains("gpu")) return Missing(Join(path, "gpu"));
@@ -161,9 +157,8 @@ absl::StatusOr<ClusterFileNodeGroup> ParseNodeGroup(int index, const Json& value
   for (auto [key, out] : {std::pair<const char*, int*>{"nodes", &group.nodes},
                           std::pair<const char*, int*>{"gpus_per_node", &group.gpus_per_node}}) {
     if (!value.contains(key)) return Missing(Join(path, key));
-    absl::StatusOr<int> n = PositiveInt(value[key], Join(path, key));
-    if (!n.ok()) return n.status();
-    *out = *n;
+    ASSIGN_OR_RETURN(int n, PositiveInt(value[key], Join(path, key)));
+    *out = n;
   }
 
   if (value.contains("node_ids")) {
@@ -176,9 +171,8 @@ absl::StatusOr<ClusterFileNodeGroup> ParseNodeGroup(int index, const Json& value
                                                      " ids)"));
     }
     for (size_t i = 0; i < ids.size(); ++i) {
-      absl::StatusOr<std::string> id = NonEmptyString(ids[i], absl::StrCat(ids_path, "[", i, "]"));
-      if (!id.ok()) return id.status();
-      group.node_ids.push_back(*id);
+      ASSIGN_OR_RETURN(std::string id, NonEmptyString(ids[i], absl::StrCat(ids_path, "[", i, "]")));
+      group.node_ids.push_back(id);
     }
   }
   return group;
@@ -187,9 +181,8 @@ absl::StatusOr<ClusterFileNodeGroup> ParseNodeGroup(int index, const Json& value
 // Reads the optional top-level number `key` into *out.
 absl::Status OptionalPositive(const Json& root, const char* key, double* out) {
   if (!root.contains(key)) return absl::OkStatus();
-  absl::StatusOr<double> v = PositiveNumber(root[key], key);
-  if (!v.ok()) return v.status();
-  *out = *v;
+  ASSIGN_OR_RETURN(double v, PositiveNumber(root[key], key));
+  *out = v;
   return absl::OkStatus();
 }
 
@@ -247,12 +240,11 @@ absl::StatusOr<ClusterFile> ParseClusterFile(std::string_view json, const std::s
     return absl::InvalidArgumentError(absl::StrCat("not valid JSON: ", e.what()));
   }
   if (!root.is_object()) return Invalid("the cluster file", "must be a JSON object", root);
-  absl::Status keys = CheckKeys(
+  RETURN_IF_ERROR(CheckKeys(
       root, "",
       {"name", "note", "model", "profile", "profile_measured_on", "microbatch_size",
        "microbatches_per_pipeline", "inter_node_bytes_per_s", "optimizer_state_multiplier",
-       "missing_allreduce_in_node", "gpu_types", "node_groups"});
-  if (!keys.ok()) return keys;
+       "missing_allreduce_in_node", "gpu_types", "node_groups"}));
 
   ClusterFile file;
   if (root.contains("name")) {
@@ -272,10 +264,9 @@ absl::StatusOr<ClusterFile> ParseClusterFile(std::string_view json, const std::s
   }
   // Optional: a client may supply M itself (oobleck-plan --microbatches).
   if (root.contains("microbatches_per_pipeline")) {
-    absl::StatusOr<int> m =
-        PositiveInt(root["microbatches_per_pipeline"], "microbatches_per_pipeline");
-    if (!m.ok()) return m.status();
-    file.microbatches_per_pipeline = *m;
+    ASSIGN_OR_RETURN(int m,
+                     PositiveInt(root["microbatches_per_pipeline"], "microbatches_per_pipeline"));
+    file.microbatches_per_pipeline = m;
   }
   if (!root.contains("inter_node_bytes_per_s")) return Missing("inter_node_bytes_per_s");
   absl::Status s = OptionalPositive(root, "inter_node_bytes_per_s", &file.inter_node_bytes_per_s);
@@ -292,15 +283,13 @@ absl::StatusOr<ClusterFile> ParseClusterFile(std::string_view json, const std::s
   }
 
   if (root.contains("profile")) {
-    absl::StatusOr<std::string> dir = NonEmptyString(root["profile"], "profile");
-    if (!dir.ok()) return dir.status();
-    file.profile_dir = ResolvePath(*dir, base_dir);
+    ASSIGN_OR_RETURN(std::string dir, NonEmptyString(root["profile"], "profile"));
+    file.profile_dir = ResolvePath(dir, base_dir);
   }
   if (root.contains("profile_measured_on")) {
-    absl::StatusOr<std::string> on =
-        NonEmptyString(root["profile_measured_on"], "profile_measured_on");
-    if (!on.ok()) return on.status();
-    file.profile_measured_on = *on;
+    ASSIGN_OR_RETURN(std::string on,
+                     NonEmptyString(root["profile_measured_on"], "profile_measured_on"));
+    file.profile_measured_on = on;
   }
   // The top-level profile is stored under profile_measured_on, so one needs the other.
   if (!file.profile_dir.empty() && file.profile_measured_on.empty()) {
@@ -322,22 +311,21 @@ absl::StatusOr<ClusterFile> ParseClusterFile(std::string_view json, const std::s
   }
   // nlohmann's object is an ordered std::map, so gpu_types come out sorted by name.
   for (const auto& [name, value] : gpu_types.items()) {
-    absl::StatusOr<ClusterFileGpuType> gpu = ParseGpuType(name, value, base_dir);
-    if (!gpu.ok()) return gpu.status();
-    if (gpu->relative_speed > 0 && file.profile_dir.empty()) {
+    ASSIGN_OR_RETURN(ClusterFileGpuType gpu, ParseGpuType(name, value, base_dir));
+    if (gpu.relative_speed > 0 && file.profile_dir.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat("gpu_types.", name,
                        ".relative_speed needs the top-level \"profile\" and "
                        "\"profile_measured_on\" (the measured profile it is derived from)"));
     }
-    if (!gpu->profile_dir.empty() && name == file.profile_measured_on &&
-        gpu->profile_dir != file.profile_dir) {
+    if (!gpu.profile_dir.empty() && name == file.profile_measured_on &&
+        gpu.profile_dir != file.profile_dir) {
       return absl::InvalidArgumentError(
-          absl::StrCat("gpu_types.", name, ".profile \"", gpu->profile_dir,
+          absl::StrCat("gpu_types.", name, ".profile \"", gpu.profile_dir,
                        "\" conflicts with the top-level profile \"", file.profile_dir,
                        "\", which is also measured on ", name));
     }
-    file.gpu_types.push_back(std::move(*gpu));
+    file.gpu_types.push_back(std::move(gpu));
   }
 
   if (!root.contains("node_groups")) return Missing("node_groups");
@@ -375,12 +363,11 @@ absl::StatusOr<ClusterFile> ParseClusterFile(std::string_view json, const std::s
 }
 
 absl::StatusOr<ClusterFile> LoadClusterFile(const std::string& path) {
-  absl::StatusOr<std::string> text =
-      ReadRegularFile(path, absl::StrCat("cluster file \"", path, "\""));
-  if (!text.ok()) return text.status();
+  ASSIGN_OR_RETURN(std::string text,
+                   ReadRegularFile(path, absl::StrCat("cluster file \"", path, "\"")));
 
   const std::filesystem::path file_path = std::filesystem::absolute(path);
-  absl::StatusOr<ClusterFile> file = ParseClusterFile(*text, file_path.parent_path().string());
+  absl::StatusOr<ClusterFile> file = ParseClusterFile(text, file_path.parent_path().string());
   if (!file.ok()) {
     return absl::Status(file.status().code(), absl::StrCat(path, ": ", file.status().message()));
   }

@@ -1,4 +1,4 @@
-// The cluster file format of shared/data/README.md ("ditto" clusters), read unchanged.
+// The cluster file format of docs/CLUSTER_FILE.md ("ditto" clusters), read unchanged.
 #ifndef OOBLECK_CORE_CLUSTER_FILE_H_
 #define OOBLECK_CORE_CLUSTER_FILE_H_
 
@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/cluster.h"
+#include "core/cost_model.h"
 
 namespace oobleck {
 
@@ -34,7 +35,7 @@ struct ClusterFile {
   int microbatch_size = 1;
   int microbatches_per_pipeline = 0;  // M
   double inter_node_bytes_per_s = 0;
-  double optimizer_state_multiplier = 6;
+  double optimizer_state_multiplier = kDefaultOptimizerStateMultiplier;
   bool missing_allreduce_ring = false;  // "missing_allreduce_in_node": "ring"
   std::vector<ClusterFileGpuType> gpu_types;  // sorted by name
   std::vector<ClusterFileNodeGroup> node_groups;

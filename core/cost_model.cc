@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/status_macros.h"
 
 namespace oobleck {
 namespace {
@@ -83,9 +84,8 @@ absl::Status CostModel::CheckFinite(const PlanningProblem& problem, const CostMo
       forward = std::max(forward, tables.forward_prefix[i][L]);
       backward = std::max(backward, tables.backward_prefix[i][L]);
     }
-    absl::Status s = CheckFiniteCosts(problem, static_cast<int>(t), forward, backward,
-                                      tables.param_prefix[L], largest_boundary);
-    if (!s.ok()) return s;
+    RETURN_IF_ERROR(CheckFiniteCosts(problem, static_cast<int>(t), forward, backward,
+                                     tables.param_prefix[L], largest_boundary));
   }
   return absl::OkStatus();
 }
@@ -176,7 +176,7 @@ absl::StatusOr<CostModel> CostModel::Create(PlanningProblem problem) {
           tables.activation_prefix[l] + profile.layers[l].activation_bytes;
     }
   }
-  if (absl::Status finite = CheckFinite(problem, model); !finite.ok()) return finite;
+  RETURN_IF_ERROR(CheckFinite(problem, model));
   model.problem_ = std::move(problem);
   model.problem_key_ = model.problem_.CacheKey();
   if (model.kind() == CostModelKind::kOneFOneB) {

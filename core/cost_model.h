@@ -27,6 +27,10 @@ enum class MissingAllreduce {
 };
 
 // Everything a template search depends on except the mix. Value type.
+// Optimizer-state bytes per parameter byte when a request gives none (Oobleck's figure: Adam
+// keeps fp32 master weights and two moments beside fp16 weights).
+inline constexpr double kDefaultOptimizerStateMultiplier = 6;
+
 struct PlanningProblem {
   std::vector<NodeType> node_types;
   // profiles[i]: layer costs for node_types[i] (already derived where applicable).
@@ -36,7 +40,7 @@ struct PlanningProblem {
   double inter_node_bytes_per_s = 0;
   CostModelKind cost_model = CostModelKind::kOneFOneB;
   int microbatches = 0;  // M; 0 = not given (allowed for oobleck-sosp23 only)
-  double optimizer_state_multiplier = 6;
+  double optimizer_state_multiplier = kDefaultOptimizerStateMultiplier;
   MissingAllreduce missing_allreduce = MissingAllreduce::kSkipSize;
 
   // Content key of everything above (profile fingerprints, types, model, M, ...). A new

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <utility>
 
+#include "core/status_macros.h"
+
 namespace oobleck {
 namespace {
 
@@ -47,36 +49,21 @@ int64_t ModelBytes(const CostModel& model) {
 
 }  // namespace
 
-CostModelCache::CostModelCache(int64_t capacity_bytes) : capacity_bytes_(capacity_bytes) {}
+CostModelCache::CostModelCache(int64_t capacity_bytes) : lru_(capacity_bytes) {}
 
 std::shared_ptr<const void> CostModelCache::Find(const std::string& key) {
   absl::MutexLock lock(&mu_);
-  auto it = index_.find(key);
-  if (it == index_.end()) {
-    ++stats_.misses;
-    return nullptr;
-  }
-  ++stats_.hits;
-  lru_.splice(lru_.begin(), lru_, it->second);
-  return it->second->value;
+  const Cached* hit = lru_.Find(key);
+  return hit != nullptr ? hit->value : nullptr;
 }
 
 std::shared_ptr<const void> CostModelCache::Insert(Entry entry) {
-  entry.bytes += 2 * static_cast<int64_t>(entry.key.size()) + 64;
+  const int64_t bytes = entry.bytes + 2 * static_cast<int64_t>(entry.key.size()) + 64;
   absl::MutexLock lock(&mu_);
-  if (auto it = index_.find(entry.key); it != index_.end()) return it->second->value;
-  if (entry.bytes > capacity_bytes_) return entry.value;  // would evict everything
-  std::shared_ptr<const void> value = entry.value;
-  stats_.bytes += entry.bytes;
-  lru_.push_front(std::move(entry));
-  index_[lru_.front().key] = lru_.begin();
-  while (stats_.bytes > capacity_bytes_ && !lru_.empty()) {
-    stats_.bytes -= lru_.back().bytes;
-    index_.erase(lru_.back().key);
-    lru_.pop_back();
-  }
-  stats_.entries = static_cast<int64_t>(lru_.size());
-  return value;
+  // An equal value another thread inserted first wins; one too large is not cached.
+  const Cached* cached = lru_.Insert(entry.key, {entry.value, std::move(entry.measured)}, bytes,
+                                     ByteLru<Cached>::OnExisting::kKeep);
+  return cached != nullptr ? cached->value : entry.value;
 }
 
 std::shared_ptr<const ModelProfile> CostModelCache::Derive(
@@ -117,9 +104,8 @@ absl::StatusOr<std::shared_ptr<const CostModel>> CostModelCache::Create(Planning
   if (std::shared_ptr<const void> hit = Find(key)) {
     return std::static_pointer_cast<const CostModel>(hit);
   }
-  absl::StatusOr<CostModel> model = CostModel::Create(std::move(problem));
-  if (!model.ok()) return model.status();
-  auto built = std::make_shared<const CostModel>(*std::move(model));
+  ASSIGN_OR_RETURN(CostModel model, CostModel::Create(std::move(problem)));
+  auto built = std::make_shared<const CostModel>(std::move(model));
   const int64_t bytes = ModelBytes(*built);
   Entry entry{std::move(key), built, nullptr, bytes};
   return std::static_pointer_cast<const CostModel>(Insert(std::move(entry)));
@@ -127,7 +113,8 @@ absl::StatusOr<std::shared_ptr<const CostModel>> CostModelCache::Create(Planning
 
 CostModelCache::Stats CostModelCache::stats() const {
   absl::MutexLock lock(&mu_);
-  return stats_;
+  const CacheStats lru = lru_.stats();
+  return {lru.hits, lru.misses, lru.entries, lru.bytes};
 }
 
 }  // namespace oobleck

@@ -5,13 +5,12 @@
 #define OOBLECK_CORE_MODEL_CACHE_H_
 
 #include <cstdint>
-#include <list>
 #include <memory>
 #include <string>
-#include <unordered_map>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "core/byte_lru.h"
 #include "core/cost_model.h"
 #include "core/profile.h"
 
@@ -52,16 +51,17 @@ class CostModelCache {
     std::shared_ptr<const ModelProfile> measured;  // keeps a derived profile's source alive
     int64_t bytes = 0;
   };
+  struct Cached {
+    std::shared_ptr<const void> value;
+    std::shared_ptr<const ModelProfile> measured;
+  };
   std::shared_ptr<const void> Find(const std::string& key);
   // Returns the value now cached under `key` (an equal one another thread inserted first
   // wins, so every caller shares one object).
   std::shared_ptr<const void> Insert(Entry entry);
 
   mutable absl::Mutex mu_;
-  const int64_t capacity_bytes_;
-  std::list<Entry> lru_ ABSL_GUARDED_BY(mu_);  // front = most recent
-  std::unordered_map<std::string, std::list<Entry>::iterator> index_ ABSL_GUARDED_BY(mu_);
-  Stats stats_ ABSL_GUARDED_BY(mu_);
+  ByteLru<Cached> lru_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace oobleck

@@ -8,6 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/field_path.h"
+#include "core/status_macros.h"
 #include "tbb/parallel_for.h"
 #include "tbb/task_arena.h"
 
@@ -171,24 +173,29 @@ absl::Status ValidateNodes(const CostModel& model, const std::vector<ClusterNode
 
 absl::Status ValidateFaultTolerance(int fault_tolerance) {
   if (fault_tolerance < 0 || fault_tolerance > kMaxFaultTolerance) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("fault_tolerance must be in [0, %d] (a plan of at most %d nodes has at "
-                        "most that many pipelines, minus one; got %d)",
-                        kMaxFaultTolerance, kMaxClusterNodes, fault_tolerance));
+    return InvalidField("fault_tolerance",
+                        absl::StrFormat(" must be in [0, %d] (a plan of at most %d nodes has at "
+                                        "most that many pipelines, minus one; got %d)",
+                                        kMaxFaultTolerance, kMaxClusterNodes, fault_tolerance));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateLimits(const PipelineSizeLimits& limits) {
+  if (limits.min_nodes < 0) {
+    return InvalidField("min_nodes_per_pipeline",
+                        absl::StrCat(" must be >= 0 (got ", limits.min_nodes, ")"));
+  }
+  if (limits.max_nodes < 0) {
+    return InvalidField("max_nodes_per_pipeline",
+                        absl::StrCat(" must be >= 0 (got ", limits.max_nodes, ")"));
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<PipelineSizeLimits> ResolveLimits(const PipelineSizeLimits& limits,
                                                  int total_nodes) {
-  if (limits.min_nodes < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("min_nodes_per_pipeline must be >= 0 (got ", limits.min_nodes, ")"));
-  }
-  if (limits.max_nodes < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_nodes_per_pipeline must be >= 0 (got ", limits.max_nodes, ")"));
-  }
+  RETURN_IF_ERROR(ValidateLimits(limits));
   PipelineSizeLimits out;
   out.min_nodes = std::max(1, limits.min_nodes);
   if (out.min_nodes > total_nodes) {
@@ -298,11 +305,10 @@ absl::StatusOr<TemplateSet> PlanTemplateSet(TemplatePlanner& planner, const Cost
   for (const std::vector<size_t>& group : TemplateSearchGroups(set.mixes)) {
     std::vector<NodeMix> mixes;
     for (size_t i : group) mixes.push_back(set.mixes[i]);
-    absl::StatusOr<std::vector<PlannedMix>> planned = planner.PlanTemplates(model, mixes, options);
-    if (!planned.ok()) return planned.status();
+    ASSIGN_OR_RETURN(std::vector<PlannedMix> planned, planner.PlanTemplates(model, mixes, options));
     for (size_t k = 0; k < group.size(); ++k) {
-      set.from_cache += (*planned)[k].cache_hit ? 1 : 0;
-      set.results[group[k]] = std::move((*planned)[k].result);
+      set.from_cache += (planned)[k].cache_hit ? 1 : 0;
+      set.results[group[k]] = std::move((planned)[k].result);
     }
   }
   return set;
@@ -324,7 +330,7 @@ std::vector<PipelineShape> FeasibleShapes(const CostModel& model, const Template
 
 absl::StatusOr<ClusterPlan> EvaluatePlan(const CostModel& model,
                                          const std::vector<ClusterNode>& nodes, ClusterPlan plan) {
-  if (absl::Status s = ValidateNodes(model, nodes); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateNodes(model, nodes));
   std::map<std::string, int> type_of;
   for (const ClusterNode& node : nodes) type_of[node.id] = node.type;
   if (plan.pipelines.empty()) return absl::InvalidArgumentError("pipelines must not be empty");
@@ -407,8 +413,8 @@ absl::StatusOr<PlanResult> ClusterPlanner::Plan(const CostModel& model,
                                                 const std::vector<ClusterNode>& nodes,
                                                 const std::vector<int>& global_batches,
                                                 const PlanOptions& options) const {
-  if (absl::Status s = ValidateNodes(model, nodes); !s.ok()) return s;
-  if (absl::Status s = ValidateFaultTolerance(options.fault_tolerance); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateNodes(model, nodes));
+  RETURN_IF_ERROR(ValidateFaultTolerance(options.fault_tolerance));
   if (global_batches.empty()) {
     return absl::InvalidArgumentError("global_batch must list at least one size");
   }
@@ -430,18 +436,17 @@ absl::StatusOr<PlanResult> ClusterPlanner::Plan(const CostModel& model,
   for (const ClusterNode& node : nodes) ++counts[node.type];
   absl::StatusOr<PipelineSizeLimits> limits = ResolveLimits(options.limits, N);
   if (!limits.ok()) return limits.status();
-  absl::StatusOr<TemplateSet> set =
-      PlanTemplateSet(*templates_, model, counts, *limits, options.search);
-  if (!set.ok()) return set.status();
-  const std::vector<PipelineShape> shapes = FeasibleShapes(model, *set, *limits);
+  ASSIGN_OR_RETURN(TemplateSet set,
+                   PlanTemplateSet(*templates_, model, counts, *limits, options.search));
+  const std::vector<PipelineShape> shapes = FeasibleShapes(model, set, *limits);
   const std::vector<std::string> type_reasons =
-      UnusableTypeReasons(model, *set, shapes, counts, *limits);
+      UnusableTypeReasons(model, set, shapes, counts, *limits);
   const std::vector<double> allreduce_ms = CrossPipelineAllreduceMs(model, N);
 
   PlanResult result;
   result.limits = *limits;
-  result.mixes_planned = static_cast<int>(set->mixes.size());
-  result.mixes_from_cache = set->from_cache;
+  result.mixes_planned = static_cast<int>(set.mixes.size());
+  result.mixes_from_cache = set.from_cache;
   result.sizes.resize(global_batches.size());
   auto plan_one = [&](size_t i) {
     BatchSizePlan& out = result.sizes[i];
@@ -470,7 +475,7 @@ absl::StatusOr<PlanResult> ClusterPlanner::Plan(const CostModel& model,
       out.optimality_gap = solution->optimality_gap;
     }
     DataParallelEstimate dp =
-        DataParallel(model, *set, nodes, counts, allreduce_ms, out.global_batch);
+        DataParallel(model, set, nodes, counts, allreduce_ms, out.global_batch);
     out.data_parallel_ms = dp.ms;
     out.data_parallel_unavailable = dp.unavailable;
     if (out.status.ok() && dp.ms.has_value() && out.plan.iteration_time_ms > 0) {

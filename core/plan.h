@@ -101,7 +101,8 @@ struct PlanResult {
 
 // The f-failure guarantee: f >= 0, a plan has at least f + 1 pipelines.
 inline constexpr int kMaxFaultTolerance = kMaxClusterNodes - 1;
-// "fault_tolerance must be in [0, 4095] (got -1)"; OK for a valid f.
+// "fault_tolerance must be in [0, 4095] (got -1)"; OK for a valid f. The error carries the
+// field path "fault_tolerance" (core/field_path.h).
 absl::Status ValidateFaultTolerance(int fault_tolerance);
 
 struct PlanOptions {
@@ -164,6 +165,10 @@ class ClusterPlanner {
 };
 
 // ---- building blocks shared with core/replan.cc -----------------------------------------
+
+// min_nodes >= 0 and max_nodes >= 0, whatever the cluster (errors carry the field paths
+// "min_nodes_per_pipeline" / "max_nodes_per_pipeline", core/field_path.h).
+absl::Status ValidateLimits(const PipelineSizeLimits& limits);
 
 // The effective limits for a cluster of `total_nodes` (errors name the field).
 absl::StatusOr<PipelineSizeLimits> ResolveLimits(const PipelineSizeLimits& limits, int total_nodes);

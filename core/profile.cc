@@ -6,11 +6,12 @@
 #include <regex>
 #include <set>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/numbers.h"
 #include "core/file_reader.h"
 #include "core/fnv1a.h"
+#include "core/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace oobleck {
@@ -95,14 +96,13 @@ absl::StatusOr<double> NonNegative(const json& v, const std::string& where) {
 absl::Status ParseAllreduce(std::string_view text, const std::string& file, size_t num_layers,
                             std::map<int, double> LayerProfile::*field,
                             std::vector<LayerProfile>& layers) {
-  auto doc = ParseJson(text, file);
-  if (!doc.ok()) return doc.status();
-  if (doc->size() != num_layers) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: has %d layers but the mb file has %d", file, doc->size(), num_layers));
+  ASSIGN_OR_RETURN(auto doc, ParseJson(text, file));
+  if (doc.size() != num_layers) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: has %d layers but the mb file has %d", file, doc.size(), num_layers));
   }
   for (size_t l = 0; l < num_layers; ++l) {
-    const json& entry = (*doc)[l];
+    const json& entry = (doc)[l];
     if (!entry.is_object()) {
       return absl::InvalidArgumentError(
           absl::StrFormat("%s: layer %d must be an object {\"<count>\": ms}", file, l));
@@ -113,9 +113,9 @@ absl::Status ParseAllreduce(std::string_view text, const std::string& file, size
         return absl::InvalidArgumentError(absl::StrFormat(
             "%s: layer %d has a key that is not a positive integer count", file, l));
       }
-      auto ms = NonNegative(value, absl::StrFormat("%s: layer %d key \"%d\"", file, l, count));
-      if (!ms.ok()) return ms.status();
-      (layers[l].*field)[count] = *ms;
+      ASSIGN_OR_RETURN(
+          auto ms, NonNegative(value, absl::StrFormat("%s: layer %d key \"%d\"", file, l, count)));
+      (layers[l].*field)[count] = ms;
     }
   }
   return absl::OkStatus();
@@ -238,12 +238,11 @@ absl::StatusOr<std::vector<LayerProfile>> ParseOobleckProfile(
     std::string_view allreduce_across_nodes_json, std::string_view source_view) {
   const std::string source(source_view);
   const std::string mb_file = absl::StrCat(source, "/mb<m>.json");
-  auto mb = ParseJson(mb_json, mb_file);
-  if (!mb.ok()) return mb.status();
-  if (mb->empty()) return absl::InvalidArgumentError(absl::StrCat(mb_file, ": has no layers"));
-  std::vector<LayerProfile> layers(mb->size());
-  for (size_t l = 0; l < mb->size(); ++l) {
-    const json& entry = (*mb)[l];
+  ASSIGN_OR_RETURN(auto mb, ParseJson(mb_json, mb_file));
+  if (mb.empty()) return absl::InvalidArgumentError(absl::StrCat(mb_file, ": has no layers"));
+  std::vector<LayerProfile> layers(mb.size());
+  for (size_t l = 0; l < mb.size(); ++l) {
+    const json& entry = (mb)[l];
     if (!entry.is_object()) {
       return absl::InvalidArgumentError(absl::StrFormat("%s: layer %d must be an object", mb_file, l));
     }
@@ -253,25 +252,27 @@ absl::StatusOr<std::vector<LayerProfile>> ParseOobleckProfile(
             absl::StrFormat("%s: layer %d lacks key \"%s\"", mb_file, l, key));
       }
     }
-    auto fwd = NonNegative(entry["forward"], absl::StrFormat("%s: layer %d \"forward\"", mb_file, l));
-    if (!fwd.ok()) return fwd.status();
-    auto bwd =
-        NonNegative(entry["backward"], absl::StrFormat("%s: layer %d \"backward\"", mb_file, l));
-    if (!bwd.ok()) return bwd.status();
+    ASSIGN_OR_RETURN(
+        auto fwd,
+        NonNegative(entry["forward"], absl::StrFormat("%s: layer %d \"forward\"", mb_file, l)));
+    ASSIGN_OR_RETURN(
+        auto bwd,
+        NonNegative(entry["backward"], absl::StrFormat("%s: layer %d \"backward\"", mb_file, l)));
     const json& mem = entry["mem_required"];
     if (!mem.is_array() || mem.size() != 2) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "%s: layer %d \"mem_required\" must be [param_bytes, activation_bytes]", mb_file, l));
     }
-    auto param =
-        NonNegative(mem[0], absl::StrFormat("%s: layer %d \"mem_required\"[0]", mb_file, l));
-    if (!param.ok()) return param.status();
-    auto act = NonNegative(mem[1], absl::StrFormat("%s: layer %d \"mem_required\"[1]", mb_file, l));
-    if (!act.ok()) return act.status();
-    layers[l].forward_ms = *fwd;
-    layers[l].backward_ms = *bwd;
-    layers[l].param_bytes = *param;
-    layers[l].activation_bytes = *act;
+    ASSIGN_OR_RETURN(
+        auto param,
+        NonNegative(mem[0], absl::StrFormat("%s: layer %d \"mem_required\"[0]", mb_file, l)));
+    ASSIGN_OR_RETURN(
+        auto act,
+        NonNegative(mem[1], absl::StrFormat("%s: layer %d \"mem_required\"[1]", mb_file, l)));
+    layers[l].forward_ms = fwd;
+    layers[l].backward_ms = bwd;
+    layers[l].param_bytes = param;
+    layers[l].activation_bytes = act;
   }
   absl::Status s = ParseAllreduce(allreduce_in_node_json,
                                   absl::StrCat(source, "/allreduce_in_node.json"), layers.size(),
@@ -326,23 +327,17 @@ absl::StatusOr<ModelProfile> LoadOobleckProfileDir(const std::string& dir,
     const std::string shown = absl::StrCat(dir, "/", name);
     fs::path path = base / name;
     if (root != nullptr) {
-      absl::StatusOr<fs::path> real = root->Resolve(path, shown);
-      if (!real.ok()) return real.status();
-      path = *std::move(real);
+      ASSIGN_OR_RETURN(fs::path real, root->Resolve(path, shown));
+      path = std::move(real);
     }
     return ReadRegularFile(path, shown);
   };
-  auto mb = read(absl::StrCat("mb", microbatch_size, ".json"));
-  if (!mb.ok()) return mb.status();
-  auto in_node = read("allreduce_in_node.json");
-  if (!in_node.ok()) return in_node.status();
-  auto across = read("allreduce_across_nodes.json");
-  if (!across.ok()) return across.status();
-  auto layers = ParseOobleckProfile(*mb, *in_node, *across, dir);
-  if (!layers.ok()) return layers.status();
-  ModelProfile profile{{model, gpu_type, microbatch_size}, *std::move(layers)};
-  absl::Status s = ValidateProfile(profile);
-  if (!s.ok()) return s;
+  ASSIGN_OR_RETURN(auto mb, read(absl::StrCat("mb", microbatch_size, ".json")));
+  ASSIGN_OR_RETURN(auto in_node, read("allreduce_in_node.json"));
+  ASSIGN_OR_RETURN(auto across, read("allreduce_across_nodes.json"));
+  ASSIGN_OR_RETURN(auto layers, ParseOobleckProfile(mb, in_node, across, dir));
+  ModelProfile profile{{model, gpu_type, microbatch_size}, std::move(layers)};
+  RETURN_IF_ERROR(ValidateProfile(profile));
   return profile;
 }
 

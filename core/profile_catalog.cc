@@ -4,12 +4,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/status_macros.h"
 
 namespace oobleck {
 
 absl::StatusOr<bool> ProfileCatalog::Put(ModelProfile profile, bool replace) {
-  absl::Status s = ValidateProfile(profile);
-  if (!s.ok()) return s;
+  RETURN_IF_ERROR(ValidateProfile(profile));
   absl::MutexLock lock(&mu_);
   auto it = profiles_.find(profile.key);
   const bool exists = it != profiles_.end();

@@ -49,6 +49,9 @@ inline constexpr double kDefaultRestartOverheadS = 5;
 // downtime_s + horizon_iterations * iteration_time.
 inline constexpr double kDefaultHorizonIterations = 1000;
 
+// The deprecated tolerance rule's fraction when a client asks for the rule without a value.
+inline constexpr double kDefaultReplanTolerance = 0.01;
+
 struct ReplanOptions {
   // Deprecated rule, used only when set: plans whose iteration time is within this fraction
   // of the fastest compete on bytes moved, then on pipelines kept intact, and the answer is

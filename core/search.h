@@ -1,4 +1,5 @@
-// Exact template search (docs/ARCHITECTURE.md#search) and the exhaustive checker.
+// Exact template search (docs/ARCHITECTURE.md#search); its brute-force checker is
+// tests/oracles/exhaustive.h.
 #ifndef OOBLECK_CORE_SEARCH_H_
 #define OOBLECK_CORE_SEARCH_H_
 
@@ -50,9 +51,6 @@ absl::StatusOr<std::vector<MixResult>> SearchTemplates(const CostModel& model,
 
 // Why no pipeline over `mix` exists (for mixes the search found infeasible).
 std::string ExplainInfeasible(const CostModel& model, const NodeMix& mix);
-
-// Brute force over every node order, GPU split and layer cut. For tests on small inputs.
-MixResult ExhaustiveSearch(const CostModel& model, const NodeMix& mix);
 
 }  // namespace oobleck
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 #include "tbb/task_arena.h"
 
 namespace oobleck {
@@ -47,9 +48,7 @@ bool FitsModel(const CostModel& model, const NodeMix& mix, const MixResult& r) {
 
 }  // namespace
 
-TemplateCache::TemplateCache(int64_t capacity_bytes) : capacity_bytes_(capacity_bytes) {
-  stats_.capacity_bytes = capacity_bytes;
-}
+TemplateCache::TemplateCache(int64_t capacity_bytes) : lru_(capacity_bytes) {}
 
 std::shared_ptr<const MixResult> TemplateCache::Find(const std::string& key) {
   return FindAll({key})[0];
@@ -60,14 +59,7 @@ std::vector<std::shared_ptr<const MixResult>> TemplateCache::FindAll(
   std::vector<std::shared_ptr<const MixResult>> found(keys.size());
   absl::MutexLock lock(&mu_);
   for (size_t i = 0; i < keys.size(); ++i) {
-    auto it = index_.find(keys[i]);
-    if (it == index_.end()) {
-      ++stats_.misses;
-      continue;
-    }
-    ++stats_.hits;
-    lru_.splice(lru_.begin(), lru_, it->second);
-    found[i] = it->second->value;
+    if (const std::shared_ptr<const MixResult>* hit = lru_.Find(keys[i])) found[i] = *hit;
   }
   return found;
 }
@@ -75,27 +67,13 @@ std::vector<std::shared_ptr<const MixResult>> TemplateCache::FindAll(
 void TemplateCache::Insert(const std::string& key, std::shared_ptr<const MixResult> value) {
   const int64_t bytes = EstimateBytes(key, *value);
   absl::MutexLock lock(&mu_);
-  if (bytes > capacity_bytes_) return;  // would evict everything for one entry
-  if (auto it = index_.find(key); it != index_.end()) {
-    stats_.bytes -= it->second->bytes;
-    lru_.erase(it->second);
-    index_.erase(it);
-  }
-  lru_.push_front({key, std::move(value), bytes});
-  index_[key] = lru_.begin();
-  stats_.bytes += bytes;
-  while (stats_.bytes > capacity_bytes_ && !lru_.empty()) {
-    stats_.bytes -= lru_.back().bytes;
-    index_.erase(lru_.back().key);
-    lru_.pop_back();
-    ++stats_.evictions;
-  }
-  stats_.entries = static_cast<int64_t>(lru_.size());
+  lru_.Insert(key, std::move(value), bytes,
+              ByteLru<std::shared_ptr<const MixResult>>::OnExisting::kReplace);
 }
 
 CacheStats TemplateCache::stats() const {
   absl::MutexLock lock(&mu_);
-  return stats_;
+  return lru_.stats();
 }
 
 TemplatePlanner::TemplatePlanner(TemplateCache* cache, int threads, SharedTemplateStore* shared)
@@ -148,9 +126,8 @@ absl::StatusOr<std::vector<PlannedMix>> TemplatePlanner::PlanTemplates(
   if (missing.empty()) return planned;
   std::shared_ptr<void> admission;  // held until the search is done
   if (options.admit) {
-    absl::StatusOr<std::shared_ptr<void>> admitted = options.admit();
-    if (!admitted.ok()) return admitted.status();
-    admission = *std::move(admitted);
+    ASSIGN_OR_RETURN(std::shared_ptr<void> admitted, options.admit());
+    admission = std::move(admitted);
   }
   absl::StatusOr<std::vector<MixResult>> results;
   if (threads_ > 0) {

@@ -3,26 +3,16 @@
 #define OOBLECK_CORE_TEMPLATE_PLANNER_H_
 
 #include <cstdint>
-#include <list>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "core/byte_lru.h"
 #include "core/search.h"
 
 namespace oobleck {
-
-struct CacheStats {
-  int64_t hits = 0;
-  int64_t misses = 0;
-  int64_t entries = 0;
-  int64_t bytes = 0;
-  int64_t evictions = 0;
-  int64_t capacity_bytes = 0;
-};
 
 // LRU cache of per-mix results keyed by content, bounded in (estimated) bytes.
 class TemplateCache {
@@ -35,16 +25,8 @@ class TemplateCache {
   CacheStats stats() const;
 
  private:
-  struct Entry {
-    std::string key;
-    std::shared_ptr<const MixResult> value;
-    int64_t bytes;
-  };
   mutable absl::Mutex mu_;
-  int64_t capacity_bytes_;
-  std::list<Entry> lru_ ABSL_GUARDED_BY(mu_);  // front = most recent
-  std::unordered_map<std::string, std::list<Entry>::iterator> index_ ABSL_GUARDED_BY(mu_);
-  CacheStats stats_ ABSL_GUARDED_BY(mu_);
+  ByteLru<std::shared_ptr<const MixResult>> lru_ ABSL_GUARDED_BY(mu_);
 };
 
 // A second cache level shared with other processes (the other replicas of the service,

@@ -1,4 +1,4 @@
-// core::ParseClusterFile (shared/data/README.md format) on arbitrary text, and the
+// core::ParseClusterFile (docs/CLUSTER_FILE.md format) on arbitrary text, and the
 // accessors a client calls on what it returns.
 #include <cstddef>
 #include <cstdint>

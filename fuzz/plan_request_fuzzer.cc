@@ -1,7 +1,7 @@
 // The server's PlanTemplates input path on arbitrary requests: size limits, validation and
-// conversion to core's problem (server/plan_request.cc), the cost model's own checks, and
-// for small problems the search itself under a time budget. The input is a serialized
-// PlanTemplatesRequest, or its text format (the seed corpus is written that way).
+// conversion to core's problem (server/templates_request.cc, server/job_request.cc), the cost
+// model's own checks, and for small problems the search itself under a time budget. The input is a
+// serialized PlanTemplatesRequest, or its text format (the seed corpus is written that way).
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
@@ -16,8 +16,8 @@
 #include "core/profile_catalog.h"
 #include "core/search.h"
 #include "oobleck/planner/v1/planner.pb.h"
-#include "server/plan_request.h"
 #include "server/request_limits.h"
+#include "server/templates_request.h"
 
 namespace {
 

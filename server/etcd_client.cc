@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/status_macros.h"
 
 namespace oobleck::server {
 namespace {
@@ -130,12 +131,11 @@ absl::StatusOr<EtcdRange> EtcdClient::RangePrefix(const std::string& prefix) {
   request.set_key(prefix);
   request.set_range_end(PrefixRangeEnd(prefix));
   pb::RangeResponse response;
-  absl::Status status = CallAnyEndpoint(absl::StrCat("reading ", prefix, "*"),
-                                        [&](int endpoint, grpc::ClientContext* context) {
-                                          response.Clear();
-                                          return kv_[endpoint]->Range(context, request, &response);
-                                        });
-  if (!status.ok()) return status;
+  RETURN_IF_ERROR(CallAnyEndpoint(absl::StrCat("reading ", prefix, "*"),
+                                  [&](int endpoint, grpc::ClientContext* context) {
+                                    response.Clear();
+                                    return kv_[endpoint]->Range(context, request, &response);
+                                  }));
   EtcdRange range;
   range.revision = response.header().revision();
   for (const mvccpb::KeyValue& kv : response.kvs()) range.kvs.push_back(FromProto(kv));
@@ -152,14 +152,13 @@ absl::StatusOr<std::vector<std::optional<std::string>>> EtcdClient::GetMany(
     range->set_serializable(true);
   }
   pb::TxnResponse response;
-  absl::Status status = CallAnyEndpoint(
+  RETURN_IF_ERROR(CallAnyEndpoint(
       absl::StrCat("reading ", keys.size(), " key(s)"),
       [&](int endpoint, grpc::ClientContext* context) {
         response.Clear();
         return kv_[endpoint]->Txn(context, request, &response);
       },
-      timeout);
-  if (!status.ok()) return status;
+      timeout));
   if (response.responses_size() != static_cast<int>(keys.size())) {
     return absl::InternalError(absl::StrCat("etcd at ", endpoints_text(), ": asked for ",
                                             keys.size(), " key(s), got ", response.responses_size(),
@@ -190,12 +189,11 @@ absl::StatusOr<EtcdWrite> EtcdClient::Put(const std::string& key, const std::str
   *request.add_success()->mutable_request_put() = put;
   if (overwrite) *request.add_failure()->mutable_request_put() = put;
   pb::TxnResponse response;
-  absl::Status status = CallAnyEndpoint(absl::StrCat("writing ", key),
-                                        [&](int endpoint, grpc::ClientContext* context) {
-                                          response.Clear();
-                                          return kv_[endpoint]->Txn(context, request, &response);
-                                        });
-  if (!status.ok()) return status;
+  RETURN_IF_ERROR(CallAnyEndpoint(absl::StrCat("writing ", key),
+                                  [&](int endpoint, grpc::ClientContext* context) {
+                                    response.Clear();
+                                    return kv_[endpoint]->Txn(context, request, &response);
+                                  }));
   EtcdWrite write;
   write.existed = !response.succeeded();
   if (response.succeeded() || overwrite) write.revision = response.header().revision();
@@ -206,12 +204,11 @@ absl::StatusOr<int64_t> EtcdClient::Delete(const std::string& key) {
   pb::DeleteRangeRequest request;
   request.set_key(key);
   pb::DeleteRangeResponse response;
-  absl::Status status = CallAnyEndpoint(
-      absl::StrCat("deleting ", key), [&](int endpoint, grpc::ClientContext* context) {
-        response.Clear();
-        return kv_[endpoint]->DeleteRange(context, request, &response);
-      });
-  if (!status.ok()) return status;
+  RETURN_IF_ERROR(CallAnyEndpoint(absl::StrCat("deleting ", key),
+                                  [&](int endpoint, grpc::ClientContext* context) {
+                                    response.Clear();
+                                    return kv_[endpoint]->DeleteRange(context, request, &response);
+                                  }));
   return response.header().revision();
 }
 
@@ -219,12 +216,11 @@ absl::StatusOr<int64_t> EtcdClient::GrantLease(absl::Duration ttl) {
   pb::LeaseGrantRequest request;
   request.set_ttl(std::max<int64_t>(1, absl::ToInt64Seconds(ttl)));
   pb::LeaseGrantResponse response;
-  absl::Status status =
+  RETURN_IF_ERROR(
       CallAnyEndpoint("granting a lease", [&](int endpoint, grpc::ClientContext* context) {
         response.Clear();
         return lease_[endpoint]->LeaseGrant(context, request, &response);
-      });
-  if (!status.ok()) return status;
+      }));
   if (!response.error().empty()) {
     return absl::UnavailableError(
         absl::StrCat("etcd at ", endpoints_text(), ": granting a lease: ", response.error()));

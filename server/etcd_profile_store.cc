@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "core/status_macros.h"
 #include "server/profile_store.h"
 
 namespace oobleck::server {
@@ -57,18 +58,17 @@ void EtcdProfileStore::Log(const std::string& line) const {
 }
 
 absl::StatusOr<bool> EtcdProfileStore::Put(ModelProfile profile, bool replace) {
-  if (absl::Status status = ValidateProfile(profile); !status.ok()) return status;
+  RETURN_IF_ERROR(ValidateProfile(profile));
   const std::string key = KeyOf(profile.key);
   const std::string value = SerializeStoredProfile(profile);
-  absl::StatusOr<EtcdWrite> written = client_->Put(key, value, /*overwrite=*/replace);
-  if (!written.ok()) return written.status();
-  if (written->existed && !replace) {
+  ASSIGN_OR_RETURN(EtcdWrite written, client_->Put(key, value, /*overwrite=*/replace));
+  if (written.existed && !replace) {
     return absl::AlreadyExistsError(absl::StrCat("profile ", profile.key.ToString(),
                                                  " is already stored in etcd (", key,
                                                  "); set replace to overwrite"));
   }
-  Apply(key, written->revision, value);
-  return written->existed;
+  Apply(key, written.revision, value);
+  return written.existed;
 }
 
 void EtcdProfileStore::Apply(const std::string& etcd_key, int64_t revision,
@@ -102,10 +102,9 @@ void EtcdProfileStore::Apply(const std::string& etcd_key, int64_t revision,
 }
 
 absl::StatusOr<int64_t> EtcdProfileStore::ReadAll() {
-  absl::StatusOr<EtcdRange> range = client_->RangePrefix(prefix_);
-  if (!range.ok()) return range.status();
+  ASSIGN_OR_RETURN(EtcdRange range, client_->RangePrefix(prefix_));
   std::set<std::string> present;
-  for (const EtcdKeyValue& kv : range->kvs) {
+  for (const EtcdKeyValue& kv : range.kvs) {
     present.insert(kv.key);
     Apply(kv.key, kv.mod_revision, kv.value);
   }
@@ -117,8 +116,8 @@ absl::StatusOr<int64_t> EtcdProfileStore::ReadAll() {
       if (!present.contains(etcd_key)) gone.push_back(etcd_key);
     }
   }
-  for (const std::string& etcd_key : gone) Apply(etcd_key, range->revision, std::nullopt);
-  return range->revision;
+  for (const std::string& etcd_key : gone) Apply(etcd_key, range.revision, std::nullopt);
+  return range.revision;
 }
 
 void EtcdProfileStore::Run(std::function<void()> on_synced) {

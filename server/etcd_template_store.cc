@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/fnv1a.h"
+#include "core/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace oobleck::server {
@@ -29,33 +30,28 @@ absl::StatusOr<const json*> Field(const json& object, const char* name, const st
 }
 
 absl::StatusOr<int> IntField(const json& object, const char* name, const std::string& where) {
-  absl::StatusOr<const json*> field = Field(object, name, where);
-  if (!field.ok()) return field.status();
-  if (!(*field)->is_number_integer() || (*field)->get<int64_t>() < INT_MIN ||
-      (*field)->get<int64_t>() > INT_MAX) {
-    return Invalid(
-        absl::StrCat(where, ".", name, " must be an integer (got ", (*field)->dump(), ")"));
+  ASSIGN_OR_RETURN(const json* field, Field(object, name, where));
+  if (!field->is_number_integer() || field->get<int64_t>() < INT_MIN ||
+      field->get<int64_t>() > INT_MAX) {
+    return Invalid(absl::StrCat(where, ".", name, " must be an integer (got ", field->dump(), ")"));
   }
-  return static_cast<int>((*field)->get<int64_t>());
+  return static_cast<int>(field->get<int64_t>());
 }
 
 absl::StatusOr<double> NumberField(const json& object, const char* name, const std::string& where) {
-  absl::StatusOr<const json*> field = Field(object, name, where);
-  if (!field.ok()) return field.status();
-  if (!(*field)->is_number()) {
-    return Invalid(
-        absl::StrCat(where, ".", name, " must be a number (got ", (*field)->dump(), ")"));
+  ASSIGN_OR_RETURN(const json* field, Field(object, name, where));
+  if (!field->is_number()) {
+    return Invalid(absl::StrCat(where, ".", name, " must be a number (got ", field->dump(), ")"));
   }
-  return (*field)->get<double>();
+  return field->get<double>();
 }
 
 absl::StatusOr<std::vector<int>> IntsField(const json& object, const char* name,
                                            const std::string& where) {
-  absl::StatusOr<const json*> field = Field(object, name, where);
-  if (!field.ok()) return field.status();
-  if (!(*field)->is_array()) return Invalid(absl::StrCat(where, ".", name, " must be an array"));
+  ASSIGN_OR_RETURN(const json* field, Field(object, name, where));
+  if (!field->is_array()) return Invalid(absl::StrCat(where, ".", name, " must be an array"));
   std::vector<int> out;
-  for (const json& item : **field) {
+  for (const json& item : *field) {
     if (!item.is_number_integer() || item.get<int64_t>() < INT_MIN ||
         item.get<int64_t>() > INT_MAX) {
       return Invalid(absl::StrCat(where, ".", name, " must hold integers (got ", item.dump(), ")"));
@@ -79,9 +75,8 @@ absl::StatusOr<Stage> ParseStage(const json& in, const std::string& where) {
        {std::pair{"forward_ms", &Stage::forward_ms}, std::pair{"backward_ms", &Stage::backward_ms},
         std::pair{"cost_ms", &Stage::cost_ms},
         std::pair{"memory_bytes_per_gpu", &Stage::memory_bytes_per_gpu}}) {
-    absl::StatusOr<double> value = NumberField(in, name, where);
-    if (!value.ok()) return value.status();
-    stage.*field = *value;
+    ASSIGN_OR_RETURN(double value, NumberField(in, name, where));
+    stage.*field = value;
   }
   return stage;
 }
@@ -119,22 +114,18 @@ std::string SerializeSharedTemplate(const std::string& key, const MixResult& res
 absl::StatusOr<MixResult> ParseSharedTemplate(const std::string& text, const std::string& key) {
   const json in = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (in.is_discarded()) return Invalid("not valid JSON");
-  absl::StatusOr<const json*> format = Field(in, "format", "value");
-  if (!format.ok()) return format.status();
-  if (**format != kFormat) return Invalid(absl::StrCat("value.format must be \"", kFormat, "\""));
-  absl::StatusOr<int> version = IntField(in, "version", "value");
-  if (!version.ok()) return version.status();
-  if (*version != kVersion) {
-    return Invalid(absl::StrCat("value.version ", *version, " is not ", kVersion));
+  ASSIGN_OR_RETURN(const json* format, Field(in, "format", "value"));
+  if (*format != kFormat) return Invalid(absl::StrCat("value.format must be \"", kFormat, "\""));
+  ASSIGN_OR_RETURN(int version, IntField(in, "version", "value"));
+  if (version != kVersion) {
+    return Invalid(absl::StrCat("value.version ", version, " is not ", kVersion));
   }
-  absl::StatusOr<const json*> stored_key = Field(in, "key", "value");
-  if (!stored_key.ok()) return stored_key.status();
-  if (!(*stored_key)->is_string() || (*stored_key)->get<std::string>() != key) {
+  ASSIGN_OR_RETURN(const json* stored_key, Field(in, "key", "value"));
+  if (!stored_key->is_string() || stored_key->get<std::string>() != key) {
     return Invalid("value.key is another cache key (hash collision or a foreign value)");
   }
-  absl::StatusOr<const json*> result_json = Field(in, "result", "value");
-  if (!result_json.ok()) return result_json.status();
-  const json& r = **result_json;
+  ASSIGN_OR_RETURN(const json* result_json, Field(in, "result", "value"));
+  const json& r = *result_json;
   MixResult result;
   absl::StatusOr<std::vector<int>> mix = IntsField(r, "mix", "value.result");
   if (!mix.ok()) return mix.status();
@@ -143,30 +134,23 @@ absl::StatusOr<MixResult> ParseSharedTemplate(const std::string& text, const std
   if (!feasible.ok()) return feasible.status();
   if (!(*feasible)->is_boolean()) return Invalid("value.result.feasible must be a boolean");
   result.feasible = (*feasible)->get<bool>();
-  absl::StatusOr<const json*> reason = Field(r, "infeasible_reason", "value.result");
-  if (!reason.ok()) return reason.status();
-  if (!(*reason)->is_string()) return Invalid("value.result.infeasible_reason must be a string");
-  result.infeasible_reason = (*reason)->get<std::string>();
-  absl::StatusOr<const json*> best_json = Field(r, "best", "value.result");
-  if (!best_json.ok()) return best_json.status();
-  const json& best = **best_json;
-  absl::StatusOr<std::vector<int>> best_mix = IntsField(best, "mix", "value.result.best");
-  if (!best_mix.ok()) return best_mix.status();
-  result.best.mix = *std::move(best_mix);
-  absl::StatusOr<std::vector<int>> order = IntsField(best, "node_order", "value.result.best");
-  if (!order.ok()) return order.status();
-  result.best.node_order = *std::move(order);
-  absl::StatusOr<double> time_ms = NumberField(best, "iteration_time_ms", "value.result.best");
-  if (!time_ms.ok()) return time_ms.status();
-  result.best.iteration_time_ms = *time_ms;
-  absl::StatusOr<const json*> stages = Field(best, "stages", "value.result.best");
-  if (!stages.ok()) return stages.status();
-  if (!(*stages)->is_array()) return Invalid("value.result.best.stages must be an array");
-  for (size_t i = 0; i < (*stages)->size(); ++i) {
-    absl::StatusOr<Stage> stage =
-        ParseStage((**stages)[i], absl::StrCat("value.result.best.stages[", i, "]"));
-    if (!stage.ok()) return stage.status();
-    result.best.stages.push_back(*stage);
+  ASSIGN_OR_RETURN(const json* reason, Field(r, "infeasible_reason", "value.result"));
+  if (!reason->is_string()) return Invalid("value.result.infeasible_reason must be a string");
+  result.infeasible_reason = reason->get<std::string>();
+  ASSIGN_OR_RETURN(const json* best_json, Field(r, "best", "value.result"));
+  const json& best = *best_json;
+  ASSIGN_OR_RETURN(std::vector<int> best_mix, IntsField(best, "mix", "value.result.best"));
+  result.best.mix = std::move(best_mix);
+  ASSIGN_OR_RETURN(std::vector<int> order, IntsField(best, "node_order", "value.result.best"));
+  result.best.node_order = std::move(order);
+  ASSIGN_OR_RETURN(double time_ms, NumberField(best, "iteration_time_ms", "value.result.best"));
+  result.best.iteration_time_ms = time_ms;
+  ASSIGN_OR_RETURN(const json* stages, Field(best, "stages", "value.result.best"));
+  if (!stages->is_array()) return Invalid("value.result.best.stages must be an array");
+  for (size_t i = 0; i < stages->size(); ++i) {
+    ASSIGN_OR_RETURN(Stage stage,
+                     ParseStage((*stages)[i], absl::StrCat("value.result.best.stages[", i, "]")));
+    result.best.stages.push_back(stage);
   }
   return result;
 }

@@ -11,9 +11,13 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "core/confined_root.h"
 #include "core/profile_catalog.h"
 #include "core/template_planner.h"
@@ -71,176 +75,232 @@ ABSL_FLAG(double, malloc_trim_interval_s, 5,
 ABSL_FLAG(int64_t, malloc_trim_min_free_mb, 32,
           "Free memory held by the allocator, in MiB, that makes the periodic trim run.");
 
-int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
-  const int threads = absl::GetFlag(FLAGS_threads);
-  const int64_t cache_mb = absl::GetFlag(FLAGS_cache_mb);
-  if (threads < 0) {
-    std::cerr << "--threads must be >= 0 (got " << threads << ")\n";
-    return 2;
-  }
-  if (cache_mb < 1 || cache_mb > (int64_t{1} << 30)) {
-    std::cerr << "--cache_mb must be between 1 and 2^30 (got " << cache_mb << ")\n";
-    return 2;
-  }
-  const int max_concurrent_searches = absl::GetFlag(FLAGS_max_concurrent_searches);
-  if (max_concurrent_searches < 1) {
-    std::cerr << "--max_concurrent_searches must be >= 1 (got " << max_concurrent_searches << ")\n";
-    return 2;
-  }
-  const int progress_interval_ms = absl::GetFlag(FLAGS_progress_interval_ms);
-  if (progress_interval_ms < 0 || progress_interval_ms > 60'000) {
-    std::cerr << "--progress_interval_ms must be between 0 and 60000 (got " << progress_interval_ms
-              << ")\n";
-    return 2;
-  }
-  const double max_queue_wait_s = absl::GetFlag(FLAGS_max_search_queue_wait_s);
-  if (!(max_queue_wait_s >= 0 && max_queue_wait_s <= 86400)) {
-    std::cerr << "--max_search_queue_wait_s must be between 0 and 86400 (got " << max_queue_wait_s
-              << ")\n";
-    return 2;
-  }
-  const int malloc_arena_max = absl::GetFlag(FLAGS_malloc_arena_max);
-  if (malloc_arena_max < 0 || malloc_arena_max > 1024) {
-    std::cerr << "--malloc_arena_max must be between 0 and 1024 (got " << malloc_arena_max << ")\n";
-    return 2;
-  }
-  const double trim_interval_s = absl::GetFlag(FLAGS_malloc_trim_interval_s);
-  if (!(trim_interval_s == 0 || (trim_interval_s >= 0.1 && trim_interval_s <= 86400))) {
-    std::cerr << "--malloc_trim_interval_s must be 0 or between 0.1 and 86400 (got "
-              << trim_interval_s << ")\n";
-    return 2;
-  }
-  const int64_t trim_min_free_mb = absl::GetFlag(FLAGS_malloc_trim_min_free_mb);
-  if (trim_min_free_mb < 0 || trim_min_free_mb > (int64_t{1} << 30)) {
-    std::cerr << "--malloc_trim_min_free_mb must be between 0 and 2^30 (got " << trim_min_free_mb
-              << ")\n";
-    return 2;
-  }
-  // Before any thread exists: a thread keeps the arena it got first.
-  std::cerr << oobleck::server::CapMallocArenas(malloc_arena_max) << "\n";
-  absl::StatusOr<oobleck::server::ServerSecurity> security = oobleck::server::ReadServerSecurity(
-      absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
-      absl::GetFlag(FLAGS_auth_token_file));
-  if (!security.ok()) {
-    std::cerr << security.status().message() << "\n";
-    return 2;
-  }
+namespace {
 
-  // Blocked before any thread exists so every thread inherits the mask and only the
-  // sigwait below sees the signals.
+using ::oobleck::server::ProfileStore;
+using ::oobleck::server::ServerMetrics;
+
+// Start-time configuration errors exit with this code, a server that cannot bind with 1.
+constexpr int kExitBadFlags = 2;
+constexpr int kExitCannotServe = 1;
+
+// The numeric flags, once in range.
+struct NumericFlags {
+  int threads = 0;
+  int64_t cache_mb = 0;
+  int max_concurrent_searches = 0;
+  int progress_interval_ms = 0;
+  double max_queue_wait_s = 0;
+  int malloc_arena_max = 0;
+  double trim_interval_s = 0;
+  int64_t trim_min_free_mb = 0;
+};
+
+// One row of the range table: "--<name> must be <requirement> (got <value>)" unless valid.
+struct FlagRule {
+  const char* name;
+  std::string value;
+  bool valid;
+  const char* requirement;
+};
+
+absl::StatusOr<NumericFlags> ReadNumericFlags() {
+  NumericFlags f;
+  f.threads = absl::GetFlag(FLAGS_threads);
+  f.cache_mb = absl::GetFlag(FLAGS_cache_mb);
+  f.max_concurrent_searches = absl::GetFlag(FLAGS_max_concurrent_searches);
+  f.progress_interval_ms = absl::GetFlag(FLAGS_progress_interval_ms);
+  f.max_queue_wait_s = absl::GetFlag(FLAGS_max_search_queue_wait_s);
+  f.malloc_arena_max = absl::GetFlag(FLAGS_malloc_arena_max);
+  f.trim_interval_s = absl::GetFlag(FLAGS_malloc_trim_interval_s);
+  f.trim_min_free_mb = absl::GetFlag(FLAGS_malloc_trim_min_free_mb);
+  constexpr int64_t kMaxMb = int64_t{1} << 30;
+  const std::vector<FlagRule> rules = {
+      {"threads", absl::StrCat(f.threads), f.threads >= 0, ">= 0"},
+      {"cache_mb", absl::StrCat(f.cache_mb), f.cache_mb >= 1 && f.cache_mb <= kMaxMb,
+       "between 1 and 2^30"},
+      {"max_concurrent_searches", absl::StrCat(f.max_concurrent_searches),
+       f.max_concurrent_searches >= 1, ">= 1"},
+      {"progress_interval_ms", absl::StrCat(f.progress_interval_ms),
+       f.progress_interval_ms >= 0 && f.progress_interval_ms <= 60'000, "between 0 and 60000"},
+      {"max_search_queue_wait_s", absl::StrCat(f.max_queue_wait_s),
+       f.max_queue_wait_s >= 0 && f.max_queue_wait_s <= 86400, "between 0 and 86400"},
+      {"malloc_arena_max", absl::StrCat(f.malloc_arena_max),
+       f.malloc_arena_max >= 0 && f.malloc_arena_max <= 1024, "between 0 and 1024"},
+      {"malloc_trim_interval_s", absl::StrCat(f.trim_interval_s),
+       f.trim_interval_s == 0 || (f.trim_interval_s >= 0.1 && f.trim_interval_s <= 86400),
+       "0 or between 0.1 and 86400"},
+      {"malloc_trim_min_free_mb", absl::StrCat(f.trim_min_free_mb),
+       f.trim_min_free_mb >= 0 && f.trim_min_free_mb <= kMaxMb, "between 0 and 2^30"},
+  };
+  for (const FlagRule& rule : rules) {
+    if (!rule.valid) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", rule.name, " must be ", rule.requirement, " (got ", rule.value, ")"));
+    }
+  }
+  return f;
+}
+
+// --load_root, if given, and --profile_dir loaded into `catalog` (it must lie inside
+// --load_root when both are given).
+absl::Status LoadStartProfiles(std::optional<oobleck::ConfinedRoot>* load_root,
+                               oobleck::ProfileCatalog* catalog) {
+  if (const std::string root = absl::GetFlag(FLAGS_load_root); !root.empty()) {
+    absl::StatusOr<oobleck::ConfinedRoot> opened = oobleck::ConfinedRoot::Open(root);
+    if (!opened.ok())
+      return absl::InvalidArgumentError(absl::StrCat("--load_root: ", opened.status().message()));
+    *load_root = *std::move(opened);
+  }
+  const std::string profile_dir = absl::GetFlag(FLAGS_profile_dir);
+  if (profile_dir.empty()) return absl::OkStatus();
+  if (load_root->has_value() && !(*load_root)->Resolve(profile_dir, "--profile_dir").ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--profile_dir ", profile_dir,
+                                                   " is not inside --load_root ",
+                                                   (*load_root)->path().string()));
+  }
+  const oobleck::server::ProfileTreeReport report =
+      oobleck::server::LoadProfileTree(profile_dir, catalog);
+  for (const std::string& error : report.errors) std::cerr << "skipped profile: " << error << "\n";
+  std::cerr << "loaded " << report.loaded.size() << " profile(s) from " << profile_dir << "\n";
+  return absl::OkStatus();
+}
+
+// --data_dir's store with its profiles reloaded, or null without --data_dir. After
+// --profile_dir: profiles loaded over RPC (possibly replacing those) are newer.
+absl::StatusOr<std::unique_ptr<ProfileStore>> OpenProfileStore(oobleck::ProfileCatalog* catalog) {
+  const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
+  if (data_dir.empty()) return nullptr;
+  absl::StatusOr<std::unique_ptr<ProfileStore>> store = ProfileStore::Open(data_dir, catalog);
+  if (!store.ok())
+    return absl::InvalidArgumentError(absl::StrCat("--data_dir: ", store.status().message()));
+  const oobleck::server::ProfileStoreReport report = (*store)->LoadAll();
+  for (const std::string& error : report.errors) {
+    std::cerr << "skipped stored profile: " << error << "\n";
+  }
+  std::cerr << "reloaded " << report.loaded.size() << " stored profile(s) from " << data_dir
+            << "\n";
+  return store;
+}
+
+// The metrics endpoint of --metrics_address, or null without it.
+absl::StatusOr<std::unique_ptr<ServerMetrics>> StartMetrics(const ServerMetrics::Sources& sources) {
+  const std::string address = absl::GetFlag(FLAGS_metrics_address);
+  if (address.empty()) return nullptr;
+  absl::StatusOr<std::unique_ptr<ServerMetrics>> metrics = ServerMetrics::Start(address, sources);
+  if (!metrics.ok()) {
+    return absl::Status(metrics.status().code(),
+                        absl::StrCat("--metrics_address: ", metrics.status().message()));
+  }
+  const std::string host = address.substr(0, address.rfind(':'));
+  std::cerr << "metrics on http://" << host << ":" << (*metrics)->port() << "/metrics\n";
+  return metrics;
+}
+
+// Blocks SIGTERM and SIGINT; called before any thread exists so every thread inherits the
+// mask and only the sigwait of the stopper sees the signals.
+sigset_t BlockStopSignals() {
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  return stop_signals;
+}
+
+// Serves until SIGTERM/SIGINT: running searches stop within ~100 ms and answer
+// UNAVAILABLE; short calls get 5 s to finish.
+void ServeUntilSignal(const sigset_t& stop_signals, grpc::Server* server,
+                      oobleck::server::PlannerService* service) {
+  std::thread stopper([&stop_signals, server, service] {
+    int signal_number = 0;
+    sigwait(&stop_signals, &signal_number);
+    std::cerr << "signal " << signal_number << ": shutting down (in-flight calls get 5 s)\n";
+    service->BeginShutdown();
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  });
+  server->Wait();
+  stopper.join();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  const absl::StatusOr<NumericFlags> flags = ReadNumericFlags();
+  if (!flags.ok()) {
+    std::cerr << flags.status().message() << "\n";
+    return kExitBadFlags;
+  }
+  // Before any thread exists: a thread keeps the arena it got first.
+  std::cerr << oobleck::server::CapMallocArenas(flags->malloc_arena_max) << "\n";
+  absl::StatusOr<oobleck::server::ServerSecurity> security = oobleck::server::ReadServerSecurity(
+      absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
+      absl::GetFlag(FLAGS_auth_token_file));
+  if (!security.ok()) {
+    std::cerr << security.status().message() << "\n";
+    return kExitBadFlags;
+  }
+  const sigset_t stop_signals = BlockStopSignals();
 
   std::optional<oobleck::ConfinedRoot> load_root;
-  if (const std::string root = absl::GetFlag(FLAGS_load_root); !root.empty()) {
-    absl::StatusOr<oobleck::ConfinedRoot> opened = oobleck::ConfinedRoot::Open(root);
-    if (!opened.ok()) {
-      std::cerr << "--load_root: " << opened.status().message() << "\n";
-      return 2;
-    }
-    load_root = *std::move(opened);
-  }
   oobleck::ProfileCatalog catalog;
-  const std::string profile_dir = absl::GetFlag(FLAGS_profile_dir);
-  if (!profile_dir.empty() && load_root.has_value() &&
-      !load_root->Resolve(profile_dir, "--profile_dir").ok()) {
-    std::cerr << "--profile_dir " << profile_dir << " is not inside --load_root "
-              << load_root->path().string() << "\n";
-    return 2;
+  if (absl::Status loaded = LoadStartProfiles(&load_root, &catalog); !loaded.ok()) {
+    std::cerr << loaded.message() << "\n";
+    return kExitBadFlags;
   }
-  if (!profile_dir.empty()) {
-    const oobleck::server::ProfileTreeReport report =
-        oobleck::server::LoadProfileTree(profile_dir, &catalog);
-    for (const std::string& error : report.errors) {
-      std::cerr << "skipped profile: " << error << "\n";
-    }
-    std::cerr << "loaded " << report.loaded.size() << " profile(s) from " << profile_dir << "\n";
-  }
-  // After --profile_dir: profiles loaded over RPC (possibly replacing those) are newer.
-  std::unique_ptr<oobleck::server::ProfileStore> store;
-  if (const std::string data_dir = absl::GetFlag(FLAGS_data_dir); !data_dir.empty()) {
-    absl::StatusOr<std::unique_ptr<oobleck::server::ProfileStore>> opened =
-        oobleck::server::ProfileStore::Open(data_dir, &catalog);
-    if (!opened.ok()) {
-      std::cerr << "--data_dir: " << opened.status().message() << "\n";
-      return 2;
-    }
-    store = *std::move(opened);
-    const oobleck::server::ProfileStoreReport report = store->LoadAll();
-    for (const std::string& error : report.errors) {
-      std::cerr << "skipped stored profile: " << error << "\n";
-    }
-    std::cerr << "reloaded " << report.loaded.size() << " stored profile(s) from " << data_dir
-              << "\n";
+  absl::StatusOr<std::unique_ptr<ProfileStore>> store = OpenProfileStore(&catalog);
+  if (!store.ok()) {
+    std::cerr << store.status().message() << "\n";
+    return kExitBadFlags;
   }
   // --etcd_endpoints: several replicas share profiles and templates (server/replication.h).
   absl::StatusOr<std::unique_ptr<oobleck::server::Replication>> replication =
-      oobleck::server::Replication::FromFlags(&catalog, store != nullptr);
+      oobleck::server::Replication::FromFlags(&catalog, *store != nullptr);
   if (!replication.ok()) {
     std::cerr << replication.status().message() << "\n";
-    return 2;
+    return kExitBadFlags;
   }
-  oobleck::TemplateCache cache(cache_mb << 20);
-  oobleck::server::SearchGate search_gate(max_concurrent_searches, absl::Seconds(max_queue_wait_s));
+  oobleck::TemplateCache cache(flags->cache_mb << 20);
+  oobleck::server::SearchGate search_gate(flags->max_concurrent_searches,
+                                          absl::Seconds(flags->max_queue_wait_s));
   // Shared by the per-call lines and the progress lines of long searches.
   oobleck::server::RequestLog request_log(absl::GetFlag(FLAGS_log_requests));
   oobleck::server::ServiceOptions options;
-  options.profile_store = store.get();
+  options.profile_store = store->get();
   if (*replication != nullptr) (*replication)->Configure(&options);
   options.request_log = &request_log;
-  options.progress_interval = absl::Milliseconds(progress_interval_ms);
+  options.progress_interval = absl::Milliseconds(flags->progress_interval_ms);
   options.search_gate = &search_gate;
   options.load_root = load_root.has_value() ? &*load_root : nullptr;
-  oobleck::server::PlannerService service(&catalog, &cache, threads, options);
+  oobleck::server::PlannerService service(&catalog, &cache, flags->threads, options);
 
-  std::unique_ptr<oobleck::server::ServerMetrics> metrics;
-  if (const std::string metrics_address = absl::GetFlag(FLAGS_metrics_address);
-      !metrics_address.empty()) {
-    absl::StatusOr<std::unique_ptr<oobleck::server::ServerMetrics>> started =
-        oobleck::server::ServerMetrics::Start(metrics_address, {&cache, &catalog, &search_gate});
-    if (!started.ok()) {
-      std::cerr << "--metrics_address: " << started.status().message() << "\n";
-      return 1;
-    }
-    metrics = *std::move(started);
-    const std::string host = metrics_address.substr(0, metrics_address.rfind(':'));
-    std::cerr << "metrics on http://" << host << ":" << metrics->port() << "/metrics\n";
+  absl::StatusOr<std::unique_ptr<ServerMetrics>> metrics =
+      StartMetrics({&cache, &catalog, &search_gate});
+  if (!metrics.ok()) {
+    std::cerr << metrics.status().message() << "\n";
+    return kExitCannotServe;
   }
   oobleck::server::ServerOptions server_options;
   server_options.security = *std::move(security);
   if (request_log.log_lines()) server_options.request_log = &request_log;
-  server_options.metrics = metrics.get();
+  server_options.metrics = metrics->get();
   server_options.serving_at_start = *replication == nullptr;
   auto running =
       oobleck::server::StartPlannerServer(absl::GetFlag(FLAGS_address), &service, server_options);
   if (!running.ok()) {
     std::cerr << running.status().message() << "\n";
-    return 1;
+    return kExitCannotServe;
   }
   std::cout << "listening on " << running->address << std::endl;
   if (*replication != nullptr) (*replication)->Start(running->server.get());
   // Off the request threads: the trim walks every arena.
   std::unique_ptr<oobleck::server::MallocTrimmer> trimmer;
-  if (trim_interval_s > 0) {
-    trimmer = std::make_unique<oobleck::server::MallocTrimmer>(absl::Seconds(trim_interval_s),
-                                                               trim_min_free_mb << 20);
+  if (flags->trim_interval_s > 0) {
+    trimmer = std::make_unique<oobleck::server::MallocTrimmer>(
+        absl::Seconds(flags->trim_interval_s), flags->trim_min_free_mb << 20);
   }
-
-  grpc::Server* server = running->server.get();
-  std::thread stopper([&stop_signals, server, &service] {
-    int signal_number = 0;
-    sigwait(&stop_signals, &signal_number);
-    std::cerr << "signal " << signal_number << ": shutting down (in-flight calls get 5 s)\n";
-    // Running searches stop within ~100 ms and answer UNAVAILABLE; short calls finish.
-    service.BeginShutdown();
-    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  });
-  server->Wait();
-  stopper.join();
+  ServeUntilSignal(stop_signals, running->server.get(), &service);
   replication->reset();  // its thread may still touch the server's health
   std::cerr << "stopped\n";
   return 0;

@@ -1,5 +1,6 @@
-// The Plan and Replan RPCs: request validation (errors name the field), conversion to and
-// from core's ClusterPlanner / Replan, deadlines and cancellation. No planning logic.
+// The Plan and Replan RPCs: each validates its request (server/cluster_setup.h), calls
+// core's ClusterPlanner / Replan under one CallWatch and converts the answer
+// (server/proto_conversion.h). No planning logic.
 #ifndef OOBLECK_SERVER_PLAN_RPC_H_
 #define OOBLECK_SERVER_PLAN_RPC_H_
 
@@ -38,30 +39,6 @@ grpc::Status HandleReplan(grpc::ServerContext* context,
                           const ::oobleck::planner::v1::ReplanRequest& request,
                           ::oobleck::planner::v1::ReplanResponse* response,
                           const PlanRpcContext& rpc);
-
-// A PlanRequest resolved against the loaded profiles.
-struct ClusterSetup {
-  std::shared_ptr<const CostModel> model;
-  std::vector<ClusterNode> nodes;
-  PipelineSizeLimits limits;
-  int fault_tolerance = 0;
-  // The request with `nodes` listed and every NodeType.count set.
-  ::oobleck::planner::v1::PlanRequest normalized;
-};
-
-// Errors name fields with `prefix` ("" for PlanRequest, "request." inside ReplanRequest).
-// The cost model comes from `models` when given.
-absl::StatusOr<ClusterSetup> ToClusterSetup(const ::oobleck::planner::v1::PlanRequest& request,
-                                            const ProfileCatalog& catalog,
-                                            const std::string& prefix,
-                                            CostModelCache* models = nullptr);
-
-// Plans as messages and back. FromProtoPlan checks names (node types) only; EvaluatePlan
-// checks the plan itself.
-void ToProtoPlan(const ClusterPlan& plan, const PlanningProblem& problem,
-                 ::oobleck::planner::v1::ClusterPlan* out);
-absl::StatusOr<ClusterPlan> FromProtoPlan(const ::oobleck::planner::v1::ClusterPlan& plan,
-                                          const PlanningProblem& problem, const std::string& field);
 
 }  // namespace oobleck::server
 

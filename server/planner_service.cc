@@ -12,14 +12,16 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/cost_model.h"
+#include "core/field_path.h"
 #include "core/profile.h"
+#include "core/status_macros.h"
 #include "server/call_watch.h"
-#include "server/plan_request.h"
+#include "server/elapsed.h"
 #include "server/plan_rpc.h"
 #include "server/proto_conversion.h"
 #include "server/request_limits.h"
-#include "server/elapsed.h"
 #include "server/status_conversion.h"
+#include "server/templates_request.h"
 
 namespace oobleck::server {
 namespace {
@@ -30,29 +32,27 @@ namespace pb = ::oobleck::planner::v1;
 // The profile a LoadProfileRequest describes, before it is stored.
 absl::StatusOr<ModelProfile> ProfileFromRequest(const pb::LoadProfileRequest& request,
                                                 const ConfinedRoot* load_root) {
-  if (request.model().empty()) return absl::InvalidArgumentError("model is required");
-  if (request.gpu_type().empty()) return absl::InvalidArgumentError("gpu_type is required");
+  if (request.model().empty()) return InvalidField("model", " is required");
+  if (request.gpu_type().empty()) return InvalidField("gpu_type", " is required");
   if (request.source_case() == pb::LoadProfileRequest::SOURCE_NOT_SET) {
-    return absl::InvalidArgumentError("source is required: set directory, files or layers");
+    return InvalidField("source", " is required: set directory, files or layers");
   }
   const int microbatch_size = request.microbatch_size();
   if (microbatch_size < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("microbatch_size must be >= 0 (got ", microbatch_size, ")"));
+    return InvalidField("microbatch_size",
+                        absl::StrCat(" must be >= 0 (got ", microbatch_size, ")"));
   }
   // Only a directory can say which micro-batch size it holds.
   if (request.source_case() != pb::LoadProfileRequest::kDirectory && microbatch_size < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("microbatch_size must be >= 1 unless the source is a directory (got ",
-                     microbatch_size, ")"));
+    return InvalidField(
+        "microbatch_size",
+        absl::StrCat(" must be >= 1 unless the source is a directory (got ", microbatch_size, ")"));
   }
   ModelProfile profile;
   profile.key = ProfileKey{request.model(), request.gpu_type(), microbatch_size};
   switch (request.source_case()) {
     case pb::LoadProfileRequest::kDirectory:
-      if (request.directory().empty()) {
-        return absl::InvalidArgumentError("directory must not be empty");
-      }
+      if (request.directory().empty()) return InvalidField("directory", " must not be empty");
       if (load_root == nullptr) {
         return absl::PermissionDeniedError(
             "directory: this server reads no server-side directories (it was started "
@@ -63,18 +63,13 @@ absl::StatusOr<ModelProfile> ProfileFromRequest(const pb::LoadProfileRequest& re
                                    microbatch_size, load_root);
     case pb::LoadProfileRequest::kFiles: {
       const pb::OobleckProfileFiles& files = request.files();
-      absl::StatusOr<std::vector<LayerProfile>> layers =
-          ParseOobleckProfile(files.mb_json(), files.allreduce_in_node_json(),
-                              files.allreduce_across_nodes_json(), "files");
-      if (!layers.ok()) return layers.status();
-      profile.layers = *std::move(layers);
+      ASSIGN_OR_RETURN(profile.layers,
+                       ParseOobleckProfile(files.mb_json(), files.allreduce_in_node_json(),
+                                           files.allreduce_across_nodes_json(), "files"));
       return profile;
     }
     case pb::LoadProfileRequest::kLayers: {
-      absl::StatusOr<std::vector<LayerProfile>> layers =
-          FromProtoLayers(request.layers(), "layers");
-      if (!layers.ok()) return layers.status();
-      profile.layers = *std::move(layers);
+      ASSIGN_OR_RETURN(profile.layers, FromProtoLayers(request.layers(), "layers"));
       return profile;
     }
     case pb::LoadProfileRequest::SOURCE_NOT_SET:

@@ -17,9 +17,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/fnv1a.h"
-#include "nlohmann/json.hpp"
 #include "core/file_reader.h"
+#include "core/fnv1a.h"
+#include "core/status_macros.h"
+#include "nlohmann/json.hpp"
 
 namespace oobleck::server {
 namespace {
@@ -151,40 +152,33 @@ absl::StatusOr<ModelProfile> ParseStoredProfile(std::string_view text) {
     return absl::DataLossError("not valid JSON (truncated or damaged file?)");
   }
   if (!file.is_object()) return Invalid("the file must hold a JSON object");
-  absl::StatusOr<std::string> format = String(file, "format", "file");
-  if (!format.ok()) return format.status();
-  if (*format != kFormat) {
-    return Invalid(absl::StrCat("file.format must be \"", kFormat, "\" (got \"", *format, "\")"));
+  ASSIGN_OR_RETURN(std::string format, String(file, "format", "file"));
+  if (format != kFormat) {
+    return Invalid(absl::StrCat("file.format must be \"", kFormat, "\" (got \"", format, "\")"));
   }
-  absl::StatusOr<int> version = Integer(file, "version", "file", 0, INT_MAX);
-  if (!version.ok()) return version.status();
-  if (*version != kStoredProfileVersion) {
-    return Invalid(absl::StrCat("file.version ", *version, " is not supported (this server reads ",
+  ASSIGN_OR_RETURN(int version, Integer(file, "version", "file", 0, INT_MAX));
+  if (version != kStoredProfileVersion) {
+    return Invalid(absl::StrCat("file.version ", version, " is not supported (this server reads ",
                                 kStoredProfileVersion, ")"));
   }
-  absl::StatusOr<std::string> checksum = String(file, "checksum", "file");
-  if (!checksum.ok()) return checksum.status();
+  ASSIGN_OR_RETURN(std::string checksum, String(file, "checksum", "file"));
   auto payload_it = file.find("profile");
   if (payload_it == file.end() || !payload_it->is_object()) {
     return Invalid("file.profile must be an object");
   }
   const json& payload = *payload_it;
   const std::string actual_checksum = Checksum(payload.dump());
-  if (*checksum != actual_checksum) {
-    return absl::DataLossError(absl::StrCat("file.checksum is ", *checksum,
+  if (checksum != actual_checksum) {
+    return absl::DataLossError(absl::StrCat("file.checksum is ", checksum,
                                             " but the profile's checksum is ", actual_checksum));
   }
 
   ModelProfile profile;
-  absl::StatusOr<std::string> model = String(payload, "model", "profile");
-  if (!model.ok()) return model.status();
-  absl::StatusOr<std::string> gpu_type = String(payload, "gpu_type", "profile");
-  if (!gpu_type.ok()) return gpu_type.status();
-  absl::StatusOr<int> microbatch_size = Integer(payload, "microbatch_size", "profile", 1, INT_MAX);
-  if (!microbatch_size.ok()) return microbatch_size.status();
-  absl::StatusOr<std::string> fingerprint = String(payload, "fingerprint", "profile");
-  if (!fingerprint.ok()) return fingerprint.status();
-  profile.key = ProfileKey{*std::move(model), *std::move(gpu_type), *microbatch_size};
+  ASSIGN_OR_RETURN(std::string model, String(payload, "model", "profile"));
+  ASSIGN_OR_RETURN(std::string gpu_type, String(payload, "gpu_type", "profile"));
+  ASSIGN_OR_RETURN(int microbatch_size, Integer(payload, "microbatch_size", "profile", 1, INT_MAX));
+  ASSIGN_OR_RETURN(std::string fingerprint, String(payload, "fingerprint", "profile"));
+  profile.key = ProfileKey{std::move(model), std::move(gpu_type), microbatch_size};
 
   auto layers_it = payload.find("layers");
   if (layers_it == payload.end() || !layers_it->is_array()) {
@@ -199,9 +193,8 @@ absl::StatusOr<ModelProfile> ParseStoredProfile(std::string_view text) {
                               std::pair{"backward_ms", &LayerProfile::backward_ms},
                               std::pair{"param_bytes", &LayerProfile::param_bytes},
                               std::pair{"activation_bytes", &LayerProfile::activation_bytes}}) {
-      absl::StatusOr<double> value = Number(in, key, where);
-      if (!value.ok()) return value.status();
-      layer.*field = *value;
+      ASSIGN_OR_RETURN(double value, Number(in, key, where));
+      layer.*field = value;
     }
     absl::Status status =
         ParseAllreduce(in, "allreduce_in_node_ms", where, &layer.allreduce_in_node_ms);
@@ -211,10 +204,10 @@ absl::StatusOr<ModelProfile> ParseStoredProfile(std::string_view text) {
     if (!status.ok()) return status;
     profile.layers.push_back(std::move(layer));
   }
-  if (absl::Status status = ValidateProfile(profile); !status.ok()) return status;
+  RETURN_IF_ERROR(ValidateProfile(profile));
   // The checksum covers the text; the fingerprint also proves the numbers read back exactly.
-  if (const std::string actual = profile.Fingerprint(); actual != *fingerprint) {
-    return absl::DataLossError(absl::StrCat("profile.fingerprint is ", *fingerprint,
+  if (const std::string actual = profile.Fingerprint(); actual != fingerprint) {
+    return absl::DataLossError(absl::StrCat("profile.fingerprint is ", fingerprint,
                                             " but the layers read back as ", actual));
   }
   return profile;
@@ -309,7 +302,7 @@ ProfileStoreReport ProfileStore::LoadAll() {
 }
 
 absl::StatusOr<bool> ProfileStore::Put(ModelProfile profile, bool replace) {
-  if (absl::Status status = ValidateProfile(profile); !status.ok()) return status;
+  RETURN_IF_ERROR(ValidateProfile(profile));
   const std::string file_name = StoredProfileFileName(profile.key);
   if (file_name.size() > kMaxStoredProfileFileNameBytes) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -6,6 +6,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/cluster.h"
+#include "core/field_path.h"
+#include "core/status_macros.h"
 
 namespace oobleck::server {
 namespace {
@@ -15,7 +17,7 @@ absl::Status CopyCountMap(const google::protobuf::Map<int32_t, double>& in, absl
                           std::map<int, double>* out) {
   for (const auto& [count, ms] : in) {
     if (count < 1) {
-      return absl::InvalidArgumentError(absl::StrCat(field, " key must be >= 1 (got ", count, ")"));
+      return InvalidField(field, absl::StrCat(" key must be >= 1 (got ", count, ")"));
     }
     (*out)[count] = ms;
   }
@@ -47,7 +49,7 @@ pb::ProfileInfo ToProfileInfo(const ModelProfile& profile) {
 absl::StatusOr<std::vector<LayerProfile>> FromProtoLayers(const pb::ProfileLayers& layers,
                                                           absl::string_view field) {
   if (layers.layers().empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ".layers must not be empty"));
+    return InvalidField(absl::StrCat(field, ".layers"), " must not be empty");
   }
   std::vector<LayerProfile> out;
   out.reserve(layers.layers_size());
@@ -59,14 +61,12 @@ absl::StatusOr<std::vector<LayerProfile>> FromProtoLayers(const pb::ProfileLayer
     layer.backward_ms = in.backward_ms();
     layer.param_bytes = in.param_bytes();
     layer.activation_bytes = in.activation_bytes();
-    absl::Status status =
-        CopyCountMap(in.allreduce_in_node_ms(), absl::StrCat(prefix, ".allreduce_in_node_ms"),
-                     &layer.allreduce_in_node_ms);
-    if (!status.ok()) return status;
-    status = CopyCountMap(in.allreduce_across_nodes_ms(),
-                          absl::StrCat(prefix, ".allreduce_across_nodes_ms"),
-                          &layer.allreduce_across_nodes_ms);
-    if (!status.ok()) return status;
+    RETURN_IF_ERROR(CopyCountMap(in.allreduce_in_node_ms(),
+                                 absl::StrCat(prefix, ".allreduce_in_node_ms"),
+                                 &layer.allreduce_in_node_ms));
+    RETURN_IF_ERROR(CopyCountMap(in.allreduce_across_nodes_ms(),
+                                 absl::StrCat(prefix, ".allreduce_across_nodes_ms"),
+                                 &layer.allreduce_across_nodes_ms));
     out.push_back(std::move(layer));
   }
   return out;
@@ -122,6 +122,185 @@ void ToProtoMixTemplate(const PlannedMix& planned, const PlanningProblem& proble
   }
   out->set_cache_hit(planned.cache_hit);
   out->set_shared_cache_hit(planned.shared_cache_hit);
+}
+
+std::map<std::string, int> NodeTypeIndex(const PlanningProblem& problem) {
+  std::map<std::string, int> index;
+  for (size_t t = 0; t < problem.node_types.size(); ++t) {
+    index.emplace(problem.node_types[t].name, static_cast<int>(t));
+  }
+  return index;
+}
+
+void SetProtoNodes(const std::vector<ClusterNode>& nodes, const PlanningProblem& problem,
+                   pb::PlanRequest* request) {
+  request->clear_nodes();
+  std::vector<int> counts(problem.node_types.size(), 0);
+  for (const ClusterNode& node : nodes) {
+    pb::Node* out = request->add_nodes();
+    out->set_id(node.id);
+    out->set_node_type(problem.node_types[node.type].name);
+    ++counts[node.type];
+  }
+  for (int i = 0; i < request->cluster().node_types_size(); ++i) {
+    request->mutable_cluster()->mutable_node_types(i)->set_count(counts[i]);
+  }
+}
+
+void ToProtoPlan(const ClusterPlan& plan, const PlanningProblem& problem, pb::ClusterPlan* out) {
+  out->set_global_batch(plan.global_batch);
+  for (const PlannedPipeline& p : plan.pipelines) {
+    pb::PlannedPipeline* pp = out->add_pipelines();
+    ToProtoTemplate(p.tmpl, problem, pp->mutable_template_());
+    for (const std::string& id : p.node_ids) pp->add_node_ids(id);
+    pp->set_microbatches(p.microbatches);
+    pp->set_time_ms(p.time_ms);
+  }
+  out->set_iteration_time_ms(plan.iteration_time_ms);
+  out->set_pipeline_time_ms(plan.pipeline_time_ms);
+  out->set_allreduce_ms(plan.allreduce_ms);
+  out->set_fault_tolerance(plan.fault_tolerance());
+  for (const IdleNode& idle : plan.idle) {
+    pb::IdleNode* node = out->add_idle_nodes();
+    node->set_node_id(idle.id);
+    node->set_node_type(problem.node_types[idle.type].name);
+    node->set_reason(idle.reason);
+  }
+}
+
+absl::StatusOr<ClusterPlan> FromProtoPlan(const pb::ClusterPlan& plan,
+                                          const PlanningProblem& problem,
+                                          const std::string& field) {
+  const std::map<std::string, int> type_index = NodeTypeIndex(problem);
+  auto type_of = [&](const std::string& name, const std::string& where) -> absl::StatusOr<int> {
+    auto it = type_index.find(name);
+    if (it == type_index.end()) {
+      return InvalidField(where, absl::StrCat(" \"", name, "\" is not a node type of the cluster"));
+    }
+    return it->second;
+  };
+  ClusterPlan out;
+  out.global_batch = plan.global_batch();
+  for (int i = 0; i < plan.pipelines_size(); ++i) {
+    const pb::PlannedPipeline& in = plan.pipelines(i);
+    const std::string where = absl::StrCat(field, ".pipelines[", i, "]");
+    if (!in.has_template_()) return InvalidField(absl::StrCat(where, ".template"), " is required");
+    const pb::PipelineTemplate& t = in.template_();
+    PlannedPipeline p;
+    p.tmpl.mix.assign(problem.node_types.size(), 0);
+    for (int j = 0; j < t.node_order_size(); ++j) {
+      ASSIGN_OR_RETURN(
+          const int type,
+          type_of(t.node_order(j), absl::StrCat(where, ".template.node_order[", j, "]")));
+      p.tmpl.node_order.push_back(type);
+      ++p.tmpl.mix[type];
+    }
+    for (int k = 0; k < t.stages_size(); ++k) {
+      const pb::Stage& in_stage = t.stages(k);
+      ASSIGN_OR_RETURN(const int type,
+                       type_of(in_stage.node_type(),
+                               absl::StrCat(where, ".template.stages[", k, "].node_type")));
+      Stage stage;
+      stage.layer_begin = in_stage.layer_begin();
+      stage.layer_end = in_stage.layer_end();
+      stage.node_index = in_stage.node_index();
+      stage.node_type = type;
+      stage.gpus = in_stage.gpus();
+      p.tmpl.stages.push_back(stage);
+    }
+    p.node_ids.assign(in.node_ids().begin(), in.node_ids().end());
+    p.microbatches = in.microbatches();
+    out.pipelines.push_back(std::move(p));
+  }
+  for (const pb::IdleNode& idle : plan.idle_nodes()) {
+    auto it = type_index.find(idle.node_type());
+    out.idle.push_back({idle.node_id(), it == type_index.end() ? 0 : it->second, idle.reason()});
+  }
+  return out;
+}
+
+void ToProtoBatchSizePlan(const BatchSizePlan& size, const PlanningProblem& problem,
+                          pb::BatchSizePlan* out) {
+  out->set_global_batch(size.global_batch);
+  out->set_feasible(size.status.ok());
+  if (size.status.ok()) {
+    ToProtoPlan(size.plan, problem, out->mutable_plan());
+  } else {
+    out->set_infeasible_reason(std::string(size.status.message()));
+  }
+  out->set_data_parallel_iteration_time_ms(size.data_parallel_ms.value_or(0));
+  out->set_data_parallel_unavailable_reason(size.data_parallel_unavailable);
+  out->set_speedup(size.speedup);
+  out->set_optimality_gap(size.optimality_gap);
+}
+
+absl::StatusOr<ClusterEvent> FromProtoEvent(const pb::ReplanRequest& request,
+                                            const PlanningProblem& problem) {
+  ClusterEvent event;
+  event.failed_node_ids.assign(request.failed_node_ids().begin(), request.failed_node_ids().end());
+  const std::map<std::string, int> type_index = NodeTypeIndex(problem);
+  for (int i = 0; i < request.joined_nodes_size(); ++i) {
+    const pb::Node& node = request.joined_nodes(i);
+    auto it = type_index.find(node.node_type());
+    if (it == type_index.end()) {
+      return InvalidField(absl::StrCat("joined_nodes[", i, "].node_type"),
+                          absl::StrCat(" \"", node.node_type(),
+                                       "\" is not the name of any cluster.node_types entry"));
+    }
+    event.joined_nodes.push_back({node.id(), it->second});
+  }
+  return event;
+}
+
+absl::StatusOr<ReplanOptions> FromProtoReplanOptions(const pb::ReplanRequest& request) {
+  ReplanOptions options;
+  if (request.has_tolerance()) options.tolerance = request.tolerance();
+  if (request.has_horizon_iterations()) options.horizon_iterations = request.horizon_iterations();
+  if (request.has_restart_overhead_s()) options.restart_overhead_s = request.restart_overhead_s();
+  if (!request.force_strategy().empty()) {
+    options.force_strategy = ParseReplanStrategy(request.force_strategy());
+    if (!options.force_strategy.has_value()) {
+      return InvalidField("force_strategy",
+                          absl::StrCat(" \"", request.force_strategy(),
+                                       "\" is not one of \"optimal\", \"keep-pipelines\", "
+                                       "\"drop-broken\", \"oobleck-fallback\""));
+    }
+  }
+  return options;
+}
+
+void ToProtoReplanResult(const ReplanResult& r, const PlanningProblem& problem,
+                         pb::ReplanResponse* response) {
+  ToProtoPlan(r.plan, problem, response->mutable_plan());
+  response->set_old_iteration_time_ms(r.old_plan.iteration_time_ms);
+  for (const LayerCopy& c : r.copies) {
+    pb::LayerCopy* out = response->add_copies();
+    out->set_dest_node_id(c.dest_node_id);
+    out->set_source_node_id(c.source_node_id);
+    out->set_layer_begin(c.layer_begin);
+    out->set_layer_end(c.layer_end);
+    out->set_param_bytes(c.param_bytes);
+  }
+  response->set_copy_bytes(r.copy_bytes);
+  response->set_strategy(std::string(ReplanStrategyName(r.strategy)));
+  response->set_pipelines_kept(r.pipelines_kept);
+  response->set_fastest_iteration_time_ms(r.fastest_iteration_time_ms);
+  response->set_oobleck_fallback_iteration_time_ms(r.oobleck_fallback_ms.value_or(0));
+  response->set_oobleck_fallback_failure(r.oobleck_fallback_failure);
+  for (const std::string& id : r.ignored_failed_node_ids) response->add_ignored_failed_node_ids(id);
+  for (const std::string& id : r.ignored_joined_node_ids) response->add_ignored_joined_node_ids(id);
+  response->set_degraded_reason(r.degraded_reason);
+  response->set_downtime_s(r.downtime_s);
+  response->set_transfer_s(r.transfer_s);
+  for (const ReplanAlternative& a : r.alternatives) {
+    pb::ReplanAlternative* out = response->add_alternatives();
+    out->set_strategy(std::string(ReplanStrategyName(a.strategy)));
+    out->set_iteration_time_ms(a.iteration_time_ms);
+    out->set_downtime_s(a.downtime_s);
+    out->set_copy_bytes(a.copy_bytes);
+    out->set_pipelines_kept(a.pipelines_kept);
+    out->set_fault_tolerance(a.fault_tolerance);
+  }
 }
 
 }  // namespace oobleck::server

@@ -1,15 +1,20 @@
-// Conversion between the public API messages and core value types. No validation of
-// request semantics beyond what a conversion itself needs (see plan_request.h).
+// The one place where public API messages and core value types convert into each other. No
+// validation of request semantics beyond what a conversion itself needs (requests are
+// validated by server/job_request.h, templates_request.h and cluster_setup.h).
 #ifndef OOBLECK_SERVER_PROTO_CONVERSION_H_
 #define OOBLECK_SERVER_PROTO_CONVERSION_H_
 
+#include <map>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/cost_model.h"
 #include "core/pipeline_template.h"
+#include "core/plan.h"
 #include "core/profile.h"
+#include "core/replan.h"
 #include "core/template_planner.h"
 #include "oobleck/planner/v1/planner.pb.h"
 
@@ -33,6 +38,34 @@ void ToProtoTemplate(const PipelineTemplate& tmpl, const PlanningProblem& proble
 
 void ToProtoMixTemplate(const PlannedMix& planned, const PlanningProblem& problem,
                         pb::MixTemplate* out);
+
+// Node type name -> index in problem.node_types.
+std::map<std::string, int> NodeTypeIndex(const PlanningProblem& problem);
+
+// Lists `nodes` in request->nodes and sets every cluster.node_types[i].count to its number
+// of nodes.
+void SetProtoNodes(const std::vector<ClusterNode>& nodes, const PlanningProblem& problem,
+                   pb::PlanRequest* request);
+
+// Plans as messages and back. FromProtoPlan checks names (node types) only, naming fields
+// under `field` ("plan"); EvaluatePlan checks the plan itself.
+void ToProtoPlan(const ClusterPlan& plan, const PlanningProblem& problem, pb::ClusterPlan* out);
+absl::StatusOr<ClusterPlan> FromProtoPlan(const pb::ClusterPlan& plan,
+                                          const PlanningProblem& problem, const std::string& field);
+
+// One global batch size of a Plan answer (PlanResponse.sweep).
+void ToProtoBatchSizePlan(const BatchSizePlan& size, const PlanningProblem& problem,
+                          pb::BatchSizePlan* out);
+
+// ReplanRequest's failed_node_ids and joined_nodes (whose node_type must name a node type).
+absl::StatusOr<ClusterEvent> FromProtoEvent(const pb::ReplanRequest& request,
+                                            const PlanningProblem& problem);
+// ReplanRequest's tolerance, horizon, restart overhead and force_strategy (a known name).
+absl::StatusOr<ReplanOptions> FromProtoReplanOptions(const pb::ReplanRequest& request);
+// Everything of a ReplanResponse that comes from the result: the new plan, the copies,
+// the strategy and its alternatives (not `request`, not the timing).
+void ToProtoReplanResult(const ReplanResult& result, const PlanningProblem& problem,
+                         pb::ReplanResponse* out);
 
 }  // namespace oobleck::server
 

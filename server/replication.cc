@@ -8,6 +8,7 @@
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 #include "server/planner_server.h"
 
 ABSL_FLAG(std::string, etcd_endpoints, "",
@@ -42,9 +43,8 @@ absl::StatusOr<std::unique_ptr<Replication>> Replication::FromFlags(ProfileCatal
                                                                     bool has_data_dir) {
   const std::string endpoints = absl::GetFlag(FLAGS_etcd_endpoints);
   if (endpoints.empty()) return nullptr;
-  absl::StatusOr<std::vector<std::string>> parsed =
-      ParseEtcdEndpoints(endpoints, "--etcd_endpoints");
-  if (!parsed.ok()) return parsed.status();
+  ASSIGN_OR_RETURN(std::vector<std::string> parsed,
+                   ParseEtcdEndpoints(endpoints, "--etcd_endpoints"));
   if (has_data_dir) {
     return absl::InvalidArgumentError("--etcd_endpoints and --data_dir exclude each other");
   }
@@ -62,7 +62,7 @@ absl::StatusOr<std::unique_ptr<Replication>> Replication::FromFlags(ProfileCatal
   const std::string prefix = absl::GetFlag(FLAGS_etcd_prefix);
   std::unique_ptr<Replication> replication(new Replication());
   replication->client_ =
-      std::make_unique<EtcdClient>(*std::move(parsed), absl::Milliseconds(timeout_ms));
+      std::make_unique<EtcdClient>(std::move(parsed), absl::Milliseconds(timeout_ms));
   replication->profiles_ =
       std::make_unique<EtcdProfileStore>(replication->client_.get(), prefix, catalog);
   if (budget_mb > 0) {

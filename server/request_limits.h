@@ -1,7 +1,7 @@
 // Size limits on what one request may ask for, so that a single call cannot take the
 // server's memory or cores from everyone else. Each violation is RESOURCE_EXHAUSTED with a
 // message naming the limit, its value and what the request had; docs/ERRORS.md lists them.
-// (kMaxMixesPerRequest lives with the mix enumeration in plan_request.h; the message size
+// (kMaxMixesPerRequest lives with the mix enumeration in templates_request.h; the message size
 // limit with the server in planner_server.h.)
 #ifndef OOBLECK_SERVER_REQUEST_LIMITS_H_
 #define OOBLECK_SERVER_REQUEST_LIMITS_H_

@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 
 namespace oobleck::server {
 namespace {
@@ -87,9 +88,8 @@ void SearchGate::Release() {
 std::function<absl::StatusOr<std::shared_ptr<void>>()> SearchGate::AdmissionFor(
     grpc::ServerContext* context, std::function<bool()> cancelled) {
   return [this, context, cancelled]() -> absl::StatusOr<std::shared_ptr<void>> {
-    absl::StatusOr<Slot> slot = AcquireForCall(context, cancelled);
-    if (!slot.ok()) return slot.status();
-    return std::static_pointer_cast<void>(std::make_shared<Slot>(*std::move(slot)));
+    ASSIGN_OR_RETURN(Slot slot, AcquireForCall(context, cancelled));
+    return std::static_pointer_cast<void>(std::make_shared<Slot>(std::move(slot)));
   };
 }
 

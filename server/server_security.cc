@@ -1,35 +1,32 @@
 #include "server/server_security.h"
 
-#include <fstream>
-#include <sstream>
+#include <cstdint>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/file_reader.h"
+#include "core/status_macros.h"
 
 namespace oobleck::server {
 namespace {
 
 // Key and certificate files are a few KiB; anything this large is the wrong file.
-constexpr std::streamsize kMaxSecurityFileBytes = 1 << 20;
+constexpr int64_t kMaxSecurityFileBytes = int64_t{1} << 20;
 constexpr absl::string_view kBearerPrefix = "Bearer ";
 // Probes (kubelet, load balancers) cannot present a token.
 constexpr absl::string_view kHealthServicePrefix = "/grpc.health.v1.Health/";
 
 absl::StatusOr<std::string> ReadSecurityFile(const std::string& path, absl::string_view flag) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("--", flag, ": cannot read ", path));
-  std::string text(kMaxSecurityFileBytes + 1, '\0');
-  in.read(text.data(), kMaxSecurityFileBytes + 1);
-  if (in.bad()) return absl::NotFoundError(absl::StrCat("--", flag, ": cannot read ", path));
-  text.resize(static_cast<size_t>(in.gcount()));
-  if (text.size() > static_cast<size_t>(kMaxSecurityFileBytes)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, ": ", path, " is larger than ", kMaxSecurityFileBytes, " bytes"));
+  absl::StatusOr<std::string> text = ReadRegularFile(path, path, kMaxSecurityFileBytes);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat("--", flag, ": ", text.status().message()));
   }
-  if (text.empty())
+  if (text->empty()) {
     return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", path, " is empty"));
+  }
   return text;
 }
 
@@ -63,26 +60,23 @@ absl::StatusOr<ServerSecurity> ReadServerSecurity(const std::string& tls_cert_fi
         "plaintext");
   }
   if (!tls_cert_file.empty()) {
-    absl::StatusOr<std::string> cert = ReadSecurityFile(tls_cert_file, "tls_cert");
-    if (!cert.ok()) return cert.status();
-    absl::StatusOr<std::string> key = ReadSecurityFile(tls_key_file, "tls_key");
-    if (!key.ok()) return key.status();
+    ASSIGN_OR_RETURN(std::string cert, ReadSecurityFile(tls_cert_file, "tls_cert"));
+    ASSIGN_OR_RETURN(std::string key, ReadSecurityFile(tls_key_file, "tls_key"));
     // gRPC reports a bad PEM only as a failed bind; name the likely mistake early.
-    if (!absl::StrContains(*cert, "-----BEGIN CERTIFICATE-----")) {
+    if (!absl::StrContains(cert, "-----BEGIN CERTIFICATE-----")) {
       return absl::InvalidArgumentError(
           absl::StrCat("--tls_cert: ", tls_cert_file, " holds no PEM certificate"));
     }
-    if (!absl::StrContains(*key, "PRIVATE KEY-----")) {
+    if (!absl::StrContains(key, "PRIVATE KEY-----")) {
       return absl::InvalidArgumentError(
           absl::StrCat("--tls_key: ", tls_key_file, " holds no PEM private key"));
     }
-    security.tls_cert_chain_pem = *std::move(cert);
-    security.tls_private_key_pem = *std::move(key);
+    security.tls_cert_chain_pem = std::move(cert);
+    security.tls_private_key_pem = std::move(key);
   }
   if (!auth_token_file.empty()) {
-    absl::StatusOr<std::string> text = ReadSecurityFile(auth_token_file, "auth_token_file");
-    if (!text.ok()) return text.status();
-    absl::StatusOr<std::string> token = ParseAuthToken(*text);
+    ASSIGN_OR_RETURN(std::string text, ReadSecurityFile(auth_token_file, "auth_token_file"));
+    absl::StatusOr<std::string> token = ParseAuthToken(text);
     if (!token.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("--auth_token_file: ", auth_token_file, ": ", token.status().message()));

@@ -1,6 +1,11 @@
 #include "server/status_conversion.h"
 
+#include <optional>
 #include <string>
+
+#include "core/field_path.h"
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
 
 namespace oobleck::server {
 
@@ -8,8 +13,23 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   // absl::StatusCode and grpc::StatusCode both follow google.rpc.Code, so the numeric
   // values coincide for every canonical code.
-  return grpc::Status(static_cast<grpc::StatusCode>(static_cast<int>(status.code())),
-                      std::string(status.message()));
+  const auto code = static_cast<grpc::StatusCode>(static_cast<int>(status.code()));
+  std::string message(status.message());
+  // BadRequest describes a malformed request; NOT_FOUND, FAILED_PRECONDITION and
+  // RESOURCE_EXHAUSTED keep their path in the message only.
+  const std::optional<std::string> field = FieldPathOf(status);
+  if (!field.has_value() || status.code() != absl::StatusCode::kInvalidArgument) {
+    return grpc::Status(code, std::move(message));
+  }
+  google::rpc::BadRequest bad_request;
+  google::rpc::BadRequest::FieldViolation* violation = bad_request.add_field_violations();
+  violation->set_field(*field);
+  violation->set_description(message);
+  google::rpc::Status details;
+  details.set_code(static_cast<int>(status.code()));
+  details.set_message(message);
+  details.add_details()->PackFrom(bad_request);
+  return grpc::Status(code, std::move(message), details.SerializeAsString());
 }
 
 }  // namespace oobleck::server

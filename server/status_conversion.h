@@ -8,7 +8,10 @@
 
 namespace oobleck::server {
 
-// Keeps the code (the canonical codes share numbering) and the message.
+// Keeps the code (the canonical codes share numbering) and the message. An INVALID_ARGUMENT
+// about a request field (core/field_path.h) also carries a google.rpc.Status in the details
+// (grpc-status-details-bin) holding one google.rpc.BadRequest field violation with the
+// field's path, as grpcurl and other clients show.
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
 }  // namespace oobleck::server

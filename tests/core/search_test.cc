@@ -6,6 +6,7 @@
 #include "gtest/gtest.h"
 #include "tbb/task_arena.h"
 #include "tests/core/test_problems.h"
+#include "tests/oracles/exhaustive.h"
 
 namespace oobleck {
 namespace {
@@ -55,7 +56,7 @@ TEST(SearchTest, Gpt2XlHomogeneousMatchesExhaustiveOnBothModels) {
   }
 }
 
-// The exactness check of PRODUCT.md §5: on random small heterogeneous instances (fixed
+// The exactness check (docs/ARCHITECTURE.md#search): on random small heterogeneous instances (fixed
 // seeds) the search and brute force agree on feasibility and optimum, for every mix.
 class RandomInstanceTest : public ::testing::TestWithParam<std::tuple<CostModelKind, int>> {};
 

@@ -114,6 +114,13 @@ class PlannerServerTest(unittest.TestCase):
                                        timeout=RPC_TIMEOUT_S)
         self.assertEqual(raised.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
         self.assertIn("gpus_per_node", raised.exception.details())
+        # The path also as a google.rpc.BadRequest in the status details, as grpcurl shows
+        # it (google.rpc.Status bytes in the trailer; the stubs for it are not generated,
+        # so the serialized Any's type URL and the path are looked for in the bytes).
+        details = dict(raised.exception.trailing_metadata()).get("grpc-status-details-bin")
+        self.assertIsNotNone(details)
+        self.assertIn(b"type.googleapis.com/google.rpc.BadRequest", details)
+        self.assertIn(b"cluster.node_types[0].gpus_per_node", details)
 
     def test_example_python_client(self):
         """examples/python/plan_templates.py against this server, with the built stubs."""

@@ -12,10 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/profile_catalog.h"
 #include "core/template_planner.h"
-#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
 #include "gtest/gtest.h"
 #include "oobleck/planner/v1/planner.grpc.pb.h"
 #include "server/planner_server.h"
@@ -520,6 +522,65 @@ TEST_F(PlanServiceTest, RejectsBadReplanRequests) {
     EXPECT_EQ(status.error_code(), c.code) << c.name << ": " << status.error_message();
     EXPECT_THAT(status.error_message(), HasSubstr(c.message)) << c.name;
   }
+}
+
+// The field paths of google.rpc.BadRequest in the status details (grpc-status-details-bin),
+// as grpcurl shows them; empty when there are none.
+std::vector<std::string> BadRequestFields(const grpc::Status& status) {
+  std::vector<std::string> fields;
+  google::rpc::Status details;
+  if (status.error_details().empty() || !details.ParseFromString(status.error_details())) {
+    return fields;
+  }
+  EXPECT_EQ(details.code(), static_cast<int>(status.error_code()));
+  EXPECT_EQ(details.message(), status.error_message());
+  for (const google::protobuf::Any& any : details.details()) {
+    google::rpc::BadRequest bad_request;
+    if (!any.UnpackTo(&bad_request)) continue;
+    for (const auto& violation : bad_request.field_violations()) {
+      EXPECT_EQ(violation.description(), status.error_message());
+      fields.push_back(violation.field());
+    }
+  }
+  return fields;
+}
+
+TEST_F(PlanServiceTest, BadFieldsAreNamedInBadRequestDetails) {
+  pb::PlanRequest plan = ThreeTypeRequest();
+  plan.mutable_cluster()->mutable_node_types(1)->set_gpus_per_node(0);
+  pb::PlanResponse planned;
+  grpc::Status status = Plan(plan, &planned);
+  ASSERT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_THAT(BadRequestFields(status), ElementsAre("cluster.node_types[1].gpus_per_node"));
+
+  plan = ThreeTypeRequest();
+  plan.set_fault_tolerance(-1);  // checked in core, its path mapped by the server
+  status = Plan(plan, &planned);
+  EXPECT_THAT(BadRequestFields(status), ElementsAre("fault_tolerance"));
+
+  // Inside a ReplanRequest the path starts at the ReplanRequest.
+  const pb::PlanResponse ok = PlanOk(ThreeTypeRequest());
+  pb::ReplanRequest replan;
+  *replan.mutable_request() = ok.request();
+  *replan.mutable_plan() = ok.plan();
+  replan.mutable_request()->mutable_nodes(2)->set_id(ok.request().nodes(0).id());
+  pb::ReplanResponse replanned;
+  status = Replan(replan, &replanned);
+  ASSERT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("repeats request.nodes[0].id"));
+  EXPECT_THAT(BadRequestFields(status), ElementsAre("request.nodes[2].id"));
+
+  replan.mutable_request()->mutable_nodes(2)->set_id("fresh");
+  replan.mutable_request()->set_max_nodes_per_pipeline(-1);
+  status = Replan(replan, &replanned);
+  EXPECT_THAT(BadRequestFields(status), ElementsAre("request.max_nodes_per_pipeline"));
+
+  // Only INVALID_ARGUMENT carries a BadRequest: a model without profiles is NOT_FOUND.
+  plan = ThreeTypeRequest();
+  plan.set_model("llama");
+  status = Plan(plan, &planned);
+  ASSERT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_TRUE(BadRequestFields(status).empty());
 }
 
 TEST_F(PlanServiceTest, DeadlineStopsALongPlan) {

@@ -20,11 +20,11 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "oobleck/planner/v1/planner.grpc.pb.h"
-#include "server/plan_request.h"
 #include "server/planner_server.h"
 #include "server/planner_service.h"
 #include "server/request_log.h"
 #include "server/search_gate.h"
+#include "server/templates_request.h"
 
 namespace oobleck::server {
 namespace {

@@ -25,9 +25,9 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "oobleck/planner/v1/planner.grpc.pb.h"
-#include "server/plan_request.h"
 #include "server/planner_server.h"
 #include "server/planner_service.h"
+#include "server/templates_request.h"
 #include "tests/service/test_load_root.h"
 
 namespace oobleck::server {

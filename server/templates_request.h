@@ -1,7 +1,7 @@
-// Validation of a PlanTemplatesRequest and its conversion into core's planning problem:
-// profile resolution (measured or derived) and the list of mixes to plan.
-#ifndef OOBLECK_SERVER_PLAN_REQUEST_H_
-#define OOBLECK_SERVER_PLAN_REQUEST_H_
+// A PlanTemplatesRequest validated and converted into core's planning problem (profiles
+// resolved, measured or derived: server/job_request.h) and the list of mixes to plan.
+#ifndef OOBLECK_SERVER_TEMPLATES_REQUEST_H_
+#define OOBLECK_SERVER_TEMPLATES_REQUEST_H_
 
 #include <vector>
 
@@ -23,13 +23,14 @@ struct TemplateRequest {
 };
 
 // INVALID_ARGUMENT for malformed fields (the message names the field path and the bad
-// value), NOT_FOUND for profiles that are not loaded, FAILED_PRECONDITION when the loaded
-// profiles cannot be combined, RESOURCE_EXHAUSTED above kMaxMixesPerRequest mixes.
-// Derived profiles come from `models` when given (shared across requests), else are built.
+// value; the path is carried as data too, core/field_path.h), NOT_FOUND for profiles that
+// are not loaded, FAILED_PRECONDITION when the loaded profiles cannot be combined,
+// RESOURCE_EXHAUSTED above kMaxMixesPerRequest mixes. Derived profiles come from `models`
+// when given (shared across requests), else are built.
 absl::StatusOr<TemplateRequest> ToTemplateRequest(
     const ::oobleck::planner::v1::PlanTemplatesRequest& request, const ProfileCatalog& catalog,
     CostModelCache* models = nullptr);
 
 }  // namespace oobleck::server
 
-#endif  // OOBLECK_SERVER_PLAN_REQUEST_H_
+#endif  // OOBLECK_SERVER_TEMPLATES_REQUEST_H_

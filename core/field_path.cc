@@ -1,0 +1,37 @@
+#include "core/field_path.h"
+
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+
+namespace oobleck {
+
+absl::Status FieldError(absl::StatusCode code, absl::string_view field, absl::string_view rest) {
+  absl::Status status(code, absl::StrCat(field, rest));
+  status.SetPayload(kFieldPathPayloadUrl, absl::Cord(field));
+  return status;
+}
+
+std::optional<std::string> FieldPathOf(const absl::Status& status) {
+  const auto path = status.GetPayload(kFieldPathPayloadUrl);  // absl::optional here
+  if (!path.has_value()) return std::nullopt;
+  return std::string(*path);
+}
+
+absl::Status UnderField(const absl::Status& status, absl::string_view prefix) {
+  if (status.ok() || prefix.empty()) return status;
+  absl::Status out(status.code(), absl::StrCat(prefix, status.message()));
+  status.ForEachPayload(
+      [&out](absl::string_view url, const absl::Cord& value) { out.SetPayload(url, value); });
+  if (std::optional<std::string> path = FieldPathOf(status); path.has_value()) {
+    out.SetPayload(kFieldPathPayloadUrl, absl::Cord(absl::StrCat(prefix, *path)));
+  }
+  return out;
+}
+
+absl::Status AboutField(const absl::Status& status, absl::string_view field,
+                        absl::string_view value) {
+  if (status.ok()) return status;
+  return FieldError(status.code(), field, absl::StrCat(" \"", value, "\": ", status.message()));
+}
+
+}  // namespace oobleck

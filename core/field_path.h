@@ -1,0 +1,41 @@
+// Errors about one input field, with the field's path carried as data beside the message
+// (an absl::Status payload), so that callers map or report it without parsing text: the
+// server prefixes paths of nested messages ("request.") and turns them into
+// google.rpc.BadRequest field violations (server/status_conversion.h).
+#ifndef OOBLECK_CORE_FIELD_PATH_H_
+#define OOBLECK_CORE_FIELD_PATH_H_
+
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace oobleck {
+
+// The payload's type URL; its value is the path, e.g. "cluster.node_types[1].gpus_per_node".
+inline constexpr absl::string_view kFieldPathPayloadUrl =
+    "type.googleapis.com/oobleck.planner.FieldPath";
+
+// An error of `code` whose message is `field` followed by `rest`, which starts with its own
+// separator (" must be >= 1 (got 0)", " is required").
+absl::Status FieldError(absl::StatusCode code, absl::string_view field, absl::string_view rest);
+inline absl::Status InvalidField(absl::string_view field, absl::string_view rest) {
+  return FieldError(absl::StatusCode::kInvalidArgument, field, rest);
+}
+
+// The path `status` is about, if it names one.
+std::optional<std::string> FieldPathOf(const absl::Status& status);
+
+// The same error seen from an enclosing message: `prefix` ("request.") goes before the
+// message and before the path. Keeps the code; OK stays OK.
+absl::Status UnderField(const absl::Status& status, absl::string_view prefix);
+
+// The same error about `field` (its message prefixed with "field \"value\": "), for errors of
+// a lookup or a check that does not know which request field its input came from.
+absl::Status AboutField(const absl::Status& status, absl::string_view field,
+                        absl::string_view value);
+
+}  // namespace oobleck
+
+#endif  // OOBLECK_CORE_FIELD_PATH_H_

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <map>
 #include <set>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "tbb/parallel_for.h"
@@ -99,7 +101,8 @@ DataParallelEstimate DataParallel(const CostModel& model, const TemplateSet& set
 ClusterPlan BindFreshPlan(const CostModel& model, const std::vector<ClusterNode>& nodes,
                           const std::vector<PipelineShape>& shapes,
                           const PipelineSetSolution& solution, int global_batch,
-                          const std::vector<std::string>& type_reasons) {
+                          const std::vector<std::string>& type_reasons,
+                          const PlanOptions& options) {
   const int T = model.num_types();
   const std::vector<size_t> order = ChosenOrder(shapes, solution);
   std::vector<std::vector<size_t>> queue(T);
@@ -123,8 +126,11 @@ ClusterPlan BindFreshPlan(const CostModel& model, const std::vector<ClusterNode>
       const ClusterNode& node = nodes[queue[t][i]];
       plan.idle.push_back(
           {node.id, node.type,
-           !type_reasons[t].empty()
-               ? type_reasons[t]
+           !type_reasons[t].empty() ? type_reasons[t]
+           : options.objective == PlanObjective::kCost
+               ? "not used: every plan that uses it costs more per iteration"
+           : options.budget_per_hour > 0
+               ? "not used: every plan that uses it is slower or over budget_per_hour"
                : "not used: every plan that uses it is slower (its pipelines would be slower "
                  "or add all-reduce time)"});
     }
@@ -132,6 +138,7 @@ ClusterPlan BindFreshPlan(const CostModel& model, const std::vector<ClusterNode>
   plan.pipeline_time_ms = solution.pipeline_time_ms;
   plan.allreduce_ms = solution.allreduce_ms;
   plan.iteration_time_ms = solution.iteration_time_ms;
+  plan.price_per_hour = PlanPricePerHour(plan, nodes, options.price_per_hour);
   return plan;
 }
 
@@ -177,6 +184,72 @@ absl::Status ValidateFaultTolerance(int fault_tolerance) {
                         kMaxFaultTolerance, kMaxClusterNodes, fault_tolerance));
   }
   return absl::OkStatus();
+}
+
+absl::Status ValidatePlanPrices(const CostModel& model, const PlanOptions& options) {
+  const int T = model.num_types();
+  if (!options.price_per_hour.empty() && static_cast<int>(options.price_per_hour.size()) != T) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "price_per_hour: %d prices for %d node types", options.price_per_hour.size(), T));
+  }
+  for (size_t t = 0; t < options.price_per_hour.size(); ++t) {
+    const double price = options.price_per_hour[t];
+    if (!(price >= 0 && price <= kMaxPricePerHour)) {  // also NaN
+      return absl::InvalidArgumentError(
+          absl::StrFormat("cluster.node_types[%d].price_per_hour must be in [0, %g] (got %g)", t,
+                          kMaxPricePerHour, price));
+    }
+  }
+  if (!(options.budget_per_hour >= 0 && std::isfinite(options.budget_per_hour))) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "budget_per_hour must be a finite number >= 0 (0: no budget; got %g)",
+        options.budget_per_hour));
+  }
+  if (options.objective == PlanObjective::kCost) {
+    for (int t = 0; t < T; ++t) {
+      if (options.price_per_hour.empty() || !(options.price_per_hour[t] > 0)) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "objective = \"cost\" needs prices: cluster.node_types[%d].price_per_hour "
+            "(\"%s\") must be > 0",
+            t, model.node_type(t).name));
+      }
+    }
+  }
+  if (options.budget_per_hour > 0 && options.price_per_hour.empty()) {
+    return absl::FailedPreconditionError(
+        "budget_per_hour needs prices: set cluster.node_types[].price_per_hour");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PlanObjective> ParsePlanObjective(std::string_view name) {
+  if (name.empty() || name == "time") return PlanObjective::kTime;
+  if (name == "cost") return PlanObjective::kCost;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "objective must be \"time\" or \"cost\" (got \"", absl::CEscape(absl::string_view(name.data(), name.size())), "\")"));
+}
+
+std::string_view PlanObjectiveName(PlanObjective objective) {
+  return objective == PlanObjective::kCost ? "cost" : "time";
+}
+
+int64_t PriceSteps(double price_per_hour) {
+  return static_cast<int64_t>(std::llround(price_per_hour / kPriceStepPerHour));
+}
+
+double PlanPricePerHour(const ClusterPlan& plan, const std::vector<ClusterNode>& nodes,
+                        const std::vector<double>& price_per_hour) {
+  if (price_per_hour.empty()) return 0;
+  std::map<std::string_view, int> type_of;
+  for (const ClusterNode& node : nodes) type_of[node.id] = node.type;
+  double price = 0;
+  for (const PlannedPipeline& p : plan.pipelines) {
+    for (const std::string& id : p.node_ids) {
+      auto it = type_of.find(id);
+      if (it != type_of.end()) price += price_per_hour[it->second];
+    }
+  }
+  return price;
 }
 
 absl::StatusOr<PipelineSizeLimits> ResolveLimits(const PipelineSizeLimits& limits,
@@ -409,6 +482,7 @@ absl::StatusOr<PlanResult> ClusterPlanner::Plan(const CostModel& model,
                                                 const PlanOptions& options) const {
   if (absl::Status s = ValidateNodes(model, nodes); !s.ok()) return s;
   if (absl::Status s = ValidateFaultTolerance(options.fault_tolerance); !s.ok()) return s;
+  if (absl::Status s = ValidatePlanPrices(model, options); !s.ok()) return s;
   if (global_batches.empty()) {
     return absl::InvalidArgumentError("global_batch must list at least one size");
   }
@@ -455,6 +529,9 @@ absl::StatusOr<PlanResult> ClusterPlanner::Plan(const CostModel& model,
     problem.search = options.search;
     problem.min_pipelines = options.fault_tolerance + 1;
     problem.min_pipelines_reason = absl::StrCat("fault_tolerance = ", options.fault_tolerance);
+    problem.objective = options.objective;
+    for (double price : options.price_per_hour) problem.type_price_steps.push_back(PriceSteps(price));
+    if (options.budget_per_hour > 0) problem.max_price_steps = PriceSteps(options.budget_per_hour);
     absl::StatusOr<PipelineSetSolution> solution = SolvePipelineSet(problem);
     if (!solution.ok()) {
       std::string why(solution.status().message());
@@ -466,7 +543,8 @@ absl::StatusOr<PlanResult> ClusterPlanner::Plan(const CostModel& model,
       }
       out.status = absl::Status(solution.status().code(), why);
     } else {
-      out.plan = BindFreshPlan(model, nodes, shapes, *solution, out.global_batch, type_reasons);
+      out.plan = BindFreshPlan(model, nodes, shapes, *solution, out.global_batch, type_reasons,
+                               options);
       out.optimality_gap = solution->optimality_gap;
     }
     DataParallelEstimate dp =

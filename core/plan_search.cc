@@ -19,6 +19,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <queue>
 #include <utility>
 
@@ -344,6 +345,8 @@ bool UsesIlp(const PipelineSetProblem& problem) {
       break;
   }
   if (AsksMorePipelines(problem)) return true;
+  // Prices are rows and weights of the integer program; the DP knows none.
+  if (problem.objective == PlanObjective::kCost || problem.max_price_steps >= 0) return true;
   return DpStateCount(problem) * static_cast<int64_t>(std::max<size_t>(problem.shapes.size(), 1)) >
          kMaxAutoDpWork;
 }
@@ -373,6 +376,10 @@ class PlanSearch {
     AttachMemos(all_, memo_);  // copies below share the memos
     fixed_.assign(all_.begin(), all_.begin() + problem.fixed.size());
     shapes_.assign(all_.begin() + problem.fixed.size(), all_.end());
+    for (const PipelineShape& f : problem.fixed) fixed_price_ += PriceOf(f.mix);
+    shape_price_.reserve(problem.shapes.size());
+    for (const PipelineShape& s : problem.shapes) shape_price_.push_back(PriceOf(s.mix));
+    free_budget_ = problem.max_price_steps < 0 ? -1 : problem.max_price_steps - fixed_price_;
     use_ilp_ = UsesIlp(problem);
     // The integer program takes the minimum as a constraint of its own; the DP's counting
     // of it (min_free_) is for the node-count DP only.
@@ -519,6 +526,7 @@ class PlanSearch {
   }
 
   absl::StatusOr<PipelineSetSolution> Solve() {
+    if (problem_.objective == PlanObjective::kCost) return SolveCost();
     const int num_fixed = static_cast<int>(fixed_.size());
     const double top = TopTau();
     if (use_ilp_) {
@@ -833,50 +841,71 @@ class PlanSearch {
   struct IlpAnswer {
     CoverIlpStatus status = CoverIlpStatus::kInfeasible;
     int64_t items = 0;
-    int64_t lower_bound = 0;
+    int64_t objective = 0;        // items, or price when by price
+    int64_t lower_bound = 0;      // on the objective
+    int64_t price = 0;            // of the free pipelines' nodes, in price steps
     std::vector<int64_t> counts;  // per shape
   };
   // The fewest free pipelines that run the batch within tau (cover_ilp.h with one row per
-  // node type), memoised per tau: the search asks for some makespans twice.
+  // node type, and one for a budget), memoised per tau: the search asks for some makespans
+  // twice.
   absl::StatusOr<const IlpAnswer*> SolveIlp(double tau) {
     auto [it, inserted] = ilp_memo_.try_emplace(tau);
-    IlpAnswer& answer = it->second;
-    if (!inserted) return &answer;
+    if (!inserted) return &it->second;
+    absl::StatusOr<IlpAnswer> answer =
+        RunIlp(tau, /*by_price=*/false, std::max<int64_t>(0, B_ - int64_t{FixedCount()}),
+               free_budget_);
+    if (!answer.ok()) {
+      ilp_memo_.erase(it);
+      return answer.status();
+    }
+    it->second = *std::move(answer);
+    return &it->second;
+  }
+  // One integer program at tau: the fewest free pipelines, or (by_price) the least price of
+  // their nodes, with at most max_items free pipelines whose prices add up to at most
+  // max_price (< 0: no limit).
+  absl::StatusOr<IlpAnswer> RunIlp(double tau, bool by_price, int64_t max_items,
+                                   int64_t max_price) {
+    IlpAnswer answer;
     const int need = Need(tau);
-    const int64_t fixed = static_cast<int64_t>(fixed_.size());
+    const int64_t fixed = FixedCount();
     CoverIlp ilp;
     ilp.capacity.assign(problem_.available.begin(), problem_.available.end());
     ilp.need = need == kImpossible ? 0 : need;
     ilp.min_items = std::max<int64_t>(0, problem_.min_pipelines - fixed);
-    ilp.max_items = std::max<int64_t>(0, B_ - fixed);
-    if (need == kImpossible || ilp.min_items > ilp.max_items) return &answer;  // infeasible
+    ilp.max_items = max_items;
+    if (need == kImpossible || ilp.min_items > ilp.max_items) return answer;  // infeasible
+    if (problem_.max_price_steps >= 0 && free_budget_ < 0) return answer;   // fixed ones cost more
     const std::vector<Usable>& usable = UsableShapes(tau);
     for (const Usable& u : usable) {
       const NodeMix& mix = problem_.shapes[u.shape].mix;
       ilp.usage.emplace_back(mix.begin(), mix.end());
       ilp.gain.push_back(std::min(u.absorb, std::max(need, 1)));
+      if (by_price) ilp.weight.push_back(shape_price_[u.shape]);
+      if (max_price >= 0) ilp.spend.push_back(shape_price_[u.shape]);
     }
+    ilp.budget = max_price;
     if (absl::Status s = Cancelled(); !s.ok()) return s;
     ++evaluations_;
     CoverIlpLimits limits;
     limits.max_nodes = problem_.max_ilp_nodes;
     limits.cancelled = problem_.search.cancelled;
     absl::StatusOr<CoverIlpSolution> solved = SolveCoverIlp(ilp, limits);
-    if (!solved.ok()) {
-      ilp_memo_.erase(it);
-      return solved.status();
-    }
+    if (!solved.ok()) return solved.status();
     answer.status = solved->status;
     answer.items = solved->items;
+    answer.objective = solved->objective;
     answer.lower_bound = solved->lower_bound;
     answer.counts.assign(shapes_.size(), 0);
     for (size_t i = 0; i < usable.size() && i < solved->counts.size(); ++i) {
       answer.counts[usable[i].shape] = solved->counts[i];
+      answer.price += solved->counts[i] * shape_price_[usable[i].shape];
     }
     if (answer.status == CoverIlpStatus::kBounded || answer.status == CoverIlpStatus::kUnknown) {
       inexact_ = true;
     }
-    return &answer;
+    return answer;
   }
   static bool HasPlan(const IlpAnswer& a) {
     return a.status == CoverIlpStatus::kOptimal || a.status == CoverIlpStatus::kBounded;
@@ -915,7 +944,23 @@ class PlanSearch {
     const int p_low = static_cast<int>(std::clamp<int64_t>((*a)->lower_bound, 0, most));
     return std::min(best_, tau_low + Allreduce(p_low));
   }
-  absl::Status NoPlanError() const {
+  absl::Status NoPlanError() {
+    if (problem_.max_price_steps >= 0) {
+      // Within the budget nothing fits: say what the cheapest plan would cost, if any.
+      absl::StatusOr<IlpAnswer> cheapest = RunIlp(
+          TopTau(), /*by_price=*/true, std::max<int64_t>(0, B_ - int64_t{FixedCount()}), -1);
+      if (!cheapest.ok()) return cheapest.status();
+      if (HasPlan(*cheapest)) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "budget_per_hour = %g is below the price of every plan that runs the global batch "
+            "of %d micro-batches%s: the cheapest uses nodes of %g per hour",
+            StepsToPrice(problem_.max_price_steps), B_,
+            AsksMorePipelines(problem_)
+                ? absl::StrCat(" with ", problem_.min_pipelines, " pipelines")
+                : std::string(),
+            StepsToPrice(fixed_price_ + cheapest->lower_bound)));
+      }
+    }
     if (AsksMorePipelines(problem_)) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "no plan of at least %d pipelines fits the available nodes and holds the global "
@@ -1211,6 +1256,9 @@ class PlanSearch {
     PipelineSetSolution solution;
     const int need = Need(best_tau_);
     if (best_p_ > 0 && use_ilp_) {
+      if (best_counts_.size() != shapes_.size()) {
+        return absl::InternalError("plan search: no plan kept");
+      }
       for (size_t j = 0; j < best_counts_.size(); ++j) {
         for (int64_t c = 0; c < best_counts_[j]; ++c) solution.chosen.push_back(static_cast<int>(j));
       }
@@ -1265,7 +1313,15 @@ class PlanSearch {
     solution.iteration_time_ms = solution.pipeline_time_ms + solution.allreduce_ms;
     solution.evaluations = evaluations_;
     solution.method = use_ilp_ ? PlanSearchMethod::kCoverIlp : PlanSearchMethod::kNodeCountDp;
-    if (inexact_) {
+    solution.price_steps = fixed_price_;
+    for (int j : solution.chosen) solution.price_steps += shape_price_[j];
+    if (problem_.objective == PlanObjective::kCost) {
+      // The gap on price x time: what no plan left unexplored can undercut.
+      const double cost = static_cast<double>(solution.price_steps) * solution.iteration_time_ms;
+      if (inexact_ && cost > 0) {
+        solution.optimality_gap = std::max(0.0, (cost - std::min(cost, cost_open_bound_)) / cost);
+      }
+    } else if (inexact_) {
       absl::StatusOr<double> bound = ProvenLowerBound();
       if (!bound.ok()) return bound.status();
       solution.optimality_gap =
@@ -1274,9 +1330,136 @@ class PlanSearch {
     return solution;
   }
 
+  // ---- prices (PipelineSetProblem::objective, max_price_steps) ------------------------
+
+  int FixedCount() const { return static_cast<int>(fixed_.size()); }
+  int64_t PriceOf(const NodeMix& mix) const {
+    int64_t price = 0;
+    if (problem_.type_price_steps.empty()) return 0;
+    for (size_t t = 0; t < mix.size(); ++t) price += mix[t] * problem_.type_price_steps[t];
+    return price;
+  }
+  static double StepsToPrice(int64_t steps) {
+    return static_cast<double>(steps) * kPriceStepPerHour;
+  }
+  // Price x (makespan + all-reduce) of `a` at tau, fixed pipelines included.
+  double CostOf(double tau, int64_t free_price, int64_t free_pipelines) const {
+    return static_cast<double>(fixed_price_ + free_price) *
+           (tau + Allreduce(static_cast<int>(free_pipelines)));
+  }
+  void ConsiderCost(double tau, const IlpAnswer& a) {
+    const double value = CostOf(tau, a.price, a.items);
+    if (value < best_) {
+      best_ = value;
+      best_tau_ = tau;
+      best_p_ = static_cast<int>(a.items);
+      best_counts_ = a.counts;
+    }
+  }
+
+  // The least price x iteration time (docs/ARCHITECTURE.md#cost-aware-plans). Every plan
+  // runs within some candidate makespan tau = T_j(x) at cost >= price x (tau + AR(P)), so
+  // the optimum is min over tau of the best plan feasible at tau. At one tau (CostAt): the
+  // least price c0 (an integer program weighted by price), then the fewest pipelines among
+  // plans of that price (P0; less all-reduce), then the least price with at most P0 - 1
+  // pipelines, and so on while the price alone can still beat the incumbent. Over tau:
+  // c(tau), the least price, never increases with tau (the feasible set only grows), so an
+  // interval (a, b) of makespans costs at least c(b) x (first tau after a + AR of the
+  // fewest pipelines any plan has); intervals are split best bound first and dropped once
+  // that bound reaches the incumbent.
+  absl::StatusOr<PipelineSetSolution> SolveCost() {
+    if (absl::Status s = CheckBatch(); !s.ok()) return s;
+    const double top = TopTau();
+    absl::StatusOr<bool> fits = IlpFeasible(top);
+    if (!fits.ok()) return fits.status();
+    if (!*fits) return NoPlanError();
+    absl::StatusOr<double> tau_lp = SmallestFeasible(
+        all_, -kInf, top, [&](double tau) -> absl::StatusOr<bool> { return RelaxedFeasible(tau); });
+    if (!tau_lp.ok()) return tau_lp.status();
+    const int fewest_free = std::max(0, std::max(1, problem_.min_pipelines) - FixedCount());
+    ar_floor_ = Allreduce(fewest_free);
+    struct Interval {
+      double bound;  // no plan with a makespan in (a, b) costs less
+      double a, b;
+      int64_t price_b;  // proven least free price at b
+      bool operator>(const Interval& o) const { return bound > o.bound; }
+    };
+    std::priority_queue<Interval, std::vector<Interval>, std::greater<Interval>> open;
+    auto push = [&](double a, double b, int64_t price_b) {
+      const double first = NextAbove(all_, a);
+      if (first >= b) return;
+      const double bound = static_cast<double>(fixed_price_ + price_b) * (first + ar_floor_);
+      if (bound < best_) open.push({bound, a, b, price_b});
+    };
+    absl::StatusOr<std::optional<int64_t>> at_top = CostAt(top);
+    if (!at_top.ok()) return at_top.status();
+    if (!at_top->has_value()) return absl::InternalError("plan search: no plan at the top makespan");
+    push(std::nextafter(*tau_lp, -kInf), top, **at_top);
+    int makespans = 1;
+    while (!open.empty() && open.top().bound < best_) {
+      const Interval iv = open.top();
+      if (makespans >= problem_.max_cost_makespans) {
+        cost_open_bound_ = std::min(cost_open_bound_, iv.bound);
+        inexact_ = true;
+        break;
+      }
+      open.pop();
+      const double first = NextAbove(all_, iv.a);
+      double c = AtOrBelow(all_, iv.a + (iv.b - iv.a) / 2);
+      if (c <= iv.a) c = first;
+      absl::StatusOr<std::optional<int64_t>> at = CostAt(c);
+      if (!at.ok()) return at.status();
+      ++makespans;
+      if (at->has_value()) push(iv.a, c, **at);  // (proven infeasible: so is everything below)
+      push(c, iv.b, iv.price_b);
+    }
+    return Reconstruct();
+  }
+  // The best plans at tau (ConsiderCost); the proven least free price at tau, or nullopt
+  // when no plan runs within tau (proven).
+  absl::StatusOr<std::optional<int64_t>> CostAt(double tau) {
+    const int64_t min_items = std::max<int64_t>(0, problem_.min_pipelines - FixedCount());
+    int64_t max_items = std::max<int64_t>(0, B_ - int64_t{FixedCount()});
+    std::optional<int64_t> least;
+    while (max_items >= min_items) {
+      absl::StatusOr<IlpAnswer> cheapest = RunIlp(tau, /*by_price=*/true, max_items, free_budget_);
+      if (!cheapest.ok()) return cheapest.status();
+      if (cheapest->status == CoverIlpStatus::kInfeasible) break;
+      if (!least) least = cheapest->lower_bound;
+      // Every plan at tau left to look at costs at least this.
+      const double bound = static_cast<double>(fixed_price_ + cheapest->lower_bound) *
+                           (tau + ar_floor_);
+      if (bound >= best_) break;
+      if (cheapest->status != CoverIlpStatus::kOptimal) {
+        if (HasPlan(*cheapest)) ConsiderCost(tau, *cheapest);
+        cost_open_bound_ = std::min(cost_open_bound_, bound);
+        break;
+      }
+      // The fewest pipelines among plans of that price.
+      const int64_t cap = free_budget_ < 0 ? cheapest->objective
+                                           : std::min(free_budget_, cheapest->objective);
+      absl::StatusOr<IlpAnswer> fewest = RunIlp(tau, /*by_price=*/false, cheapest->items, cap);
+      if (!fewest.ok()) return fewest.status();
+      const bool fewer = HasPlan(*fewest) && fewest->items <= cheapest->items;
+      ConsiderCost(tau, fewer ? *fewest : *cheapest);
+      if (fewest->status != CoverIlpStatus::kOptimal) {
+        cost_open_bound_ = std::min(cost_open_bound_, bound);
+        break;
+      }
+      max_items = fewest->items - 1;  // plans with fewer pipelines cost more
+    }
+    if (!least) return std::optional<int64_t>();
+    return least;
+  }
+
   const PipelineSetProblem& problem_;
   const CostModel* model_;
   const int B_;
+  int64_t fixed_price_ = 0;           // of the fixed pipelines' nodes, in price steps
+  std::vector<int64_t> shape_price_;  // per shape
+  int64_t free_budget_ = -1;          // what the free pipelines may cost (< 0: no budget)
+  double ar_floor_ = 0;               // all-reduce of the fewest pipelines a plan has
+  double cost_open_bound_ = kInf;     // kCost: proven bound on plans not looked at
   int min_free_ = 0;  // free pipelines every solution needs (min_pipelines - kept ones)
   std::vector<LoadCurve> fixed_, shapes_, all_;
   std::vector<int64_t> strides_;
@@ -1493,7 +1676,22 @@ absl::Status CheckProblem(const PipelineSetProblem& problem) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_ilp_nodes must be >= 0, got ", problem.max_ilp_nodes));
   }
+  if (!problem.type_price_steps.empty()) {
+    if (problem.type_price_steps.size() != problem.available.size()) {
+      return absl::InvalidArgumentError("plan search: type_price_steps must have one per type");
+    }
+    for (int64_t price : problem.type_price_steps) {
+      if (price < 0) return absl::InvalidArgumentError("plan search: a price is negative");
+    }
+  }
+  if (problem.max_cost_makespans < 1) {
+    return absl::InvalidArgumentError("plan search: max_cost_makespans must be >= 1");
+  }
   if (!UsesIlp(problem)) {
+    if (problem.objective == PlanObjective::kCost || problem.max_price_steps >= 0) {
+      return absl::InvalidArgumentError(
+          "plan search: the node-count DP knows no prices; use kCoverIlp or kAuto");
+    }
     if (AsksMorePipelines(problem)) {
       return absl::InvalidArgumentError(
           "plan search: the node-count DP does not take min_pipelines; use kCoverIlp or kAuto");
@@ -1526,8 +1724,9 @@ absl::StatusOr<PipelineSetSolution> SolvePipelineSet(const PipelineSetProblem& p
   }
   PlanSearch search(problem);
   absl::StatusOr<PipelineSetSolution> solved = search.Solve();
+  // (With a budget the error already names it; the count below ignores prices.)
   if (!solved.ok() && solved.status().code() == absl::StatusCode::kFailedPrecondition &&
-      AsksMorePipelines(problem)) {
+      AsksMorePipelines(problem) && problem.max_price_steps < 0) {
     // Say how far from the minimum the nodes are, when the count is cheap to have.
     absl::StatusOr<int> most = MaxPipelineCount(problem, problem.min_pipelines - 1);
     if (most.ok()) {
@@ -1552,6 +1751,8 @@ absl::StatusOr<int> MaxPipelineCount(const PipelineSetProblem& problem, int at_m
   // past its state limit get RESOURCE_EXHAUSTED here.
   PipelineSetProblem counting = problem;
   counting.min_pipelines = 0;
+  counting.objective = PlanObjective::kTime;
+  counting.max_price_steps = -1;
   counting.method = PlanSearchMethod::kNodeCountDp;
   if (absl::Status s = CheckProblem(counting); !s.ok()) return s;
   PlanSearch search(counting);

@@ -531,7 +531,12 @@ absl::StatusOr<PlanResult> ClusterPlanner::Plan(const CostModel& model,
     problem.min_pipelines_reason = absl::StrCat("fault_tolerance = ", options.fault_tolerance);
     problem.objective = options.objective;
     for (double price : options.price_per_hour) problem.type_price_steps.push_back(PriceSteps(price));
-    if (options.budget_per_hour > 0) problem.max_price_steps = PriceSteps(options.budget_per_hour);
+    // (A budget above every node's price together is no constraint; the cap keeps the
+    // steps in range.)
+    if (options.budget_per_hour > 0) {
+      problem.max_price_steps =
+          PriceSteps(std::min(options.budget_per_hour, kMaxPricePerHour * (kMaxClusterNodes + 1)));
+    }
     absl::StatusOr<PipelineSetSolution> solution = SolvePipelineSet(problem);
     if (!solution.ok()) {
       std::string why(solution.status().message());

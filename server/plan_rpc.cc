@@ -57,6 +57,18 @@ void AddDerivedGpuTypes(const ClusterSetup& setup,
   for (const std::string& gpu : derived) *out->Add() = gpu;
 }
 
+// The request's prices per node type (empty when every price is 0: no prices).
+std::vector<double> PricesOf(const pb::PlanRequest& request) {
+  std::vector<double> prices;
+  bool any = false;
+  for (const pb::NodeType& type : request.cluster().node_types()) {
+    prices.push_back(type.price_per_hour());
+    any = any || type.price_per_hour() != 0;
+  }
+  if (!any) prices.clear();
+  return prices;
+}
+
 }  // namespace
 
 absl::StatusOr<ClusterSetup> ToClusterSetup(const pb::PlanRequest& request,
@@ -253,6 +265,11 @@ grpc::Status HandlePlan(grpc::ServerContext* context, const pb::PlanRequest& req
   PlanOptions options;
   options.limits = setup->limits;
   options.fault_tolerance = setup->fault_tolerance;
+  absl::StatusOr<PlanObjective> objective = ParsePlanObjective(request.objective());
+  if (!objective.ok()) return ToGrpcStatus(objective.status());
+  options.objective = *objective;
+  options.price_per_hour = PricesOf(request);
+  options.budget_per_hour = request.budget_per_hour();
   options.search = watch.Options();
   if (rpc.search_gate != nullptr) {
     options.search.admit = rpc.search_gate->AdmissionFor(context, watch.Predicate());
@@ -274,12 +291,14 @@ grpc::Status HandlePlan(grpc::ServerContext* context, const pb::PlanRequest& req
   const PlanningProblem& problem = setup->model->problem();
   *response->mutable_request() = std::move(setup->normalized);
   ToProtoPlan(first.plan, problem, response->mutable_plan());
+  response->mutable_plan()->set_price_per_hour(first.plan.price_per_hour);
   for (const BatchSizePlan& size : result->sizes) {
     pb::BatchSizePlan* out = response->add_sweep();
     out->set_global_batch(size.global_batch);
     out->set_feasible(size.status.ok());
     if (size.status.ok()) {
       ToProtoPlan(size.plan, problem, out->mutable_plan());
+      out->mutable_plan()->set_price_per_hour(size.plan.price_per_hour);
     } else {
       out->set_infeasible_reason(std::string(size.status.message()));
     }
@@ -358,6 +377,14 @@ grpc::Status HandleReplan(grpc::ServerContext* context, const pb::ReplanRequest&
   *next = std::move(setup->normalized);
   SetNodes(r->nodes, problem, next);
   ToProtoPlan(r->plan, problem, response->mutable_plan());
+  // Replan ignores objective and budget_per_hour (it keeps the least time) but reports
+  // the price of the new plan when the cluster has valid prices.
+  PlanOptions priced;
+  priced.price_per_hour = PricesOf(request.request());
+  if (!priced.price_per_hour.empty() && ValidatePlanPrices(model, priced).ok()) {
+    response->mutable_plan()->set_price_per_hour(
+        PlanPricePerHour(r->plan, r->nodes, priced.price_per_hour));
+  }
   response->set_old_iteration_time_ms(r->old_plan.iteration_time_ms);
   for (const LayerCopy& c : r->copies) {
     pb::LayerCopy* out = response->add_copies();

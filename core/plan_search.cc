@@ -75,6 +75,20 @@ class LoadCurve {
     return memo;
   }
   int limit() const { return limit_; }
+  // A lower bound of tau / Absorb(tau) over tau in [lo, hi] (+inf when the pipeline absorbs
+  // nothing there): T(x) = T(1) + (x - 1) * slope (affine, COST_MODEL.md), so Absorb(tau)
+  // <= (tau - o) / slope with o = T(1) - slope, and Absorb(tau) <= limit.
+  double TimePerMicrobatchAtLeast(double lo, double hi) const {
+    if (limit_ < 1 || Time(1) > hi) return kInf;
+    double bound = std::max(lo, Time(1)) / limit_;
+    if (limit_ >= 2 && slope_ > 0) {
+      const double o = t1_ - slope_;
+      // tau / (tau - o) falls with tau when o > 0 (least at hi), rises when o < 0.
+      const double tau = o > 0 ? hi : std::max(lo, t1_);
+      if (tau > o) bound = std::max(bound, slope_ * tau / (tau - o));
+    }
+    return bound;
+  }
   // The most micro-batches with T <= tau; 0 when even one exceeds tau. T is
   // non-decreasing in x (also in floating point), so the answer is the end of a prefix and
   // any search that checks its neighbours finds it exactly.
@@ -893,6 +907,7 @@ class PlanSearch {
     limits.cancelled = problem_.search.cancelled;
     absl::StatusOr<CoverIlpSolution> solved = SolveCoverIlp(ilp, limits);
     if (!solved.ok()) return solved.status();
+
     answer.status = solved->status;
     answer.items = solved->items;
     answer.objective = solved->objective;
@@ -1388,7 +1403,8 @@ class PlanSearch {
     auto push = [&](double a, double b, int64_t price_b) {
       const double first = NextAbove(all_, a);
       if (first >= b) return;
-      const double bound = static_cast<double>(fixed_price_ + price_b) * (first + ar_floor_);
+      const double bound = std::max(static_cast<double>(fixed_price_ + price_b) * (first + ar_floor_),
+                                    ThroughputBound(first, b, price_b));
       if (bound < best_) open.push({bound, a, b, price_b});
     };
     absl::StatusOr<std::optional<int64_t>> at_top = CostAt(top);
@@ -1415,6 +1431,27 @@ class PlanSearch {
     }
     return Reconstruct();
   }
+  // A lower bound on price x (tau + AR) over plans with a makespan tau in [lo, hi] whose
+  // free pipelines cost at least price_hi: the free pipelines absorb Need(hi) or more
+  // micro-batches, each at a price x time of at least price_j x TimePerMicrobatchAtLeast
+  // (a bound that, unlike price_hi x lo, keeps each pipeline's fill time: it proves the
+  // flat stretches of price x time, where cheaper plans take proportionally longer).
+  double ThroughputBound(double lo, double hi, int64_t price_hi) const {
+    const int need = Need(hi);
+    if (need == kImpossible) return kInf;
+    double per_microbatch = kInf;
+    for (size_t j = 0; j < shapes_.size(); ++j) {
+      if (!fits_[j]) continue;
+      per_microbatch = std::min(per_microbatch, static_cast<double>(shape_price_[j]) *
+                                                    shapes_[j].TimePerMicrobatchAtLeast(lo, hi));
+    }
+    const double free_part = need <= 0 ? 0 : need * per_microbatch;
+    const double bound = free_part + static_cast<double>(fixed_price_) * lo +
+                         static_cast<double>(fixed_price_ + price_hi) * ar_floor_;
+    return bound * (1 - kBoundSlack);  // T(x) is affine only up to rounding
+  }
+  static constexpr double kBoundSlack = 1e-9;
+
   // The best plans at tau (ConsiderCost); the proven least free price at tau, or nullopt
   // when no plan runs within tau (proven).
   absl::StatusOr<std::optional<int64_t>> CostAt(double tau) {

@@ -333,6 +333,40 @@ void BM_ReplanFleet(benchmark::State& state) {
   state.counters["peak_rss_MiB"] = PeakRssMiB();
 }
 
+// Illustrative prices per node (4 GPUs) and hour, in kFleetTypes order.
+constexpr double kFleetNodePricePerHour[] = {3.06, 1.60, 2.80, 8.20, 10.30, 19.60, 7.00, 3.00};
+
+// Warm Plan with prices; args: nodes, types, objective (0: time, 1: cost, 2: time within a
+// budget of half the fleet's price).
+void BM_PlanFleetPriced(benchmark::State& state) {
+  const int types = static_cast<int>(state.range(1));
+  absl::StatusOr<Fleet> fleet = MakeFleet(static_cast<int>(state.range(0)), types);
+  if (!fleet.ok()) {
+    state.SkipWithError(std::string(fleet.status().message()).c_str());
+    return;
+  }
+  PlanOptions options;
+  options.price_per_hour.assign(kFleetNodePricePerHour, kFleetNodePricePerHour + types);
+  double all = 0;
+  for (const ClusterNode& n : fleet->nodes) all += options.price_per_hour[n.type];
+  if (state.range(2) == 1) options.objective = PlanObjective::kCost;
+  if (state.range(2) == 2) options.budget_per_hour = all / 2;
+  (void)fleet->planner->Plan(*fleet->model, fleet->nodes, {kFleetBatch - 1}, options);
+  absl::StatusOr<PlanResult> result;
+  for (auto _ : state) {
+    result = fleet->planner->Plan(*fleet->model, fleet->nodes, {kFleetBatch}, options);
+    if (!result.ok()) {
+      state.SkipWithError(std::string(result.status().message()).c_str());
+      return;
+    }
+  }
+  ReportPlan(state, *result);
+  const ClusterPlan& plan = result->sizes[0].plan;
+  state.counters["gap"] = result->sizes[0].optimality_gap;
+  state.counters["price_per_hour"] = plan.price_per_hour;
+  state.counters["price_per_1k_iter"] = plan.price_per_hour * plan.iteration_time_ms / 3.6e3;
+}
+
 void FleetSizes(benchmark::internal::Benchmark* b, bool with_cold) {
   for (int nodes : {16, 64, 256, 1024, 4096}) {
     for (int types : {2, 4, 6, 8}) {
@@ -345,6 +379,15 @@ void FleetSizes(benchmark::internal::Benchmark* b, bool with_cold) {
 BENCHMARK(BM_PlanFleet)
     ->ArgNames({"nodes", "types", "cold"})
     ->Apply([](benchmark::internal::Benchmark* b) { FleetSizes(b, true); })
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_PlanFleetPriced)
+    ->ArgNames({"nodes", "types", "objective"})
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      for (int nodes : {64, 512, 4096}) {
+        for (int objective : {0, 1, 2}) b->Args({nodes, 4, objective});
+      }
+    })
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK(BM_ReplanFleet)

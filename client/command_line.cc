@@ -94,6 +94,12 @@ ABSL_FLAG(double, tolerance, oobleck::kDefaultReplanTolerance,
 ABSL_FLAG(int, fault_tolerance, 0,
           "plan: the plan survives any F simultaneous node failures (at least F+1 pipelines); "
           "replan: the F to keep (default: the plan request's)");
+ABSL_FLAG(std::string, objective, "time",
+          "plan: what the plan minimises: time (iteration time) or cost (price per "
+          "iteration: the price_per_hour of the nodes it uses x iteration time; needs prices "
+          "in the cluster file's gpu_types)");
+ABSL_FLAG(double, budget_per_hour, 0,
+          "plan: use only nodes whose prices add up to at most this per hour (0: no budget)");
 ABSL_FLAG(double, horizon_iterations, 1000,
           "replan: iterations the new plan is expected to run; the answer minimises "
           "downtime + N x iteration time");
@@ -167,6 +173,8 @@ const std::vector<FlagUse>& FlagUses() {
       {"tolerance", {"replan"}},
       {"svg", {"templates", "plan", "replan", "render"}},
       {"fault_tolerance", {"plan", "replan"}},
+      {"objective", {"plan"}},
+      {"budget_per_hour", {"plan"}},
       {"horizon_iterations", {"replan"}},
   };
   return kUses;
@@ -242,6 +250,8 @@ CliOptions ReadFlags() {
   o.svg = absl::GetFlag(FLAGS_svg);
   o.fault_tolerance = absl::GetFlag(FLAGS_fault_tolerance);
   o.horizon_iterations = absl::GetFlag(FLAGS_horizon_iterations);
+  o.objective = absl::GetFlag(FLAGS_objective);
+  o.budget_per_hour = absl::GetFlag(FLAGS_budget_per_hour);
   return o;
 }
 

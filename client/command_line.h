@@ -54,6 +54,8 @@ struct CliOptions {
   double tolerance = kDefaultReplanTolerance;  // deprecated rule, only when given
   int fault_tolerance = 0;           // plan and replan (replan: only when given)
   double horizon_iterations = 1000;  // replan, only when given
+  std::string objective = "time";    // plan: --objective time|cost
+  double budget_per_hour = 0;        // plan: --budget-per-hour X (0: none)
   // Pictures (client/render_command.h).
   std::string svg;  // --svg FILE; "" none, "-" standard output
 };

@@ -82,6 +82,12 @@ absl::Status CheckPlanUsage(const CommandLine& cl) {
     }
     if (o.min_nodes_per_pipeline < 0) return Usage("--min-nodes-per-pipeline must be >= 0");
     if (o.fault_tolerance < 0) return Usage("--fault-tolerance must be >= 0");
+    if (o.objective != "time" && o.objective != "cost") {
+      return Usage(absl::StrCat("--objective must be time or cost (got \"", o.objective, "\")"));
+    }
+    if (!(std::isfinite(o.budget_per_hour) && o.budget_per_hour >= 0)) {
+      return Usage("--budget-per-hour must be a finite number >= 0 (0: no budget)");
+    }
     if (o.max_nodes_per_pipeline < 0) return Usage("--max-nodes-per-pipeline must be >= 0");
     if (absl::StatusOr<pb::MissingAllreduce> m = ParseMissingAllreduce(o.missing_allreduce);
         !m.ok()) {
@@ -190,6 +196,13 @@ std::string FormatPlan(const pb::PlanResponse& response) {
   absl::StrAppend(&out, "  = slowest pipeline ", Ms(plan.pipeline_time_ms()), " ms + all-reduce ",
                   Ms(plan.allreduce_ms()), " ms over ", plan.pipelines_size(),
                   " pipeline(s), tolerating ", plan.fault_tolerance(), " node failure(s)");
+  if (plan.price_per_hour() > 0) {
+    absl::StrAppend(&out, "; nodes ", absl::StrFormat("%.4g", plan.price_per_hour()),
+                    " per hour, ",
+                    absl::StrFormat("%.4g", plan.price_per_hour() * plan.iteration_time_ms() /
+                                                3.6e6),
+                    " per iteration");
+  }
   if (!response.sweep().empty()) {
     const pb::BatchSizePlan& first = response.sweep(0);
     if (first.data_parallel_iteration_time_ms() > 0) {
@@ -307,6 +320,8 @@ absl::Status RunPlan(const CommandLine& cl, const PlanCalls& calls) {
     RETURN_IF_ERROR(calls.ensure_profile(upload));
   }
   request->set_fault_tolerance(o.fault_tolerance);
+  if (o.objective != "time") request->set_objective(o.objective);
+  request->set_budget_per_hour(o.budget_per_hour);
   pb::PlanResponse response;
   RETURN_IF_ERROR(calls.plan(*request, &response));
   calls.print(response, FormatPlan(response));

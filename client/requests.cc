@@ -145,6 +145,7 @@ absl::StatusOr<ClusterRequest> BuildClusterRequest(const ClusterFile& file,
 
   const std::vector<NodeType> types = file.NodeTypes();
   const NodeMix counts = file.NodeCounts();
+  const std::vector<double> prices = file.NodePricesPerHour();
   pb::Cluster* cluster = request.mutable_cluster();
   cluster->set_inter_node_bytes_per_s(file.inter_node_bytes_per_s);
 
@@ -164,6 +165,7 @@ absl::StatusOr<ClusterRequest> BuildClusterRequest(const ClusterFile& file,
     node_type->set_gpu_memory_bytes(type.gpu_memory_bytes);
     node_type->set_intra_node_bytes_per_s(type.intra_node_bytes_per_s);
     node_type->set_count(counts[i]);
+    node_type->set_price_per_hour(prices[i]);
 
     if (!gpu->profile_dir.empty()) {
       if (uploaded_dir_by_gpu.emplace(gpu->name, gpu->profile_dir).second) {

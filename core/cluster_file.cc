@@ -98,8 +98,9 @@ absl::StatusOr<ClusterFileGpuType> ParseGpuType(const std::string& name, const J
                                                 const std::string& base_dir) {
   const std::string path = absl::StrCat("gpu_types.", name);
   if (!value.is_object()) return Invalid(path, "must be an object", value);
-  RETURN_IF_ERROR(CheckKeys(
-      value, path, {"memory_gib", "intra_node_bytes_per_s", "profile", "relative_speed", "note"}));
+  RETURN_IF_ERROR(CheckKeys(value, path,
+                            {"memory_gib", "intra_node_bytes_per_s", "profile", "relative_speed",
+                             "price_per_hour", "note"}));
 
   ClusterFileGpuType gpu;
   gpu.name = name;
@@ -114,6 +115,15 @@ absl::StatusOr<ClusterFileGpuType> ParseGpuType(const std::string& name, const J
   ASSIGN_OR_RETURN(double intra, PositiveNumber(value["intra_node_bytes_per_s"],
                                                 Join(path, "intra_node_bytes_per_s")));
   gpu.intra_node_bytes_per_s = intra;
+
+  if (value.contains("price_per_hour")) {
+    const Json& price = value["price_per_hour"];
+    // Per GPU; a node costs gpus_per_node times this (NodeTypes()).
+    if (!price.is_number() || !std::isfinite(price.get<double>()) || price.get<double>() < 0) {
+      return Invalid(Join(path, "price_per_hour"), "must be a finite number >= 0", price);
+    }
+    gpu.price_per_hour = price.get<double>();
+  }
 
   const bool has_profile = value.contains("profile");
   const bool has_speed = value.contains("relative_speed");
@@ -209,6 +219,15 @@ std::vector<NodeType> ClusterFile::NodeTypes() const {
     types.push_back(std::move(type));
   }
   return types;
+}
+
+std::vector<double> ClusterFile::NodePricesPerHour() const {
+  std::vector<double> prices;
+  for (const NodeType& type : NodeTypes()) {
+    const ClusterFileGpuType* gpu = FindGpuType(type.gpu_type);
+    prices.push_back(gpu == nullptr ? 0 : gpu->price_per_hour * type.gpus_per_node);
+  }
+  return prices;
 }
 
 NodeMix ClusterFile::NodeCounts() const {

@@ -18,6 +18,7 @@ struct ClusterFileGpuType {
   double intra_node_bytes_per_s = 0;
   std::string profile_dir;            // set when measured ("profile"), absolute
   double relative_speed = 0;          // set when derived ("relative_speed")
+  double price_per_hour = 0;          // of one GPU ("price_per_hour"); 0 when not given
 };
 
 struct ClusterFileNodeGroup {
@@ -43,6 +44,9 @@ struct ClusterFile {
   // One node type per distinct (gpu, gpus_per_node) in node-group order; named after the
   // GPU, or "<gpu>x<gpus_per_node>" when a GPU appears with several node sizes.
   std::vector<NodeType> NodeTypes() const;
+  // Price per hour of one node of each entry of NodeTypes(): gpus_per_node x its GPU's
+  // price_per_hour.
+  std::vector<double> NodePricesPerHour() const;
   // Node count per entry of NodeTypes().
   NodeMix NodeCounts() const;
   const ClusterFileGpuType* FindGpuType(std::string_view name) const;

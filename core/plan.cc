@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <map>
 #include <set>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/field_path.h"
@@ -101,7 +103,8 @@ DataParallelEstimate DataParallel(const CostModel& model, const TemplateSet& set
 ClusterPlan BindFreshPlan(const CostModel& model, const std::vector<ClusterNode>& nodes,
                           const std::vector<PipelineShape>& shapes,
                           const PipelineSetSolution& solution, int global_batch,
-                          const std::vector<std::string>& type_reasons) {
+                          const std::vector<std::string>& type_reasons,
+                          const PlanOptions& options) {
   const int T = model.num_types();
   const std::vector<size_t> order = ChosenOrder(shapes, solution);
   std::vector<std::vector<size_t>> queue(T);
@@ -125,8 +128,11 @@ ClusterPlan BindFreshPlan(const CostModel& model, const std::vector<ClusterNode>
       const ClusterNode& node = nodes[queue[t][i]];
       plan.idle.push_back(
           {node.id, node.type,
-           !type_reasons[t].empty()
-               ? type_reasons[t]
+           !type_reasons[t].empty() ? type_reasons[t]
+           : options.objective == PlanObjective::kCost
+               ? "not used: every plan that uses it costs more per iteration"
+           : options.budget_per_hour > 0
+               ? "not used: every plan that uses it is slower or over budget_per_hour"
                : "not used: every plan that uses it is slower (its pipelines would be slower "
                  "or add all-reduce time)"});
     }
@@ -134,6 +140,7 @@ ClusterPlan BindFreshPlan(const CostModel& model, const std::vector<ClusterNode>
   plan.pipeline_time_ms = solution.pipeline_time_ms;
   plan.allreduce_ms = solution.allreduce_ms;
   plan.iteration_time_ms = solution.iteration_time_ms;
+  plan.price_per_hour = PlanPricePerHour(plan, nodes, options.price_per_hour);
   return plan;
 }
 
@@ -191,6 +198,72 @@ absl::Status ValidateLimits(const PipelineSizeLimits& limits) {
                         absl::StrCat(" must be >= 0 (got ", limits.max_nodes, ")"));
   }
   return absl::OkStatus();
+}
+
+absl::Status ValidatePlanPrices(const CostModel& model, const PlanOptions& options) {
+  const int T = model.num_types();
+  if (!options.price_per_hour.empty() && static_cast<int>(options.price_per_hour.size()) != T) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "price_per_hour: %d prices for %d node types", options.price_per_hour.size(), T));
+  }
+  for (size_t t = 0; t < options.price_per_hour.size(); ++t) {
+    const double price = options.price_per_hour[t];
+    if (!(price >= 0 && price <= kMaxPricePerHour)) {  // also NaN
+      return InvalidField(absl::StrFormat("cluster.node_types[%d].price_per_hour", t),
+                          absl::StrFormat(" must be in [0, %g] (got %g)", kMaxPricePerHour, price));
+    }
+  }
+  if (!(options.budget_per_hour >= 0 && std::isfinite(options.budget_per_hour))) {
+    return InvalidField("budget_per_hour",
+                        absl::StrFormat(" must be a finite number >= 0 (0: no budget; got %g)",
+                                        options.budget_per_hour));
+  }
+  if (options.objective == PlanObjective::kCost) {
+    for (int t = 0; t < T; ++t) {
+      if (options.price_per_hour.empty() || !(options.price_per_hour[t] > 0)) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "objective = \"cost\" needs prices: cluster.node_types[%d].price_per_hour "
+            "(\"%s\") must be > 0",
+            t, model.node_type(t).name));
+      }
+    }
+  }
+  if (options.budget_per_hour > 0 && options.price_per_hour.empty()) {
+    return absl::FailedPreconditionError(
+        "budget_per_hour needs prices: set cluster.node_types[].price_per_hour");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PlanObjective> ParsePlanObjective(std::string_view name) {
+  if (name.empty() || name == "time") return PlanObjective::kTime;
+  if (name == "cost") return PlanObjective::kCost;
+  return InvalidField("objective",
+                      absl::StrCat(" must be \"time\" or \"cost\" (got \"",
+                                   absl::CEscape(absl::string_view(name.data(), name.size())), "\")"));
+}
+
+std::string_view PlanObjectiveName(PlanObjective objective) {
+  return objective == PlanObjective::kCost ? "cost" : "time";
+}
+
+int64_t PriceSteps(double price_per_hour) {
+  return static_cast<int64_t>(std::llround(price_per_hour / kPriceStepPerHour));
+}
+
+double PlanPricePerHour(const ClusterPlan& plan, const std::vector<ClusterNode>& nodes,
+                        const std::vector<double>& price_per_hour) {
+  if (price_per_hour.empty()) return 0;
+  std::map<std::string_view, int> type_of;
+  for (const ClusterNode& node : nodes) type_of[node.id] = node.type;
+  double price = 0;
+  for (const PlannedPipeline& p : plan.pipelines) {
+    for (const std::string& id : p.node_ids) {
+      auto it = type_of.find(id);
+      if (it != type_of.end()) price += price_per_hour[it->second];
+    }
+  }
+  return price;
 }
 
 absl::StatusOr<PipelineSizeLimits> ResolveLimits(const PipelineSizeLimits& limits,
@@ -415,6 +488,7 @@ absl::StatusOr<PlanResult> ClusterPlanner::Plan(const CostModel& model,
                                                 const PlanOptions& options) const {
   RETURN_IF_ERROR(ValidateNodes(model, nodes));
   RETURN_IF_ERROR(ValidateFaultTolerance(options.fault_tolerance));
+  RETURN_IF_ERROR(ValidatePlanPrices(model, options));
   if (global_batches.empty()) {
     return absl::InvalidArgumentError("global_batch must list at least one size");
   }
@@ -460,6 +534,14 @@ absl::StatusOr<PlanResult> ClusterPlanner::Plan(const CostModel& model,
     problem.search = options.search;
     problem.min_pipelines = options.fault_tolerance + 1;
     problem.min_pipelines_reason = absl::StrCat("fault_tolerance = ", options.fault_tolerance);
+    problem.objective = options.objective;
+    for (double price : options.price_per_hour) problem.type_price_steps.push_back(PriceSteps(price));
+    // (A budget above every node's price together is no constraint; the cap keeps the
+    // steps in range.)
+    if (options.budget_per_hour > 0) {
+      problem.max_price_steps =
+          PriceSteps(std::min(options.budget_per_hour, kMaxPricePerHour * (kMaxClusterNodes + 1)));
+    }
     absl::StatusOr<PipelineSetSolution> solution = SolvePipelineSet(problem);
     if (!solution.ok()) {
       std::string why(solution.status().message());
@@ -471,7 +553,8 @@ absl::StatusOr<PlanResult> ClusterPlanner::Plan(const CostModel& model,
       }
       out.status = absl::Status(solution.status().code(), why);
     } else {
-      out.plan = BindFreshPlan(model, nodes, shapes, *solution, out.global_batch, type_reasons);
+      out.plan = BindFreshPlan(model, nodes, shapes, *solution, out.global_batch, type_reasons,
+                               options);
       out.optimality_gap = solution->optimality_gap;
     }
     DataParallelEstimate dp =

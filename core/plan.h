@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,9 @@ struct ClusterPlan {
   double pipeline_time_ms = 0;   // max_i T_i(M_i)
   double allreduce_ms = 0;       // cross-pipeline gradient all-reduce for P pipelines
   double iteration_time_ms = 0;  // the sum of both
+  // Sum of the price_per_hour of the nodes the pipelines use (idle nodes are free); 0
+  // when the request gave no prices.
+  double price_per_hour = 0;
 
   // The most simultaneous node failures after which every layer still has a replica on a
   // surviving node: pipelines - 1 (docs/COST_MODEL.md#fault-tolerance).
@@ -105,6 +109,24 @@ inline constexpr int kMaxFaultTolerance = kMaxClusterNodes - 1;
 // field path "fault_tolerance" (core/field_path.h).
 absl::Status ValidateFaultTolerance(int fault_tolerance);
 
+// What a plan minimises (docs/COST_MODEL.md#price).
+enum class PlanObjective {
+  kTime,  // "time": the iteration time
+  kCost,  // "cost": price per iteration, (sum of the used nodes' price_per_hour) x time
+};
+// "time" -> kTime, "" -> kTime, "cost" -> kCost; INVALID_ARGUMENT naming `objective`.
+absl::StatusOr<PlanObjective> ParsePlanObjective(std::string_view name);
+std::string_view PlanObjectiveName(PlanObjective objective);
+
+// Prices are compared in steps of this much per hour (each node type's price is rounded to
+// it), so that the integer programs minimise an integer; ClusterPlan::price_per_hour sums
+// the prices as given.
+inline constexpr double kPriceStepPerHour = 1e-4;
+// The largest price_per_hour of one node (keeps every sum of prices exact in a double).
+inline constexpr double kMaxPricePerHour = 1e6;
+// A price in steps of kPriceStepPerHour.
+int64_t PriceSteps(double price_per_hour);
+
 struct PlanOptions {
   PipelineSizeLimits limits;
   // Plans have at least fault_tolerance + 1 pipelines (PipelineSetProblem::min_pipelines),
@@ -112,6 +134,12 @@ struct PlanOptions {
   // (docs/COST_MODEL.md#fault-tolerance).
   int fault_tolerance = 0;
   SearchOptions search;  // cancellation, polled by the template search and the plan search
+  PlanObjective objective = PlanObjective::kTime;
+  // Per node type (empty: every price 0), each in [0, kMaxPricePerHour]; kCost needs every
+  // type's price > 0. Errors name "cluster.node_types[i].price_per_hour".
+  std::vector<double> price_per_hour{};
+  // 0: none; else plans only use nodes whose prices add up to at most this.
+  double budget_per_hour = 0;
 };
 
 // The cross-pipeline gradient all-reduce of a plan of P pipelines (COST_MODEL.md): per
@@ -141,6 +169,13 @@ std::vector<double> StageCosts(const PipelineTemplate& tmpl);
 // memory. Idle nodes are the ones in no pipeline (reasons kept where given).
 absl::StatusOr<ClusterPlan> EvaluatePlan(const CostModel& model,
                                          const std::vector<ClusterNode>& nodes, ClusterPlan plan);
+
+// Prices in [0, kMaxPricePerHour] (one per node type, or none), a finite budget >= 0,
+// prices > 0 for kCost and prices for a budget; errors name the request's fields.
+absl::Status ValidatePlanPrices(const CostModel& model, const PlanOptions& options);
+// Sum of price_per_hour[type] over the nodes of the plan's pipelines (0 without prices).
+double PlanPricePerHour(const ClusterPlan& plan, const std::vector<ClusterNode>& nodes,
+                        const std::vector<double>& price_per_hour);
 
 // Checks ids (non-empty, unique) and types; errors name "nodes[i]".
 absl::Status ValidateNodes(const CostModel& model, const std::vector<ClusterNode>& nodes);
@@ -234,6 +269,16 @@ struct PipelineSetProblem {
   int64_t max_ilp_nodes = 20000;
   // Names the minimum in the error when no plan reaches it (e.g. "fault_tolerance = 2").
   std::string min_pipelines_reason;
+  // Prices (docs/ARCHITECTURE.md#cost-aware-plans): per node type in PriceSteps (empty:
+  // all 0). kCost minimises price x iteration time; max_price_steps >= 0 is a budget on
+  // the price of every node the plan uses (fixed pipelines included). Both need the
+  // integer program.
+  PlanObjective objective = PlanObjective::kTime;
+  std::vector<int64_t> type_price_steps{};
+  int64_t max_price_steps = -1;
+  // Makespans the kCost search may evaluate (each one or a few integer programs); past
+  // it the search keeps its best plan and reports the gap it can prove.
+  int max_cost_makespans = 4096;
 };
 struct PipelineSetSolution {
   std::vector<int> chosen;               // shape indices, one per new pipeline
@@ -247,6 +292,7 @@ struct PipelineSetSolution {
   // unless an integer program hit max_ilp_nodes).
   double optimality_gap = 0;
   PlanSearchMethod method = PlanSearchMethod::kAuto;  // the method that ran
+  int64_t price_steps = 0;  // of every pipeline's nodes (fixed ones included)
 };
 // FAILED_PRECONDITION when no plan exists (the message says why); RESOURCE_EXHAUSTED when
 // kNodeCountDp is asked for a table beyond its bound; CANCELLED.

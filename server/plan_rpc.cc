@@ -34,6 +34,18 @@ void AddDerivedGpuTypes(const ClusterSetup& setup,
   for (const std::string& gpu : derived) *out->Add() = gpu;
 }
 
+// The request's prices per node type (empty when every price is 0: no prices).
+std::vector<double> PricesOf(const pb::PlanRequest& request) {
+  std::vector<double> prices;
+  bool any = false;
+  for (const pb::NodeType& type : request.cluster().node_types()) {
+    prices.push_back(type.price_per_hour());
+    any = any || type.price_per_hour() != 0;
+  }
+  if (!any) prices.clear();
+  return prices;
+}
+
 }  // namespace
 
 grpc::Status HandlePlan(grpc::ServerContext* context, const pb::PlanRequest& request,
@@ -50,6 +62,11 @@ grpc::Status HandlePlan(grpc::ServerContext* context, const pb::PlanRequest& req
   PlanOptions options;
   options.limits = setup->limits;
   options.fault_tolerance = setup->fault_tolerance;
+  absl::StatusOr<PlanObjective> objective = ParsePlanObjective(request.objective());
+  if (!objective.ok()) return ToGrpcStatus(objective.status());
+  options.objective = *objective;
+  options.price_per_hour = PricesOf(request);
+  options.budget_per_hour = request.budget_per_hour();
   options.search = watch.Options();
   if (rpc.search_gate != nullptr) {
     options.search.admit = rpc.search_gate->AdmissionFor(context, watch.Predicate());
@@ -122,6 +139,13 @@ grpc::Status HandleReplan(grpc::ServerContext* context, const pb::ReplanRequest&
   pb::PlanRequest* next = response->mutable_request();
   *next = std::move(setup->normalized);
   SetProtoNodes(r->nodes, problem, next);
+  // Replan ignores objective and budget_per_hour (it keeps the least time) but reports
+  // the price of the new plan when the cluster has valid prices.
+  PlanOptions priced;
+  priced.price_per_hour = PricesOf(request.request());
+  if (!priced.price_per_hour.empty() && ValidatePlanPrices(model, priced).ok()) {
+    r->plan.price_per_hour = PlanPricePerHour(r->plan, r->nodes, priced.price_per_hour);
+  }
   ToProtoReplanResult(*r, problem, response);
   response->set_planning_time_ms(MillisecondsSince(start));
   return grpc::Status::OK;

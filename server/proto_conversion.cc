@@ -160,6 +160,7 @@ void ToProtoPlan(const ClusterPlan& plan, const PlanningProblem& problem, pb::Cl
   out->set_pipeline_time_ms(plan.pipeline_time_ms);
   out->set_allreduce_ms(plan.allreduce_ms);
   out->set_fault_tolerance(plan.fault_tolerance());
+  out->set_price_per_hour(plan.price_per_hour);
   for (const IdleNode& idle : plan.idle) {
     pb::IdleNode* node = out->add_idle_nodes();
     node->set_node_id(idle.id);

@@ -21,6 +21,7 @@ namespace {
 constexpr double kObjectiveTolerance = 1e-6;
 // An LP value within this of an integer counts as that integer when rounding down.
 constexpr double kIntegralityTolerance = 1e-7;
+constexpr double kRelativeObjectiveTolerance = 1e-12;
 
 // A GLPK problem that frees itself and the thread's GLPK environment (GLPK keeps one per
 // thread; freeing it keeps threads that come and go from accumulating them).
@@ -59,7 +60,30 @@ absl::Status Validate(const CoverIlp& p) {
   if (p.min_items < 0 || p.min_items > p.max_items) {
     return absl::InvalidArgumentError("cover ILP: need 0 <= min_items <= max_items");
   }
+  if (!p.weight.empty() && p.weight.size() != p.usage.size()) {
+    return absl::InvalidArgumentError("cover ILP: weight and usage differ in size");
+  }
+  for (size_t j = 0; j < p.weight.size(); ++j) {
+    if (p.weight[j] < 0) return absl::InvalidArgumentError(absl::StrCat("weight[", j, "] < 0"));
+  }
+  if (p.budget >= 0) {
+    if (p.spend.size() != p.usage.size()) {
+      return absl::InvalidArgumentError("cover ILP: spend and usage differ in size");
+    }
+    for (size_t j = 0; j < p.spend.size(); ++j) {
+      if (p.spend[j] < 0) return absl::InvalidArgumentError(absl::StrCat("spend[", j, "] < 0"));
+    }
+  }
   return absl::OkStatus();
+}
+
+int64_t Weight(const CoverIlp& p, size_t j) { return p.weight.empty() ? 1 : p.weight[j]; }
+bool HasBudget(const CoverIlp& p) { return p.budget >= 0; }
+
+int64_t ObjectiveOf(const CoverIlp& p, const std::vector<int64_t>& y) {
+  int64_t sum = 0;
+  for (size_t j = 0; j < y.size(); ++j) sum += Weight(p, j) * y[j];
+  return sum;
 }
 
 // Upper bound of item j alone: what every row and the item count allow.
@@ -68,6 +92,7 @@ int64_t ItemBound(const CoverIlp& p, size_t j) {
   for (size_t r = 0; r < p.capacity.size(); ++r) {
     if (p.usage[j][r] > 0) bound = std::min(bound, p.capacity[r] / p.usage[j][r]);
   }
+  if (HasBudget(p) && p.spend[j] > 0) bound = std::min(bound, p.budget / p.spend[j]);
   return bound;
 }
 
@@ -75,7 +100,9 @@ void Load(const CoverIlp& p, glp_prob* lp) {
   const int rows = static_cast<int>(p.capacity.size());
   const int items = static_cast<int>(p.usage.size());
   glp_set_obj_dir(lp, GLP_MIN);
-  glp_add_rows(lp, rows + 2);
+  const bool budget = HasBudget(p);
+  glp_add_rows(lp, rows + 2 + (budget ? 1 : 0));
+  if (budget) glp_set_row_bnds(lp, rows + 3, GLP_UP, 0, static_cast<double>(p.budget));
   for (int r = 0; r < rows; ++r) {
     glp_set_row_bnds(lp, r + 1, GLP_UP, 0, static_cast<double>(p.capacity[r]));
   }
@@ -93,7 +120,7 @@ void Load(const CoverIlp& p, glp_prob* lp) {
     glp_set_col_kind(lp, j + 1, GLP_IV);
     const double ub = static_cast<double>(ItemBound(p, j));
     glp_set_col_bnds(lp, j + 1, ub > 0 ? GLP_DB : GLP_FX, 0, std::max(ub, 0.0));
-    glp_set_obj_coef(lp, j + 1, 1);
+    glp_set_obj_coef(lp, j + 1, static_cast<double>(Weight(p, j)));
     auto add = [&](int row, double value) {
       ia.push_back(row);
       ja.push_back(j + 1);
@@ -104,12 +131,16 @@ void Load(const CoverIlp& p, glp_prob* lp) {
     }
     if (p.gain[j] != 0) add(rows + 1, static_cast<double>(p.gain[j]));
     add(rows + 2, 1);
+    if (budget && p.spend[j] != 0) add(rows + 3, static_cast<double>(p.spend[j]));
   }
   glp_load_matrix(lp, static_cast<int>(ia.size()) - 1, ia.data(), ja.data(), ar.data());
 }
 
+// (Weighted objectives reach 1e13 or so: the slack grows with the value, so that GLPK's
+// rounding never makes a bound larger than the truth.)
 int64_t CeilBound(double value) {
-  return static_cast<int64_t>(std::ceil(value - kObjectiveTolerance));
+  const double slack = std::max(kObjectiveTolerance, kRelativeObjectiveTolerance * std::abs(value));
+  return static_cast<int64_t>(std::ceil(value - slack));
 }
 
 // The LP solution rounded down (repaired where rounding overshot a row), then completed
@@ -118,7 +149,8 @@ int64_t CeilBound(double value) {
 std::optional<std::vector<int64_t>> RoundLp(const CoverIlp& p, const std::vector<double>& x) {
   const size_t rows = p.capacity.size(), items = p.usage.size();
   std::vector<int64_t> y(items), left(p.capacity);
-  int64_t gained = 0, count = 0;
+  int64_t gained = 0, count = 0, budget_left = p.budget;
+  const bool budget = HasBudget(p);
   for (size_t j = 0; j < items; ++j) {
     y[j] = std::max<int64_t>(0, static_cast<int64_t>(std::floor(x[j] + kIntegralityTolerance)));
   }
@@ -126,11 +158,12 @@ std::optional<std::vector<int64_t>> RoundLp(const CoverIlp& p, const std::vector
     for (size_t r = 0; r < rows; ++r) {
       if (p.usage[j][r] > left[r]) return false;
     }
-    return true;
+    return !budget || p.spend[j] <= budget_left;
   };
   auto take = [&](size_t j, int64_t n) {
     y[j] += n;
     for (size_t r = 0; r < rows; ++r) left[r] -= p.usage[j][r] * n;
+    if (budget) budget_left -= p.spend[j] * n;
     gained += p.gain[j] * n;
     count += n;
   };
@@ -141,20 +174,30 @@ std::optional<std::vector<int64_t>> RoundLp(const CoverIlp& p, const std::vector
     for (size_t r = 0; r < rows; ++r) {
       if (p.usage[j][r] > 0) n = std::min(n, left[r] / p.usage[j][r]);
     }
+    if (budget && p.spend[j] > 0) n = std::min(n, budget_left / p.spend[j]);
     if (n > 0) take(j, n);
   }
+  // Without weights the item of largest gain; with weights the most gain per weight.
+  auto better = [&](size_t a, size_t b) {
+    if (p.weight.empty()) return p.gain[a] > p.gain[b];
+    return static_cast<double>(p.gain[a]) * static_cast<double>(Weight(p, b)) >
+           static_cast<double>(p.gain[b]) * static_cast<double>(Weight(p, a));
+  };
   while ((gained < p.need || count < p.min_items) && count < p.max_items) {
     std::optional<size_t> best;
     for (size_t j = 0; j < items; ++j) {
-      if (fits(j) && (!best || p.gain[j] > p.gain[*best])) best = j;
+      if (fits(j) && (!best || better(j, *best))) best = j;
     }
     if (!best) return std::nullopt;
     take(*best, 1);
   }
-  // Drop items of least gain the cover and the minimum count can do without.
+  // Drop items the cover and the minimum count can do without: of least gain, or with
+  // weights the heaviest first.
   std::vector<size_t> order(items);
   for (size_t j = 0; j < items; ++j) order[j] = j;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return p.gain[a] < p.gain[b]; });
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return p.weight.empty() ? p.gain[a] < p.gain[b] : Weight(p, a) > Weight(p, b);
+  });
   for (size_t j : order) {
     while (y[j] > 0 && count > p.min_items && gained - p.gain[j] >= p.need) take(j, -1);
   }
@@ -204,14 +247,15 @@ void OnSearchEvent(glp_tree* tree, void* info) {
   }
 }
 
-CoverIlpSolution Finish(CoverIlpStatus status, std::vector<int64_t> counts,
+CoverIlpSolution Finish(const CoverIlp& p, CoverIlpStatus status, std::vector<int64_t> counts,
                         int64_t lower_bound, int64_t nodes) {
   CoverIlpSolution s;
   s.status = status;
   s.items = 0;
   for (int64_t c : counts) s.items += c;
+  s.objective = ObjectiveOf(p, counts);
   s.counts = std::move(counts);
-  s.lower_bound = status == CoverIlpStatus::kOptimal ? s.items : lower_bound;
+  s.lower_bound = status == CoverIlpStatus::kOptimal ? s.objective : lower_bound;
   s.nodes = nodes;
   return s;
 }
@@ -231,6 +275,12 @@ bool CoverIlpFeasible(const CoverIlp& p, const std::vector<int64_t>& counts) {
   for (size_t r = 0; r < used.size(); ++r) {
     if (used[r] > p.capacity[r]) return false;
   }
+  if (HasBudget(p)) {
+    if (p.spend.size() != counts.size()) return false;
+    int64_t spent = 0;
+    for (size_t j = 0; j < counts.size(); ++j) spent += p.spend[j] * counts[j];
+    if (spent > p.budget) return false;
+  }
   return gained >= p.need && count >= p.min_items && count <= p.max_items;
 }
 
@@ -238,9 +288,9 @@ absl::StatusOr<CoverIlpSolution> SolveCoverIlp(const CoverIlp& p, const CoverIlp
   if (absl::Status s = Validate(p); !s.ok()) return s;
   const size_t items = p.usage.size();
   if (p.need <= 0 && p.min_items == 0) {
-    return Finish(CoverIlpStatus::kOptimal, std::vector<int64_t>(items, 0), 0, 0);
+    return Finish(p, CoverIlpStatus::kOptimal, std::vector<int64_t>(items, 0), 0, 0);
   }
-  if (items == 0) return Finish(CoverIlpStatus::kInfeasible, {}, 0, 0);
+  if (items == 0) return Finish(p, CoverIlpStatus::kInfeasible, {}, 0, 0);
   GlpkProblem holder;
   glp_prob* lp = holder.get();
   Load(p, lp);
@@ -251,7 +301,7 @@ absl::StatusOr<CoverIlpSolution> SolveCoverIlp(const CoverIlp& p, const CoverIlp
     return absl::InternalError("cover ILP: the LP relaxation failed to solve");
   }
   if (glp_get_status(lp) == GLP_NOFEAS) {
-    return Finish(CoverIlpStatus::kInfeasible, std::vector<int64_t>(items, 0), 0, 0);
+    return Finish(p, CoverIlpStatus::kInfeasible, std::vector<int64_t>(items, 0), 0, 0);
   }
   if (glp_get_status(lp) != GLP_OPT) {
     return absl::InternalError("cover ILP: the LP relaxation has no optimum");
@@ -259,15 +309,15 @@ absl::StatusOr<CoverIlpSolution> SolveCoverIlp(const CoverIlp& p, const CoverIlp
   SearchState state;
   state.problem = &p;
   state.limits = &limits;
-  state.lower_bound = std::max(p.min_items, CeilBound(glp_get_obj_val(lp)));
+  // (min_items bounds the item count, so the objective only without weights.)
+  state.lower_bound = std::max(p.weight.empty() ? p.min_items : 0, CeilBound(glp_get_obj_val(lp)));
   std::vector<double> x(items);
   for (size_t j = 0; j < items; ++j) x[j] = glp_get_col_prim(lp, static_cast<int>(j) + 1);
   std::optional<std::vector<int64_t>> rounded = RoundLp(p, x);
   if (rounded) {
-    int64_t count = 0;
-    for (int64_t c : *rounded) count += c;
+    const int64_t count = ObjectiveOf(p, *rounded);
     if (count <= state.lower_bound) {
-      return Finish(CoverIlpStatus::kOptimal, *std::move(rounded), count, 0);
+      return Finish(p, CoverIlpStatus::kOptimal, *std::move(rounded), count, 0);
     }
     state.heuristic.assign(items + 1, 0);
     for (size_t j = 0; j < items; ++j) state.heuristic[j + 1] = static_cast<double>((*rounded)[j]);
@@ -279,6 +329,16 @@ absl::StatusOr<CoverIlpSolution> SolveCoverIlp(const CoverIlp& p, const CoverIlp
   params.mir_cuts = GLP_ON;
   params.cb_func = OnSearchEvent;
   params.cb_info = &state;
+  if (!p.weight.empty()) {
+    // GLPK prunes a branch whose bound is within tol_obj * (1 + |incumbent|) of the
+    // incumbent: keep that below one unit of the integer objective, so that no better
+    // solution is pruned.
+    double largest = 1;
+    for (size_t j = 0; j < items; ++j) {
+      largest += static_cast<double>(Weight(p, j)) * static_cast<double>(ItemBound(p, j));
+    }
+    params.tol_obj = std::min(params.tol_obj, 0.25 / largest);
+  }
   const int ret = glp_intopt(lp, &params);
   if (state.cancelled) return absl::CancelledError("plan search cancelled");
   std::optional<std::vector<int64_t>> incumbent;
@@ -289,27 +349,23 @@ absl::StatusOr<CoverIlpSolution> SolveCoverIlp(const CoverIlp& p, const CoverIlp
     }
     if (CoverIlpFeasible(p, y)) incumbent = std::move(y);
   }
-  auto count_of = [](const std::vector<int64_t>& y) {
-    int64_t n = 0;
-    for (int64_t c : y) n += c;
-    return n;
-  };
+  auto count_of = [&p](const std::vector<int64_t>& y) { return ObjectiveOf(p, y); };
   if (!incumbent || (rounded && count_of(*rounded) < count_of(*incumbent))) incumbent = rounded;
   const bool complete = ret == 0;
   if (complete && glp_mip_status(lp) == GLP_NOFEAS && !incumbent) {
-    return Finish(CoverIlpStatus::kInfeasible, std::vector<int64_t>(items, 0), 0, state.nodes);
+    return Finish(p, CoverIlpStatus::kInfeasible, std::vector<int64_t>(items, 0), 0, state.nodes);
   }
   if (complete && glp_mip_status(lp) == GLP_OPT && incumbent) {
     state.lower_bound = std::max(state.lower_bound, count_of(*incumbent));
   }
   if (!incumbent) {
-    return Finish(CoverIlpStatus::kUnknown, std::vector<int64_t>(items, 0), state.lower_bound,
+    return Finish(p, CoverIlpStatus::kUnknown, std::vector<int64_t>(items, 0), state.lower_bound,
                   state.nodes);
   }
   const int64_t count = count_of(*incumbent);
   const CoverIlpStatus status =
       count <= state.lower_bound ? CoverIlpStatus::kOptimal : CoverIlpStatus::kBounded;
-  return Finish(status, *std::move(incumbent), state.lower_bound, state.nodes);
+  return Finish(p, status, *std::move(incumbent), state.lower_bound, state.nodes);
 }
 
 }  // namespace oobleck

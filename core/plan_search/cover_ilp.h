@@ -1,8 +1,13 @@
-// The fewest items that cover a demand within packing capacities, as an integer program:
+// The fewest (or lightest) items that cover a demand within packing capacities, as an
+// integer program:
 //
-//   min sum_j y_j   s.t.   sum_j usage_j[r] y_j <= capacity[r]   for every row r,
-//                          sum_j gain_j y_j >= need,
-//                          min_items <= sum_j y_j <= max_items,   y_j >= 0 integer.
+//   min sum_j w_j y_j   s.t.   sum_j usage_j[r] y_j <= capacity[r]   for every row r,
+//                              sum_j spend_j y_j <= budget           (when budget >= 0),
+//                              sum_j gain_j y_j >= need,
+//                              min_items <= sum_j y_j <= max_items,   y_j >= 0 integer,
+//
+// with w_j = 1 (the fewest items) unless weights are given (e.g. prices, for the least
+// price of the nodes a plan uses).
 //
 // The plan search asks this at every makespan it tries (docs/ARCHITECTURE.md#plan-search):
 // items are pipelines, rows node types, gains micro-batches a pipeline absorbs. Solved by
@@ -26,6 +31,12 @@ struct CoverIlp {
   int64_t need = 0;
   int64_t min_items = 0;
   int64_t max_items = INT64_MAX;
+  // Objective weight per item, >= 0, integers (so the optimum is an integer and a proven
+  // bound rounds up); empty: 1 per item.
+  std::vector<int64_t> weight;
+  // An extra packing row (e.g. a price budget): per item, >= 0; active when budget >= 0.
+  std::vector<int64_t> spend;
+  int64_t budget = -1;
 };
 
 struct CoverIlpLimits {
@@ -35,9 +46,9 @@ struct CoverIlpLimits {
 };
 
 enum class CoverIlpStatus {
-  kOptimal,     // counts has the fewest items
+  kOptimal,     // counts has the least objective (the fewest items without weights)
   kInfeasible,  // proven: no y satisfies the constraints
-  kBounded,     // counts is feasible; the optimum is in [lower_bound, items]
+  kBounded,     // counts is feasible; the optimum is in [lower_bound, objective]
   kUnknown,     // stopped at the node limit with no feasible y; lower_bound holds if one exists
 };
 
@@ -45,7 +56,8 @@ struct CoverIlpSolution {
   CoverIlpStatus status = CoverIlpStatus::kUnknown;
   std::vector<int64_t> counts;  // per item (feasible when status is kOptimal or kBounded)
   int64_t items = 0;            // sum of counts
-  int64_t lower_bound = 0;      // proven: no feasible y has fewer items
+  int64_t objective = 0;        // sum of weight * counts (= items without weights)
+  int64_t lower_bound = 0;      // proven: no feasible y has a smaller objective
   int64_t nodes = 0;            // branch-and-bound nodes the solver used (0: LP and rounding)
 };
 

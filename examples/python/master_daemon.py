@@ -35,6 +35,8 @@ GIB = 1 << 30
 # (examples/profiles/gpt2-xl/rtx4090), the others are derived by relative speed.
 GPU_TYPES = [("v100", 16, 1.0), ("rtx3090", 24, 1.8), ("rtx4090", 24, 2.94)]
 MEASURED, MEASURED_SPEED = "rtx4090", 2.94
+# Illustrative prices per GPU and hour; a node costs gpus_per_node times this.
+PRICE_PER_GPU_HOUR = {"v100": 0.45, "rtx3090": 0.30, "rtx4090": 0.70}
 
 
 def parse_args():
@@ -52,6 +54,12 @@ def parse_args():
     parser.add_argument("--failures", type=int, default=4, help="nodes to fail, one by one")
     parser.add_argument("--fault-tolerance", type=int, default=0,
                         help="plans survive any F simultaneous node failures (F+1 pipelines)")
+    parser.add_argument("--objective", choices=["time", "cost"], default="time",
+                        help="what the first plan minimises: iteration time, or price per "
+                             "iteration (nodes priced by PRICE_PER_GPU_HOUR); replans keep "
+                             "the least time")
+    parser.add_argument("--budget-per-hour", type=float, default=0,
+                        help="the first plan uses nodes costing at most this per hour (0: any)")
     parser.add_argument("--event-interval-s", type=float, default=600,
                         help="simulated time between events, for the horizon estimate")
     parser.add_argument("--timeout-s", type=float, default=60)
@@ -62,7 +70,8 @@ def build_request(pb, args):
     node_types, nodes = [], []
     for t, (gpu, memory_gib, speed) in enumerate(GPU_TYPES):
         node_type = pb.NodeType(name=gpu, gpu_type=gpu, gpus_per_node=args.gpus_per_node,
-                                gpu_memory_bytes=memory_gib * GIB, intra_node_bytes_per_s=25e9)
+                                gpu_memory_bytes=memory_gib * GIB, intra_node_bytes_per_s=25e9,
+                                price_per_hour=PRICE_PER_GPU_HOUR[gpu] * args.gpus_per_node)
         if gpu != MEASURED:
             node_type.derive.measured_gpu_type = MEASURED
             node_type.derive.relative_speed = speed / MEASURED_SPEED
@@ -74,13 +83,15 @@ def build_request(pb, args):
         model=args.model, microbatches=args.microbatches,
         missing_allreduce_in_node=pb.MISSING_ALLREDUCE_RING,
         cluster=pb.Cluster(node_types=node_types, inter_node_bytes_per_s=12.5e9),
-        nodes=nodes, global_batch=[args.global_batch], fault_tolerance=args.fault_tolerance)
+        nodes=nodes, global_batch=[args.global_batch], fault_tolerance=args.fault_tolerance,
+        objective=args.objective, budget_per_hour=args.budget_per_hour)
 
 
 def print_plan(plan):
     print(f"  iteration {plan.iteration_time_ms:.1f} ms = slowest pipeline "
           f"{plan.pipeline_time_ms:.1f} ms + all-reduce {plan.allreduce_ms:.1f} ms, "
-          f"{len(plan.pipelines)} pipeline(s), tolerates {plan.fault_tolerance} failure(s)")
+          f"{len(plan.pipelines)} pipeline(s), tolerates {plan.fault_tolerance} failure(s), "
+          f"nodes {plan.price_per_hour:.2f} per hour")
     for i, p in enumerate(plan.pipelines):
         stages = " ".join(f"[{s.layer_begin},{s.layer_end})@{p.node_ids[s.node_index]}/{s.gpus}g"
                           for s in p.template.stages)

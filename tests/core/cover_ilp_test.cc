@@ -167,3 +167,65 @@ TEST(CoverIlpTest, EmptyDemandNeedsNoItem) {
 
 }  // namespace
 }  // namespace oobleck
+
+namespace oobleck {
+namespace {
+
+// The least weighted objective of any feasible y (budget row included), nullopt if none.
+std::optional<int64_t> EnumerateWeighted(const CoverIlp& p) {
+  std::optional<int64_t> best;
+  ForEachPacking(p, [&](const std::vector<int64_t>& y) {
+    if (!CoverIlpFeasible(p, y)) return;
+    int64_t value = 0;
+    for (size_t j = 0; j < y.size(); ++j) value += p.weight[j] * y[j];
+    if (!best || value < *best) best = value;
+  });
+  return best;
+}
+
+TEST(CoverIlpTest, WeightsAndBudgetMatchEnumeration) {
+  std::mt19937 rng(23);
+  int feasible = 0, budget_binds = 0;
+  for (int seed = 0; seed < 400; ++seed) {
+    CoverIlp p = RandomInstance(rng, 4, 14);
+    // Prices of the size the plan search uses (1e-4 steps of a few per hour per node).
+    for (size_t j = 0; j < p.usage.size(); ++j) {
+      p.weight.push_back(std::uniform_int_distribution<int64_t>(0, 90000)(rng));
+    }
+    const std::optional<int64_t> free = EnumerateWeighted(p);
+    if (seed % 2 == 0 && free) {
+      // A budget on another price per item, below what some optimum without it spends.
+      for (size_t j = 0; j < p.usage.size(); ++j) {
+        p.spend.push_back(std::uniform_int_distribution<int64_t>(0, 50)(rng));
+      }
+      int64_t spent = 0;
+      ForEachPacking(p, [&](const std::vector<int64_t>& y) {
+        int64_t value = 0, spend = 0;
+        for (size_t j = 0; j < y.size(); ++j) {
+          value += p.weight[j] * y[j];
+          spend += p.spend[j] * y[j];
+        }
+        if (value == *free && CoverIlpFeasible(p, y)) spent = std::max(spent, spend);
+      });
+      p.budget = std::uniform_int_distribution<int64_t>(spent * 3 / 4, spent)(rng);
+    }
+    absl::StatusOr<CoverIlpSolution> s = SolveCoverIlp(p, {});
+    ASSERT_TRUE(s.ok()) << s.status();
+    const std::optional<int64_t> best = EnumerateWeighted(p);
+    if (!best) {
+      EXPECT_EQ(s->status, CoverIlpStatus::kInfeasible) << "seed " << seed;
+      continue;
+    }
+    ++feasible;
+    budget_binds += p.budget >= 0 && free && *best > *free;
+    ASSERT_EQ(s->status, CoverIlpStatus::kOptimal) << "seed " << seed;
+    EXPECT_TRUE(CoverIlpFeasible(p, s->counts)) << "seed " << seed;
+    EXPECT_EQ(s->objective, *best) << "seed " << seed;
+    EXPECT_EQ(s->lower_bound, *best) << "seed " << seed;
+  }
+  EXPECT_GT(feasible, 100);
+  EXPECT_GT(budget_binds, 2);  // the budget changes the optimum on some instances
+}
+
+}  // namespace
+}  // namespace oobleck

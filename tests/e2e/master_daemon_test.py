@@ -64,6 +64,22 @@ class MasterDaemonTest(e2e_support.ExampleServerTestCase):
         self.assertRegex(out, r"downtime \d+\.\d+ s \(copies \d+\.\d+ s\), horizon \d+ iterations")
         self.assertRegex(out, r"alternative\(s\) on the front: \S+ \d+ ms/")
 
+    def test_cost_objective_plans_then_replans(self):
+        # The cheapest plan per iteration (with f = 1, so a failure leaves a pipeline), then
+        # replans that keep the least time.
+        out = self.run_daemon("--objective", "cost", "--fault-tolerance", "1", "--failures", "1")
+        summary = self.summary(out)
+        self.assertEqual(summary["stopped_at"], "-", out)
+        prices = [float(p) for p in re.findall(r"nodes ([\d.]+) per hour", out)]
+        self.assertGreater(prices[0], 0, out)
+        err = subprocess.run(
+            [sys.executable, os.path.join(e2e_support.ARGS.source_dir, "examples", "python",
+                                          "master_daemon.py"),
+             "--server", self.server.address, "--stubs", e2e_support.ARGS.stub_dir,
+             "--budget-per-hour", "0.01"],
+            capture_output=True, text=True, timeout=RPC_TIMEOUT_S * 4)
+        self.assertIn("budget_per_hour", err.stdout + err.stderr)
+
     def test_stops_with_a_clear_error_when_layers_are_lost(self):
         # One node per type: after the first failures some layer has no replica left.
         out = self.run_daemon("--nodes-per-type", "1", "--failures", "3", "--global-batch", "8")

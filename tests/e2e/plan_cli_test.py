@@ -78,6 +78,41 @@ class PlanCliTest(e2e_support.ExampleServerTestCase):
                        "--horizon-iterations", "-1", expect_code=2).stderr
         self.assertIn("--horizon-iterations must be a finite number >= 0", err)
 
+    def test_objective_cost_and_budget_flags(self):
+        """Prices from the cluster file's gpu_types (per GPU) reach the plan."""
+        with open(self.cluster()) as f:
+            cluster = json.load(f)
+        cluster["profile"] = os.path.normpath(
+            os.path.join(os.path.dirname(self.cluster()), cluster["profile"]))
+        prices = {"v100": 0.45, "rtx3090": 0.30, "rtx4090": 0.90}
+        for gpu, price in prices.items():
+            cluster["gpu_types"][gpu]["price_per_hour"] = price
+        priced = self.save("priced.json", json.dumps(cluster))
+        fastest = json.loads(self.cli("plan", "--cluster", priced, "--global-batch", "64",
+                                      "--json").stdout)
+        cheapest = json.loads(self.cli("plan", "--cluster", priced, "--global-batch", "64",
+                                       "--objective", "cost", "--json").stdout)
+        self.assertEqual(cheapest["request"]["objective"], "cost")
+        for answer in (fastest, cheapest):
+            plan = answer["plan"]
+            gpus = {t["name"]: t["gpus_per_node"] for t in answer["request"]["cluster"]["node_types"]}
+            node_type = {n["id"]: n["node_type"] for n in answer["request"]["nodes"]}
+            expected = sum(prices[node_type[i]] * gpus[node_type[i]]
+                           for p in plan["pipelines"] for i in p["node_ids"])
+            self.assertAlmostEqual(plan["price_per_hour"], expected, places=9)
+        cost = lambda a: a["plan"]["price_per_hour"] * a["plan"]["iteration_time_ms"]
+        self.assertLessEqual(cost(cheapest), cost(fastest) * (1 + 1e-9))
+        table = self.cli("plan", "--cluster", priced, "--global-batch", "64",
+                         "--objective", "cost").stdout
+        self.assertIn("per hour", table)
+        err = self.cli("plan", "--cluster", priced, "--global-batch", "64",
+                       "--budget-per-hour", "0.1", expect_code=1).stderr
+        self.assertIn("FAILED_PRECONDITION: global_batch[0] = 64: budget_per_hour = 0.1 is below "
+                      "the price of every plan", err)
+        err = self.cli("plan", "--cluster", priced, "--global-batch", "64",
+                       "--objective", "fastest", expect_code=2).stderr
+        self.assertIn("--objective must be time or cost", err)
+
     def test_table_lists_pipelines_idle_nodes_and_sweep(self):
         out = self.cli("plan", "--cluster", self.cluster(), "--global-batch", "4", "64",
                        "--max-nodes-per-pipeline", "1").stdout

@@ -1,4 +1,4 @@
-// The exact plan search (docs/ARCHITECTURE.md#plan) and the batch split.
+// The exact plan search, SolvePipelineSet and MaxPipelineCount (docs/ARCHITECTURE.md#plan-search).
 //
 // For a makespan tau every pipeline shape j absorbs k_j(tau) micro-batches (the most x with
 // T_j(x) <= tau within its memory limit). A set of pipelines can run the batch within tau
@@ -19,6 +19,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <queue>
 #include <utility>
 
@@ -28,281 +29,28 @@
 #include "core/interrupt.h"
 #include "core/plan.h"
 #include "core/plan_search/cover_ilp.h"
+#include "core/plan_search/dp_rows.h"
+#include "core/plan_search/load_curve.h"
+#include "core/plan_search/packing_lp.h"
 #include "tbb/blocked_range.h"
 #include "tbb/parallel_for.h"
-
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 namespace oobleck {
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
+using plan_search::AtOrBelow;
+using plan_search::AttachMemos;
+using plan_search::kInf;
+using plan_search::kLanes;
+using plan_search::LoadCurve;
+using plan_search::NextAbove;
+using plan_search::RowBlock;
+using plan_search::SmallestFeasible;
+
 // States of the DP over node-type counts (its tables hold this many rows).
 constexpr int64_t kMaxPlanStates = int64_t{1} << 22;
 // Sums of absorbed micro-batches saturate here (far above any global batch).
 constexpr int kSaturated = 1 << 29;
-
-// T(x) of one pipeline under the model's formula with x micro-batches, x in [1, limit].
-// Values of small x are memoised in storage the owner provides (SetMemo), shared by every
-// copy of the curve: the searches ask for the same few values many times.
-class LoadCurve {
- public:
-  LoadCurve(const CostModel* model, const std::vector<double>* costs, int max_microbatches,
-            int global_batch)
-      : model_(model),
-        costs_(costs),
-        limit_(std::min(max_microbatches, global_batch)),
-        memo_size_(std::max(0, std::min(kMemo, limit_ + 2))) {}
-
-  // Entries the memo needs: Time(x) for x < MemoSize() is memoised.
-  int MemoSize() const { return memo_size_; }
-  // `memo` holds MemoSize() entries, all -1 (not computed; times are >= 0), and outlives
-  // every copy of this curve.
-  void SetMemo(double* memo) {
-    memo_ = memo;
-    if (limit_ >= 2) {
-      t1_ = Time(1);
-      slope_ = Time(2) - t1_;
-    }
-  }
-
-  double Time(int x) const {
-    if (x >= memo_size_) return model_->PipelineTimeMs(*costs_, x);
-    double& memo = memo_[x];
-    if (memo < 0) memo = model_->PipelineTimeMs(*costs_, x);
-    return memo;
-  }
-  int limit() const { return limit_; }
-  // The most micro-batches with T <= tau; 0 when even one exceeds tau. T is
-  // non-decreasing in x (also in floating point), so the answer is the end of a prefix and
-  // any search that checks its neighbours finds it exactly.
-  int Absorb(double tau) const {
-    if (limit_ < 2) return limit_ == 1 && !(Time(1) > tau) ? 1 : 0;
-    if (t1_ > tau) return 0;
-    int lo = 1, hi = limit_;  // T(lo) <= tau; the answer is in [lo, hi]
-    // T is affine in x under both cost models (COST_MODEL.md), so T(1) and T(2) place tau
-    // to within rounding: one guess and its neighbour usually settle it. Otherwise the
-    // bisection below runs on what the guess left open.
-    if (slope_ > 0 && tau - t1_ >= 0) {  // false for a NaN tau
-      const double steps = (tau - t1_) / slope_;
-      const int guess = steps >= hi - 1 ? hi : 1 + static_cast<int>(steps);
-      if (Time(guess) <= tau) {
-        if (guess == hi || Time(guess + 1) > tau) return guess;
-        lo = guess + 1;
-      } else {
-        hi = guess - 1;
-      }
-    }
-    while (lo < hi) {
-      const int mid = lo + (hi - lo + 1) / 2;
-      if (Time(mid) <= tau) {
-        lo = mid;
-      } else {
-        hi = mid - 1;
-      }
-    }
-    return lo;
-  }
-  // The smallest value T(x) > tau, +inf if none.
-  double NextAbove(double tau) const {
-    const int k = Absorb(tau);
-    return k < limit_ ? Time(k + 1) : kInf;
-  }
-  // The largest value T(x) <= tau, -inf if none.
-  double AtOrBelow(double tau) const {
-    const int k = Absorb(tau);
-    return k >= 1 ? Time(k) : -kInf;
-  }
-
- private:
-  static constexpr int kMemo = 4096;
-  const CostModel* model_;
-  const std::vector<double>* costs_;
-  int limit_;
-  int memo_size_;
-  double* memo_ = nullptr;
-  double t1_ = 0, slope_ = 0;  // T(1) and T(2) - T(1), set with the memo when limit >= 2
-};
-
-// Gives every curve its memo, all in one buffer.
-void AttachMemos(std::vector<LoadCurve>& curves, std::vector<double>& buffer) {
-  size_t size = 0;
-  for (const LoadCurve& c : curves) size += c.MemoSize();
-  buffer.assign(size, -1);
-  size_t at = 0;
-  for (LoadCurve& c : curves) {
-    c.SetMemo(buffer.data() + at);
-    at += c.MemoSize();
-  }
-}
-
-double NextAbove(const std::vector<LoadCurve>& curves, double tau) {
-  double best = kInf;
-  for (const LoadCurve& c : curves) best = std::min(best, c.NextAbove(tau));
-  return best;
-}
-
-double AtOrBelow(const std::vector<LoadCurve>& curves, double tau) {
-  double best = -kInf;
-  for (const LoadCurve& c : curves) best = std::max(best, c.AtOrBelow(tau));
-  return best;
-}
-
-// The smallest candidate value (some T_j(x) of `curves`) in (bad, good] at which `feasible`
-// holds, given that it holds at the candidate `good` and at no tau <= bad. feasible must
-// be monotone in tau and depend on tau only through the curves' Absorb values (so it is
-// constant between consecutive candidates).
-// (A template rather than std::function: it runs a few times per search and the calls
-// through a std::function showed in profiles of warm replans.)
-template <typename Feasible>
-absl::StatusOr<double> SmallestFeasible(const std::vector<LoadCurve>& curves, double bad,
-                                        double good, const Feasible& feasible) {
-  while (true) {
-    const double next = NextAbove(curves, bad);
-    if (next >= good) return good;
-    // Some tau in [next, good) that makes progress either way.
-    double mid = std::isinf(bad) ? next : bad + (good - bad) / 2;
-    if (!(mid < good) || mid < next) mid = next;
-    absl::StatusOr<bool> ok = feasible(mid);
-    if (!ok.ok()) return ok.status();
-    if (*ok) {
-      good = AtOrBelow(curves, mid);
-    } else {
-      bad = mid;
-    }
-  }
-}
-
-// max sum_j c_j y_j  s.t.  sum_j a_j[r] y_j <= b[r] for every row r, y >= 0, with a, b >= 0
-// (a packing LP: the zero vector is feasible, the optimum is finite when every column has a
-// positive entry): an upper bound on it (its value up to rounding, +inf when none is found).
-// Dense simplex with Bland's rule, which cannot cycle. Tiny here: one row per node type.
-double PackingLpMax(const std::vector<std::vector<double>>& columns, const std::vector<double>& c,
-                    const std::vector<double>& b) {
-  const int R = static_cast<int>(b.size());
-  const int J = static_cast<int>(columns.size());
-  const int W = J + R + 1;  // structural, slack, right-hand side
-  constexpr double kEps = 1e-12;
-  std::vector<double> tab((R + 1) * W, 0.0);
-  auto at = [&](int r, int j) -> double& { return tab[r * W + j]; };
-  std::vector<int> basis(R);
-  for (int r = 0; r < R; ++r) {
-    for (int j = 0; j < J; ++j) at(r, j) = columns[j][r];
-    at(r, J + r) = 1;
-    at(r, W - 1) = b[r];
-    basis[r] = J + r;
-  }
-  for (int j = 0; j < J; ++j) at(R, j) = -c[j];
-  for (int iteration = 0; iteration < 10000; ++iteration) {
-    int enter = -1;
-    for (int j = 0; j < J + R && enter < 0; ++j) {
-      if (at(R, j) < -kEps) enter = j;
-    }
-    if (enter < 0) break;
-    int leave = -1;
-    double best_ratio = kInf;
-    for (int r = 0; r < R; ++r) {
-      if (at(r, enter) <= kEps) continue;
-      const double ratio = at(r, W - 1) / at(r, enter);
-      if (ratio < best_ratio || (ratio == best_ratio && basis[r] < basis[leave])) {
-        best_ratio = ratio;
-        leave = r;
-      }
-    }
-    if (leave < 0) return kInf;  // unbounded
-    const double pivot = at(leave, enter);
-    for (int j = 0; j < W; ++j) at(leave, j) /= pivot;
-    for (int r = 0; r <= R; ++r) {
-      if (r == leave) continue;
-      const double f = at(r, enter);
-      if (f == 0) continue;
-      for (int j = 0; j < W; ++j) at(r, j) -= f * at(leave, j);
-    }
-    basis[leave] = enter;
-  }
-  // The answer is an upper bound by weak duality, whatever rounding did to the tableau: the
-  // final duals (objective-row entries of the slacks), clamped at 0 and scaled until every
-  // column's constraint holds, are dual feasible, so b . y bounds every packing.
-  std::vector<double> y(R);
-  for (int r = 0; r < R; ++r) y[r] = std::max(0.0, at(R, J + r));
-  double scale = 1;
-  for (int j = 0; j < J; ++j) {
-    if (c[j] <= 0) continue;
-    double covered = 0;
-    for (int r = 0; r < R; ++r) covered += columns[j][r] * y[r];
-    if (!(covered > 0)) return kInf;  // no bound from these duals
-    scale = std::max(scale, c[j] / covered);
-  }
-  double bound = 0;
-  for (int r = 0; r < R; ++r) bound += b[r] * y[r];
-  return bound * scale;
-}
-
-// Entries of a one-block table row past p = 0 (see PlanSearch::FillRows): 16 int16 lanes are
-// two SSE registers.
-constexpr int kLanes = 16;
-
-// kLanes consecutive table entries held in registers, with the row operations of the table
-// fill: dst[p] = max(dst[p], src[p]) (a node left idle), max(dst[p], min(src[p - 1] + k,
-// cap)) (one more pipeline; src + k cannot overflow V because src >= kNeg and k <= cap <=
-// max(V) / 2), and the reset of sums built on impossible (negative) entries.
-template <typename V>
-class RowBlock {
- public:
-  explicit RowBlock(const V* p) { std::memcpy(v_, p, sizeof v_); }
-  void Store(V* p) const { std::memcpy(p, v_, sizeof v_); }
-  void Max(const V* src) {
-    for (int i = 0; i < kLanes; ++i) v_[i] = std::max(v_[i], src[i]);
-  }
-  void AddMax(const V* src, V k, V cap) {
-    for (int i = 0; i < kLanes; ++i) {
-      v_[i] = std::max(v_[i], std::min(static_cast<V>(src[i] + k), cap));
-    }
-  }
-  void Clamp(V neg) {
-    for (int i = 0; i < kLanes; ++i) v_[i] = v_[i] < 0 ? neg : v_[i];
-  }
-
- private:
-  V v_[kLanes];
-};
-
-#if defined(__SSE2__)
-// The int16 table (every batch up to 16383 micro-batches) with SSE2 directly: compilers
-// vectorise the loops above only sometimes, and they are the inner loop of warm replans.
-template <>
-class RowBlock<int16_t> {
- public:
-  explicit RowBlock(const int16_t* p) : lo_(Load(p)), hi_(Load(p + 8)) {}
-  void Store(int16_t* p) const {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), lo_);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p + 8), hi_);
-  }
-  void Max(const int16_t* src) {
-    lo_ = _mm_max_epi16(lo_, Load(src));
-    hi_ = _mm_max_epi16(hi_, Load(src + 8));
-  }
-  void AddMax(const int16_t* src, int16_t k, int16_t cap) {
-    const __m128i kv = _mm_set1_epi16(k), capv = _mm_set1_epi16(cap);
-    lo_ = _mm_max_epi16(lo_, _mm_min_epi16(_mm_add_epi16(Load(src), kv), capv));
-    hi_ = _mm_max_epi16(hi_, _mm_min_epi16(_mm_add_epi16(Load(src + 8), kv), capv));
-  }
-  void Clamp(int16_t neg) {
-    const __m128i negv = _mm_set1_epi16(neg), zero = _mm_setzero_si128();
-    const __m128i lo_neg = _mm_cmplt_epi16(lo_, zero), hi_neg = _mm_cmplt_epi16(hi_, zero);
-    lo_ = _mm_or_si128(_mm_and_si128(lo_neg, negv), _mm_andnot_si128(lo_neg, lo_));
-    hi_ = _mm_or_si128(_mm_and_si128(hi_neg, negv), _mm_andnot_si128(hi_neg, hi_));
-  }
-
- private:
-  static __m128i Load(const int16_t* p) {
-    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  }
-  __m128i lo_, hi_;
-};
-#endif
 
 // Padding per node type of the DP's state space, so that u - mix never leaves the array.
 std::vector<int> DpPadding(const PipelineSetProblem& problem) {
@@ -345,6 +93,8 @@ bool UsesIlp(const PipelineSetProblem& problem) {
       break;
   }
   if (AsksMorePipelines(problem)) return true;
+  // Prices are rows and weights of the integer program; the DP knows none.
+  if (problem.objective == PlanObjective::kCost || problem.max_price_steps >= 0) return true;
   return DpStateCount(problem) * static_cast<int64_t>(std::max<size_t>(problem.shapes.size(), 1)) >
          kMaxAutoDpWork;
 }
@@ -354,16 +104,10 @@ bool UsesIlp(const PipelineSetProblem& problem) {
 // computed, in index order, which puts every state after all states it is built from.
 class PlanSearch {
  public:
-  // with_minimum = false: problem.min_pipelines plays no part.
-  explicit PlanSearch(const PipelineSetProblem& problem, bool with_minimum = true)
-      : problem_(problem),
-        model_(problem.model),
-        B_(problem.global_batch),
-        // Every solution has a pipeline (B >= 1): a minimum of 1 is no constraint.
-        min_free_(
-            !with_minimum || problem.min_pipelines <= 1
-                ? 0
-                : std::max(0, problem.min_pipelines - static_cast<int>(problem.fixed.size()))) {
+  // A minimum pipeline count (problem.min_pipelines) is a row of the integer program; the
+  // node-count DP never sees one (UsesIlp, CheckProblem).
+  explicit PlanSearch(const PipelineSetProblem& problem)
+      : problem_(problem), model_(problem.model), B_(problem.global_batch) {
     all_.reserve(problem.fixed.size() + problem.shapes.size());
     for (const PipelineShape& f : problem.fixed) {
       all_.emplace_back(model_, &f.stage_costs, f.max_microbatches, B_);
@@ -374,10 +118,11 @@ class PlanSearch {
     AttachMemos(all_, memo_);  // copies below share the memos
     fixed_.assign(all_.begin(), all_.begin() + problem.fixed.size());
     shapes_.assign(all_.begin() + problem.fixed.size(), all_.end());
+    for (const PipelineShape& f : problem.fixed) fixed_price_ += PriceOf(f.mix);
+    shape_price_.reserve(problem.shapes.size());
+    for (const PipelineShape& s : problem.shapes) shape_price_.push_back(PriceOf(s.mix));
+    free_budget_ = problem.max_price_steps < 0 ? -1 : problem.max_price_steps - fixed_price_;
     use_ilp_ = UsesIlp(problem);
-    // The integer program takes the minimum as a constraint of its own; the DP's counting
-    // of it (min_free_) is for the node-count DP only.
-    if (use_ilp_) min_free_ = 0;
     std::vector<int> row_digits;  // T per real state, for the fit lists below
     const int64_t fit_pairs = use_ilp_ ? -1 : FitPairs(problem);
     if (!use_ilp_) BuildStates(fit_pairs >= 0 ? &row_digits : nullptr);
@@ -520,6 +265,7 @@ class PlanSearch {
   }
 
   absl::StatusOr<PipelineSetSolution> Solve() {
+    if (problem_.objective == PlanObjective::kCost) return SolveCost();
     const int num_fixed = static_cast<int>(fixed_.size());
     const double top = TopTau();
     if (use_ilp_) {
@@ -541,11 +287,6 @@ class PlanSearch {
       absl::StatusOr<Unconstrained> free = FreeAbsorbUnconstrained(tau, need);
       if (!free.ok()) return free.status();
       if (free->absorbed < need) return false;
-      if (min_free_ > 0) {  // the count matters: only the table knows
-        absl::StatusOr<int> p = MinPipelinesAtLeast(tau, max_pipelines_free);
-        if (!p.ok()) return p.status();
-        return *p >= 0;
-      }
       pipelines_bound = std::min(max_pipelines_free, free->pipelines);
       return true;
     };
@@ -640,7 +381,6 @@ class PlanSearch {
   // The most pipelines (kept + chosen) of any solution, capped at `at_most`; 0 when there
   // is none. min_pipelines plays no part.
   absl::StatusOr<int> MaxTotalPipelines(int at_most) {
-    min_free_ = 0;
     if (absl::Status s = CheckCapacity(); !s.ok()) {
       if (s.code() == absl::StatusCode::kFailedPrecondition) return 0;
       return s;
@@ -711,37 +451,6 @@ class PlanSearch {
         num_states_, pcap + 1, kMaxTableEntries));
   }
 
-  // ---- min_pipelines (PipelineSetProblem::min_pipelines) -------------------------------
-  // With a minimum, feasibility at tau counts pipelines: P_m(tau), the fewest pipelines
-  // >= the minimum that run the batch within tau, comes from the table (MinPipelines starts
-  // its scan at the minimum; Need asks every free pipeline for a micro-batch). The table's
-  // entries only grow with tau, so P_m never increases with tau and the branch and bound
-  // holds for it as for P_min. This check: whether any tau allows the minimum at all (the
-  // largest tau allows every count that any tau allows).
-  absl::Status CheckMinPipelines(double top, int max_pipelines_free) {
-    absl::StatusOr<int> p = MinPipelinesAtLeast(top, max_pipelines_free);
-    if (!p.ok()) return p.status();
-    if (*p >= 0) return absl::OkStatus();
-    // No count from the minimum up works, so the most that do are below it.
-    absl::StatusOr<int> most = MostPipelines(top, std::min(max_pipelines_free, min_free_));
-    if (!most.ok()) return most.status();
-    const std::string& why = problem_.min_pipelines_reason;
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "%s needs %d pipelines; the nodes fit at most %d that run the global batch of %d "
-        "micro-batches within GPU memory",
-        why.empty() ? absl::StrCat("min_pipelines = ", problem_.min_pipelines) : why,
-        problem_.min_pipelines, static_cast<int>(fixed_.size()) + std::max(0, *most), B_));
-  }
-  // P_m(tau) up to pmax; -1 if none. Tables start as wide as the minimum and double, so a
-  // small minimum in a large cluster needs no table as wide as the cluster.
-  absl::StatusOr<int> MinPipelinesAtLeast(double tau, int pmax) {
-    if (min_free_ > pmax) return -1;
-    for (int pcap = std::max(1, min_free_);; pcap = std::min(pmax, 2 * pcap)) {
-      if (absl::Status s = CheckTableSize(pcap); !s.ok()) return s;
-      absl::StatusOr<int> p = MinPipelines(tau, pcap);
-      if (!p.ok() || *p >= 0 || pcap >= pmax) return p;
-    }
-  }
   // The most free pipelines (<= pcap) that run the batch within tau; -1 if none.
   absl::StatusOr<int> MostPipelines(double tau, int pcap) {
     const int need = Need(tau);
@@ -824,8 +533,7 @@ class PlanSearch {
       if (k == 0) return kImpossible;
       need -= k;
     }
-    // A minimum count of free pipelines (min_pipelines) asks each for a micro-batch.
-    return static_cast<int>(std::max<int64_t>(need, min_free_ > 0 ? 1 : 0));
+    return static_cast<int>(std::max<int64_t>(need, 0));
   }
 
   // ---- the integer program per makespan (use_ilp_) ----------------------------------
@@ -833,50 +541,72 @@ class PlanSearch {
   struct IlpAnswer {
     CoverIlpStatus status = CoverIlpStatus::kInfeasible;
     int64_t items = 0;
-    int64_t lower_bound = 0;
+    int64_t objective = 0;        // items, or price when by price
+    int64_t lower_bound = 0;      // on the objective
+    int64_t price = 0;            // of the free pipelines' nodes, in price steps
     std::vector<int64_t> counts;  // per shape
   };
   // The fewest free pipelines that run the batch within tau (cover_ilp.h with one row per
-  // node type), memoised per tau: the search asks for some makespans twice.
+  // node type, and one for a budget), memoised per tau: the search asks for some makespans
+  // twice.
   absl::StatusOr<const IlpAnswer*> SolveIlp(double tau) {
     auto [it, inserted] = ilp_memo_.try_emplace(tau);
-    IlpAnswer& answer = it->second;
-    if (!inserted) return &answer;
+    if (!inserted) return &it->second;
+    absl::StatusOr<IlpAnswer> answer =
+        RunIlp(tau, /*by_price=*/false, std::max<int64_t>(0, B_ - int64_t{FixedCount()}),
+               free_budget_);
+    if (!answer.ok()) {
+      ilp_memo_.erase(it);
+      return answer.status();
+    }
+    it->second = *std::move(answer);
+    return &it->second;
+  }
+  // One integer program at tau: the fewest free pipelines, or (by_price) the least price of
+  // their nodes, with at most max_items free pipelines whose prices add up to at most
+  // max_price (< 0: no limit).
+  absl::StatusOr<IlpAnswer> RunIlp(double tau, bool by_price, int64_t max_items,
+                                   int64_t max_price) {
+    IlpAnswer answer;
     const int need = Need(tau);
-    const int64_t fixed = static_cast<int64_t>(fixed_.size());
+    const int64_t fixed = FixedCount();
     CoverIlp ilp;
     ilp.capacity.assign(problem_.available.begin(), problem_.available.end());
     ilp.need = need == kImpossible ? 0 : need;
     ilp.min_items = std::max<int64_t>(0, problem_.min_pipelines - fixed);
-    ilp.max_items = std::max<int64_t>(0, B_ - fixed);
-    if (need == kImpossible || ilp.min_items > ilp.max_items) return &answer;  // infeasible
+    ilp.max_items = max_items;
+    if (need == kImpossible || ilp.min_items > ilp.max_items) return answer;  // infeasible
+    if (problem_.max_price_steps >= 0 && free_budget_ < 0) return answer;   // fixed ones cost more
     const std::vector<Usable>& usable = UsableShapes(tau);
     for (const Usable& u : usable) {
       const NodeMix& mix = problem_.shapes[u.shape].mix;
       ilp.usage.emplace_back(mix.begin(), mix.end());
       ilp.gain.push_back(std::min(u.absorb, std::max(need, 1)));
+      if (by_price) ilp.weight.push_back(shape_price_[u.shape]);
+      if (max_price >= 0) ilp.spend.push_back(shape_price_[u.shape]);
     }
+    ilp.budget = max_price;
     if (absl::Status s = Cancelled(); !s.ok()) return s;
     ++evaluations_;
     CoverIlpLimits limits;
     limits.max_nodes = problem_.max_ilp_nodes;
     limits.cancelled = problem_.search.cancelled;
     absl::StatusOr<CoverIlpSolution> solved = SolveCoverIlp(ilp, limits);
-    if (!solved.ok()) {
-      ilp_memo_.erase(it);
-      return solved.status();
-    }
+    if (!solved.ok()) return solved.status();
+
     answer.status = solved->status;
     answer.items = solved->items;
+    answer.objective = solved->objective;
     answer.lower_bound = solved->lower_bound;
     answer.counts.assign(shapes_.size(), 0);
     for (size_t i = 0; i < usable.size() && i < solved->counts.size(); ++i) {
       answer.counts[usable[i].shape] = solved->counts[i];
+      answer.price += solved->counts[i] * shape_price_[usable[i].shape];
     }
     if (answer.status == CoverIlpStatus::kBounded || answer.status == CoverIlpStatus::kUnknown) {
       inexact_ = true;
     }
-    return &answer;
+    return answer;
   }
   static bool HasPlan(const IlpAnswer& a) {
     return a.status == CoverIlpStatus::kOptimal || a.status == CoverIlpStatus::kBounded;
@@ -915,7 +645,23 @@ class PlanSearch {
     const int p_low = static_cast<int>(std::clamp<int64_t>((*a)->lower_bound, 0, most));
     return std::min(best_, tau_low + Allreduce(p_low));
   }
-  absl::Status NoPlanError() const {
+  absl::Status NoPlanError() {
+    if (problem_.max_price_steps >= 0) {
+      // Within the budget nothing fits: say what the cheapest plan would cost, if any.
+      absl::StatusOr<IlpAnswer> cheapest = RunIlp(
+          TopTau(), /*by_price=*/true, std::max<int64_t>(0, B_ - int64_t{FixedCount()}), -1);
+      if (!cheapest.ok()) return cheapest.status();
+      if (HasPlan(*cheapest)) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "budget_per_hour = %g is below the price of every plan that runs the global batch "
+            "of %d micro-batches%s: the cheapest uses nodes of %g per hour",
+            StepsToPrice(problem_.max_price_steps), B_,
+            AsksMorePipelines(problem_)
+                ? absl::StrCat(" with ", problem_.min_pipelines, " pipelines")
+                : std::string(),
+            StepsToPrice(fixed_price_ + cheapest->lower_bound)));
+      }
+    }
     if (AsksMorePipelines(problem_)) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "no plan of at least %d pipelines fits the available nodes and holds the global "
@@ -1181,9 +927,9 @@ class PlanSearch {
     if (need == kImpossible) return -1;
     if (need <= 0) return 0;
     pcap = std::min(pcap, MaxFreePipelines());
-    if (pcap < std::max(1, min_free_)) return -1;
+    if (pcap < 1) return -1;
     if (absl::Status s = FillTable(tau, pcap, need); !s.ok()) return s;
-    for (int p = std::max(1, min_free_); p <= pcap; ++p) {
+    for (int p = 1; p <= pcap; ++p) {
       if (table_.At(full_, p) >= need) return p;
     }
     return -1;
@@ -1216,6 +962,9 @@ class PlanSearch {
     PipelineSetSolution solution;
     const int need = Need(best_tau_);
     if (best_p_ > 0 && use_ilp_) {
+      if (best_counts_.size() != shapes_.size()) {
+        return absl::InternalError("plan search: no plan kept");
+      }
       for (size_t j = 0; j < best_counts_.size(); ++j) {
         for (int64_t c = 0; c < best_counts_[j]; ++c) solution.chosen.push_back(static_cast<int>(j));
       }
@@ -1270,7 +1019,15 @@ class PlanSearch {
     solution.iteration_time_ms = solution.pipeline_time_ms + solution.allreduce_ms;
     solution.evaluations = evaluations_;
     solution.method = use_ilp_ ? PlanSearchMethod::kCoverIlp : PlanSearchMethod::kNodeCountDp;
-    if (inexact_) {
+    solution.price_steps = fixed_price_;
+    for (int j : solution.chosen) solution.price_steps += shape_price_[j];
+    if (problem_.objective == PlanObjective::kCost) {
+      // The gap on price x time: what no plan left unexplored can undercut.
+      const double cost = static_cast<double>(solution.price_steps) * solution.iteration_time_ms;
+      if (inexact_ && cost > 0) {
+        solution.optimality_gap = std::max(0.0, (cost - std::min(cost, cost_open_bound_)) / cost);
+      }
+    } else if (inexact_) {
       absl::StatusOr<double> bound = ProvenLowerBound();
       if (!bound.ok()) return bound.status();
       solution.optimality_gap =
@@ -1279,13 +1036,161 @@ class PlanSearch {
     return solution;
   }
 
+  // ---- prices (PipelineSetProblem::objective, max_price_steps) ------------------------
+
+  int FixedCount() const { return static_cast<int>(fixed_.size()); }
+  int64_t PriceOf(const NodeMix& mix) const {
+    int64_t price = 0;
+    if (problem_.type_price_steps.empty()) return 0;
+    for (size_t t = 0; t < mix.size(); ++t) price += mix[t] * problem_.type_price_steps[t];
+    return price;
+  }
+  static double StepsToPrice(int64_t steps) {
+    return static_cast<double>(steps) * kPriceStepPerHour;
+  }
+  // Price x (makespan + all-reduce) of `a` at tau, fixed pipelines included.
+  double CostOf(double tau, int64_t free_price, int64_t free_pipelines) const {
+    return static_cast<double>(fixed_price_ + free_price) *
+           (tau + Allreduce(static_cast<int>(free_pipelines)));
+  }
+  void ConsiderCost(double tau, const IlpAnswer& a) {
+    const double value = CostOf(tau, a.price, a.items);
+    if (value < best_) {
+      best_ = value;
+      best_tau_ = tau;
+      best_p_ = static_cast<int>(a.items);
+      best_counts_ = a.counts;
+    }
+  }
+
+  // The least price x iteration time (docs/ARCHITECTURE.md#cost-aware-plans). Every plan
+  // runs within some candidate makespan tau = T_j(x) at cost >= price x (tau + AR(P)), so
+  // the optimum is min over tau of the best plan feasible at tau. At one tau (CostAt): the
+  // least price c0 (an integer program weighted by price), then the fewest pipelines among
+  // plans of that price (P0; less all-reduce), then the least price with at most P0 - 1
+  // pipelines, and so on while the price alone can still beat the incumbent. Over tau:
+  // c(tau), the least price, never increases with tau (the feasible set only grows), so an
+  // interval (a, b) of makespans costs at least c(b) x (first tau after a + AR of the
+  // fewest pipelines any plan has); intervals are split best bound first and dropped once
+  // that bound reaches the incumbent.
+  absl::StatusOr<PipelineSetSolution> SolveCost() {
+    if (absl::Status s = CheckBatch(); !s.ok()) return s;
+    const double top = TopTau();
+    absl::StatusOr<bool> fits = IlpFeasible(top);
+    if (!fits.ok()) return fits.status();
+    if (!*fits) return NoPlanError();
+    absl::StatusOr<double> tau_lp = SmallestFeasible(
+        all_, -kInf, top, [&](double tau) -> absl::StatusOr<bool> { return RelaxedFeasible(tau); });
+    if (!tau_lp.ok()) return tau_lp.status();
+    const int fewest_free = std::max(0, std::max(1, problem_.min_pipelines) - FixedCount());
+    ar_floor_ = Allreduce(fewest_free);
+    struct Interval {
+      double bound;  // no plan with a makespan in (a, b) costs less
+      double a, b;
+      int64_t price_b;  // proven least free price at b
+      bool operator>(const Interval& o) const { return bound > o.bound; }
+    };
+    std::priority_queue<Interval, std::vector<Interval>, std::greater<Interval>> open;
+    auto push = [&](double a, double b, int64_t price_b) {
+      const double first = NextAbove(all_, a);
+      if (first >= b) return;
+      const double bound = std::max(static_cast<double>(fixed_price_ + price_b) * (first + ar_floor_),
+                                    ThroughputBound(first, b, price_b));
+      if (bound < best_) open.push({bound, a, b, price_b});
+    };
+    absl::StatusOr<std::optional<int64_t>> at_top = CostAt(top);
+    if (!at_top.ok()) return at_top.status();
+    if (!at_top->has_value()) return absl::InternalError("plan search: no plan at the top makespan");
+    push(std::nextafter(*tau_lp, -kInf), top, **at_top);
+    int makespans = 1;
+    while (!open.empty() && open.top().bound < best_) {
+      const Interval iv = open.top();
+      if (makespans >= problem_.max_cost_makespans) {
+        cost_open_bound_ = std::min(cost_open_bound_, iv.bound);
+        inexact_ = true;
+        break;
+      }
+      open.pop();
+      const double first = NextAbove(all_, iv.a);
+      double c = AtOrBelow(all_, iv.a + (iv.b - iv.a) / 2);
+      if (c <= iv.a) c = first;
+      absl::StatusOr<std::optional<int64_t>> at = CostAt(c);
+      if (!at.ok()) return at.status();
+      ++makespans;
+      if (at->has_value()) push(iv.a, c, **at);  // (proven infeasible: so is everything below)
+      push(c, iv.b, iv.price_b);
+    }
+    return Reconstruct();
+  }
+  // A lower bound on price x (tau + AR) over plans with a makespan tau in [lo, hi] whose
+  // free pipelines cost at least price_hi: the free pipelines absorb Need(hi) or more
+  // micro-batches, each at a price x time of at least price_j x TimePerMicrobatchAtLeast
+  // (a bound that, unlike price_hi x lo, keeps each pipeline's fill time: it proves the
+  // flat stretches of price x time, where cheaper plans take proportionally longer).
+  double ThroughputBound(double lo, double hi, int64_t price_hi) const {
+    const int need = Need(hi);
+    if (need == kImpossible) return kInf;
+    double per_microbatch = kInf;
+    for (size_t j = 0; j < shapes_.size(); ++j) {
+      if (!fits_[j]) continue;
+      per_microbatch = std::min(per_microbatch, static_cast<double>(shape_price_[j]) *
+                                                    shapes_[j].TimePerMicrobatchAtLeast(lo, hi));
+    }
+    const double free_part = need <= 0 ? 0 : need * per_microbatch;
+    const double bound = free_part + static_cast<double>(fixed_price_) * lo +
+                         static_cast<double>(fixed_price_ + price_hi) * ar_floor_;
+    return bound * (1 - kBoundSlack);  // T(x) is affine only up to rounding
+  }
+  static constexpr double kBoundSlack = 1e-9;
+
+  // The best plans at tau (ConsiderCost); the proven least free price at tau, or nullopt
+  // when no plan runs within tau (proven).
+  absl::StatusOr<std::optional<int64_t>> CostAt(double tau) {
+    const int64_t min_items = std::max<int64_t>(0, problem_.min_pipelines - FixedCount());
+    int64_t max_items = std::max<int64_t>(0, B_ - int64_t{FixedCount()});
+    std::optional<int64_t> least;
+    while (max_items >= min_items) {
+      absl::StatusOr<IlpAnswer> cheapest = RunIlp(tau, /*by_price=*/true, max_items, free_budget_);
+      if (!cheapest.ok()) return cheapest.status();
+      if (cheapest->status == CoverIlpStatus::kInfeasible) break;
+      if (!least) least = cheapest->lower_bound;
+      // Every plan at tau left to look at costs at least this.
+      const double bound = static_cast<double>(fixed_price_ + cheapest->lower_bound) *
+                           (tau + ar_floor_);
+      if (bound >= best_) break;
+      if (cheapest->status != CoverIlpStatus::kOptimal) {
+        if (HasPlan(*cheapest)) ConsiderCost(tau, *cheapest);
+        cost_open_bound_ = std::min(cost_open_bound_, bound);
+        break;
+      }
+      // The fewest pipelines among plans of that price.
+      const int64_t cap = free_budget_ < 0 ? cheapest->objective
+                                           : std::min(free_budget_, cheapest->objective);
+      absl::StatusOr<IlpAnswer> fewest = RunIlp(tau, /*by_price=*/false, cheapest->items, cap);
+      if (!fewest.ok()) return fewest.status();
+      const bool fewer = HasPlan(*fewest) && fewest->items <= cheapest->items;
+      ConsiderCost(tau, fewer ? *fewest : *cheapest);
+      if (fewest->status != CoverIlpStatus::kOptimal) {
+        cost_open_bound_ = std::min(cost_open_bound_, bound);
+        break;
+      }
+      max_items = fewest->items - 1;  // plans with fewer pipelines cost more
+    }
+    if (!least) return std::optional<int64_t>();
+    return least;
+  }
+
   const PipelineSetProblem& problem_;
   // Polled between table rows too: one table of a big one-type cluster is seconds of work
   // in a sanitizer build, and the search must stop with its call.
   mutable Interrupt interrupt_{problem_.search.cancelled};
   const CostModel* model_;
   const int B_;
-  int min_free_ = 0;  // free pipelines every solution needs (min_pipelines - kept ones)
+  int64_t fixed_price_ = 0;           // of the fixed pipelines' nodes, in price steps
+  std::vector<int64_t> shape_price_;  // per shape
+  int64_t free_budget_ = -1;          // what the free pipelines may cost (< 0: no budget)
+  double ar_floor_ = 0;               // all-reduce of the fewest pipelines a plan has
+  double cost_open_bound_ = kInf;     // kCost: proven bound on plans not looked at
   std::vector<LoadCurve> fixed_, shapes_, all_;
   std::vector<int64_t> strides_;
   int64_t num_states_ = 1;
@@ -1327,155 +1232,8 @@ class PlanSearch {
   int evaluations_ = 0;
 };
 
+
 }  // namespace
-
-std::vector<double> CrossPipelineAllreduceMs(const CostModel& model, int max_pipelines) {
-  const PlanningProblem& problem = model.problem();
-  std::vector<double> allreduce(std::max(max_pipelines, 1) + 1, 0.0);
-  // A profile has the same all-reduce keys on every layer (ValidateProfile), so layer 0
-  // says which P are measured; for a P no profile measured, every layer takes the ring
-  // estimate of its largest parameter size.
-  double max_params = 0;
-  for (int l = 0; l < model.num_layers(); ++l) {
-    double largest = 0;
-    for (const auto& profile : problem.profiles)
-      largest = std::max(largest, profile->layers[l].param_bytes);
-    max_params += largest;
-  }
-  for (int P = 2; P <= max_pipelines; ++P) {
-    bool measured = false;
-    for (const auto& profile : problem.profiles) {
-      measured |=
-          !profile->layers.empty() && profile->layers[0].allreduce_across_nodes_ms.count(P) > 0;
-    }
-    double sum = 0;
-    if (!measured) {
-      sum = 2.0 * (P - 1) / P * max_params / problem.inter_node_bytes_per_s * 1e3;
-    } else {
-      for (int l = 0; l < model.num_layers(); ++l) {
-        double slowest = 0;
-        for (const auto& profile : problem.profiles) {
-          const LayerProfile& layer = profile->layers[l];
-          auto it = layer.allreduce_across_nodes_ms.find(P);
-          const double ms =
-              it != layer.allreduce_across_nodes_ms.end()
-                  ? it->second
-                  : 2.0 * (P - 1) / P * layer.param_bytes / problem.inter_node_bytes_per_s * 1e3;
-          slowest = std::max(slowest, ms);
-        }
-        sum += slowest;
-      }
-    }
-    allreduce[P] = std::max(allreduce[P - 1], sum);
-  }
-  return allreduce;
-}
-
-std::vector<double> StageCosts(const PipelineTemplate& tmpl) {
-  std::vector<double> costs;
-  costs.reserve(tmpl.stages.size());
-  for (const Stage& s : tmpl.stages) costs.push_back(s.cost_ms);
-  return costs;
-}
-
-absl::StatusOr<std::vector<int>> SplitBatch(const CostModel& model,
-                                            const std::vector<PipelineLoad>& pipelines,
-                                            int global_batch) {
-  const int P = static_cast<int>(pipelines.size());
-  if (P == 0) return absl::FailedPreconditionError("no pipelines to split the batch over");
-  if (P > global_batch) {
-    return absl::FailedPreconditionError(
-        absl::StrFormat("%d pipelines need at least %d micro-batches, the global batch has %d", P,
-                        P, global_batch));
-  }
-  // Pipelines with the same stage costs and limit share one curve (e.g. every node of a
-  // type in the data-parallel baseline).
-  std::map<std::pair<const std::vector<double>*, int>, int> curve_of;
-  std::vector<LoadCurve> curves;
-  std::vector<int> group(P), multiplicity;
-  for (int i = 0; i < P; ++i) {
-    auto key = std::make_pair(pipelines[i].stage_costs, pipelines[i].max_microbatches);
-    auto [it, inserted] = curve_of.emplace(key, static_cast<int>(curves.size()));
-    if (inserted) {
-      curves.emplace_back(&model, pipelines[i].stage_costs, pipelines[i].max_microbatches,
-                          global_batch);
-      multiplicity.push_back(0);
-    }
-    group[i] = it->second;
-    ++multiplicity[it->second];
-  }
-  std::vector<double> memo;
-  AttachMemos(curves, memo);
-  int64_t capacity = 0;
-  double top = -kInf;
-  for (size_t g = 0; g < curves.size(); ++g) {
-    if (curves[g].limit() < 1) {
-      return absl::FailedPreconditionError("a pipeline cannot hold one micro-batch in GPU memory");
-    }
-    capacity += int64_t{curves[g].limit()} * multiplicity[g];
-    top = std::max(top, curves[g].Time(curves[g].limit()));
-  }
-  if (capacity < global_batch) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "the pipelines hold at most %d micro-batches within GPU memory, fewer than %d", capacity,
-        global_batch));
-  }
-  auto absorbed = [&](double tau) -> int64_t {
-    int64_t sum = 0;
-    for (size_t g = 0; g < curves.size(); ++g) {
-      const int k = curves[g].Absorb(tau);
-      if (k == 0) return -1;
-      sum += int64_t{k} * multiplicity[g];
-    }
-    return sum;
-  };
-  absl::StatusOr<double> tau = SmallestFeasible(
-      curves, -kInf, top,
-      [&](double t) -> absl::StatusOr<bool> { return absorbed(t) >= global_batch; });
-  if (!tau.ok()) return tau.status();
-  // Everything strictly below tau, then values equal to tau in pipeline order.
-  const double below = AtOrBelow(curves, std::nextafter(*tau, -kInf));
-  std::vector<int> below_k(curves.size()), at_k(curves.size());
-  for (size_t g = 0; g < curves.size(); ++g) {
-    below_k[g] = std::isinf(below) ? 0 : curves[g].Absorb(below);
-    at_k[g] = curves[g].Absorb(*tau);
-  }
-  std::vector<int> split(P);
-  int64_t sum = 0;
-  for (int i = 0; i < P; ++i) {
-    split[i] = std::max(1, below_k[group[i]]);
-    sum += split[i];
-  }
-  if (sum > global_batch) {
-    // Only when forcing a first micro-batch onto pipelines whose T(1) = tau overshoots:
-    // take back from the pipelines finishing last (all below tau); later indices first.
-    auto later = [&](int a, int b) {
-      const double ta = curves[group[a]].Time(split[a]), tb = curves[group[b]].Time(split[b]);
-      return ta != tb ? ta < tb : a < b;
-    };
-    std::priority_queue<int, std::vector<int>, decltype(later)> heap(later);
-    for (int i = 0; i < P; ++i) {
-      if (split[i] > 1) heap.push(i);
-    }
-    while (sum > global_batch && !heap.empty()) {
-      const int i = heap.top();
-      heap.pop();
-      --split[i];
-      --sum;
-      if (split[i] > 1) heap.push(i);
-    }
-  }
-  for (int i = 0; i < P && sum < global_batch; ++i) {
-    const int add =
-        static_cast<int>(std::min<int64_t>(at_k[group[i]] - split[i], global_batch - sum));
-    if (add > 0) {
-      split[i] += add;
-      sum += add;
-    }
-  }
-  if (sum != global_batch) return absl::InternalError("batch split does not add up");
-  return split;
-}
 
 namespace {
 
@@ -1501,7 +1259,22 @@ absl::Status CheckProblem(const PipelineSetProblem& problem) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_ilp_nodes must be >= 0, got ", problem.max_ilp_nodes));
   }
+  if (!problem.type_price_steps.empty()) {
+    if (problem.type_price_steps.size() != problem.available.size()) {
+      return absl::InvalidArgumentError("plan search: type_price_steps must have one per type");
+    }
+    for (int64_t price : problem.type_price_steps) {
+      if (price < 0) return absl::InvalidArgumentError("plan search: a price is negative");
+    }
+  }
+  if (problem.max_cost_makespans < 1) {
+    return absl::InvalidArgumentError("plan search: max_cost_makespans must be >= 1");
+  }
   if (!UsesIlp(problem)) {
+    if (problem.objective == PlanObjective::kCost || problem.max_price_steps >= 0) {
+      return absl::InvalidArgumentError(
+          "plan search: the node-count DP knows no prices; use kCoverIlp or kAuto");
+    }
     if (AsksMorePipelines(problem)) {
       return absl::InvalidArgumentError(
           "plan search: the node-count DP does not take min_pipelines; use kCoverIlp or kAuto");
@@ -1534,8 +1307,9 @@ absl::StatusOr<PipelineSetSolution> SolvePipelineSet(const PipelineSetProblem& p
   }
   PlanSearch search(problem);
   absl::StatusOr<PipelineSetSolution> solved = search.Solve();
+  // (With a budget the error already names it; the count below ignores prices.)
   if (!solved.ok() && solved.status().code() == absl::StatusCode::kFailedPrecondition &&
-      AsksMorePipelines(problem)) {
+      AsksMorePipelines(problem) && problem.max_price_steps < 0) {
     // Say how far from the minimum the nodes are, when the count is cheap to have.
     absl::StatusOr<int> most = MaxPipelineCount(problem, problem.min_pipelines - 1);
     if (most.ok()) {
@@ -1560,6 +1334,8 @@ absl::StatusOr<int> MaxPipelineCount(const PipelineSetProblem& problem, int at_m
   // past its state limit get RESOURCE_EXHAUSTED here.
   PipelineSetProblem counting = problem;
   counting.min_pipelines = 0;
+  counting.objective = PlanObjective::kTime;
+  counting.max_price_steps = -1;
   counting.method = PlanSearchMethod::kNodeCountDp;
   if (absl::Status s = CheckProblem(counting); !s.ok()) return s;
   PlanSearch search(counting);

@@ -4,8 +4,10 @@
 #include <bit>
 #include <map>
 #include <set>
+#include <string_view>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "tbb/parallel_for.h"
@@ -151,7 +153,8 @@ absl::Status ValidateNodes(const CostModel& model, const std::vector<ClusterNode
         "nodes has %d entries, more than the limit of %d nodes per plan", nodes.size(),
         kMaxClusterNodes));
   }
-  std::map<std::string, size_t> seen;
+  absl::flat_hash_map<std::string_view, size_t> seen;  // views into nodes
+  seen.reserve(nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i) {
     const ClusterNode& node = nodes[i];
     if (node.id.empty())
@@ -325,14 +328,26 @@ std::vector<PipelineShape> FeasibleShapes(const CostModel& model, const Template
 absl::StatusOr<ClusterPlan> EvaluatePlan(const CostModel& model,
                                          const std::vector<ClusterNode>& nodes, ClusterPlan plan) {
   if (absl::Status s = ValidateNodes(model, nodes); !s.ok()) return s;
-  std::map<std::string, int> type_of;
-  for (const ClusterNode& node : nodes) type_of[node.id] = node.type;
+  const int P = static_cast<int>(plan.pipelines.size());
+  return EvaluatePlanOnValidNodes(model, nodes, std::move(plan), CrossPipelineAllreduceMs(model, P));
+}
+
+absl::StatusOr<ClusterPlan> EvaluatePlanOnValidNodes(const CostModel& model,
+                                                     const std::vector<ClusterNode>& nodes,
+                                                     ClusterPlan plan,
+                                                     const std::vector<double>& allreduce_ms) {
+  // Views into nodes and plan (thousands of ids at fleet scale: no copies, no ordered maps).
+  absl::flat_hash_map<std::string_view, int> type_of;
+  type_of.reserve(nodes.size());
+  for (const ClusterNode& node : nodes) type_of.emplace(node.id, node.type);
   if (plan.pipelines.empty()) return absl::InvalidArgumentError("pipelines must not be empty");
   if (plan.global_batch < 1 || plan.global_batch > kMaxGlobalBatch) {
     return absl::InvalidArgumentError(absl::StrFormat("global_batch must be in [1, %d] (got %d)",
                                                       kMaxGlobalBatch, plan.global_batch));
   }
-  std::map<std::string, std::string> placed;  // id -> where
+  // id -> (pipeline, position) that runs it
+  absl::flat_hash_map<std::string_view, std::pair<size_t, size_t>> placed;
+  placed.reserve(nodes.size());
   int64_t total = 0;
   plan.pipeline_time_ms = 0;
   for (size_t i = 0; i < plan.pipelines.size(); ++i) {
@@ -351,22 +366,23 @@ absl::StatusOr<ClusterPlan> EvaluatePlan(const CostModel& model,
     }
     for (size_t j = 0; j < p.node_ids.size(); ++j) {
       const std::string& id = p.node_ids[j];
-      const std::string where = absl::StrCat(field, ".node_ids[", j, "]");
+      auto where = [&] { return absl::StrCat(field, ".node_ids[", j, "]"); };
       auto it = type_of.find(id);
       if (it == type_of.end()) {
         return absl::InvalidArgumentError(
-            absl::StrCat(where, " \"", id, "\" is not a node of the cluster"));
+            absl::StrCat(where(), " \"", id, "\" is not a node of the cluster"));
       }
       if (it->second != p.tmpl.node_order[j]) {
         return absl::InvalidArgumentError(
-            absl::StrCat(where, " \"", id, "\" is a ", model.node_type(it->second).name,
+            absl::StrCat(where(), " \"", id, "\" is a ", model.node_type(it->second).name,
                          " node but the template has a ",
                          model.node_type(p.tmpl.node_order[j]).name, " node there"));
       }
-      auto [prev, inserted] = placed.emplace(id, where);
+      auto [prev, inserted] = placed.emplace(id, std::pair{i, j});
       if (!inserted) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, " \"", id, "\" is already used by ", prev->second));
+        return absl::InvalidArgumentError(absl::StrCat(
+            where(), " \"", id, "\" is already used by pipelines[", prev->second.first,
+            "].node_ids[", prev->second.second, "]"));
       }
     }
     const int limit = model.MaxMicrobatches(p.tmpl);
@@ -384,18 +400,20 @@ absl::StatusOr<ClusterPlan> EvaluatePlan(const CostModel& model,
     return absl::InvalidArgumentError(absl::StrFormat(
         "pipelines[].microbatches add up to %d, not global_batch = %d", total, plan.global_batch));
   }
-  const int P = static_cast<int>(plan.pipelines.size());
-  plan.allreduce_ms = CrossPipelineAllreduceMs(model, P)[P];
+  const size_t P = plan.pipelines.size();
+  plan.allreduce_ms = P < allreduce_ms.size() ? allreduce_ms[P]
+                                              : CrossPipelineAllreduceMs(model, static_cast<int>(P))[P];
   plan.iteration_time_ms = plan.pipeline_time_ms + plan.allreduce_ms;
-  std::map<std::string, std::string> reasons;
-  for (const IdleNode& idle : plan.idle) reasons[idle.id] = idle.reason;
+  std::vector<IdleNode> given_idle = std::move(plan.idle);
+  absl::flat_hash_map<std::string_view, std::string*> reasons;  // the last given per id
+  for (IdleNode& idle : given_idle) reasons[idle.id] = &idle.reason;
   plan.idle.clear();
   for (const ClusterNode& node : nodes) {
     if (placed.count(node.id)) continue;
     auto it = reasons.find(node.id);
-    plan.idle.push_back(
-        {node.id, node.type,
-         it != reasons.end() && !it->second.empty() ? it->second : "not in any pipeline"});
+    plan.idle.push_back({node.id, node.type,
+                         it != reasons.end() && !it->second->empty() ? std::move(*it->second)
+                                                                      : "not in any pipeline"});
   }
   return plan;
 }

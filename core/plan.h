@@ -141,6 +141,14 @@ std::vector<double> StageCosts(const PipelineTemplate& tmpl);
 absl::StatusOr<ClusterPlan> EvaluatePlan(const CostModel& model,
                                          const std::vector<ClusterNode>& nodes, ClusterPlan plan);
 
+// EvaluatePlan for a caller that has checked `nodes` (ValidateNodes) and holds
+// CrossPipelineAllreduceMs of the model (entries past the plan's pipeline count are not read):
+// Replan, which needs both anyway at thousands of nodes.
+absl::StatusOr<ClusterPlan> EvaluatePlanOnValidNodes(const CostModel& model,
+                                                     const std::vector<ClusterNode>& nodes,
+                                                     ClusterPlan plan,
+                                                     const std::vector<double>& allreduce_ms);
+
 // Checks ids (non-empty, unique) and types; errors name "nodes[i]".
 absl::Status ValidateNodes(const CostModel& model, const std::vector<ClusterNode>& nodes);
 

@@ -11,13 +11,18 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <set>
 #include <tuple>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/assignment/hungarian.h"
+#include "core/assignment/transportation.h"
 
 namespace oobleck {
 namespace {
@@ -56,59 +61,6 @@ bool SameShape(const PipelineTemplate& a, const PipelineTemplate& b) {
   return true;
 }
 
-// Minimum-cost assignment of every row to a distinct column (rows <= columns): the
-// Hungarian method with potentials, O(rows^2 * columns). Deterministic.
-std::vector<int> AssignRows(const std::vector<std::vector<double>>& cost) {
-  const int n = static_cast<int>(cost.size());
-  if (n == 0) return {};
-  const int m = static_cast<int>(cost[0].size());
-  std::vector<double> u(n + 1, 0), v(m + 1, 0);
-  std::vector<int> p(m + 1, 0), way(m + 1, 0);
-  for (int i = 1; i <= n; ++i) {
-    p[0] = i;
-    int j0 = 0;
-    std::vector<double> minv(m + 1, kInf);
-    std::vector<bool> used(m + 1, false);
-    do {
-      used[j0] = true;
-      const int i0 = p[j0];
-      double delta = kInf;
-      int j1 = 0;
-      for (int j = 1; j <= m; ++j) {
-        if (used[j]) continue;
-        const double cur = cost[i0 - 1][j - 1] - u[i0] - v[j];
-        if (cur < minv[j]) {
-          minv[j] = cur;
-          way[j] = j0;
-        }
-        if (minv[j] < delta) {
-          delta = minv[j];
-          j1 = j;
-        }
-      }
-      for (int j = 0; j <= m; ++j) {
-        if (used[j]) {
-          u[p[j]] += delta;
-          v[j] -= delta;
-        } else {
-          minv[j] -= delta;
-        }
-      }
-      j0 = j1;
-    } while (p[j0] != 0);
-    do {
-      const int j1 = way[j0];
-      p[j0] = p[j1];
-      j0 = j1;
-    } while (j0 != 0);
-  }
-  std::vector<int> column_of(n, -1);
-  for (int j = 1; j <= m; ++j) {
-    if (p[j] != 0) column_of[p[j] - 1] = j - 1;
-  }
-  return column_of;
-}
-
 // A pipeline of a candidate before it is bound to concrete nodes.
 struct DraftPipeline {
   const PipelineTemplate* tmpl = nullptr;
@@ -124,14 +76,31 @@ struct Draft {
   std::vector<DraftPipeline> pipelines;
 };
 
+// A LayerCopy between survivor indices.
+struct IndexedCopy {
+  int dest = 0;
+  int source = 0;
+  int layer_begin = 0;
+  int layer_end = 0;
+  double param_bytes = 0;
+};
+
+// A draft bound to survivors, with the figures Replan chooses by; Materialize turns the
+// chosen one into a ClusterPlan.
 struct Candidate {
   ReplanStrategy strategy = ReplanStrategy::kOptimal;
-  ClusterPlan plan;
-  std::vector<LayerCopy> copies;
+  Draft draft;                 // every pipeline bound: nodes[j] runs position j
+  std::vector<double> time_ms;  // per pipeline: T_i(M_i)
+  double pipeline_time_ms = 0;
+  double allreduce_ms = 0;
+  double iteration_time_ms = 0;
+  std::vector<IndexedCopy> copies;
   double bytes = 0;
   int kept = 0;
   double transfer_s = 0;  // PriceDowntime
   double downtime_s = 0;
+
+  int fault_tolerance() const { return std::max(0, static_cast<int>(draft.pipelines.size()) - 1); }
 };
 
 // The cluster after the event and what every surviving node holds.
@@ -139,7 +108,6 @@ struct ReplanContext {
   const CostModel* model = nullptr;
   ClusterPlan old;  // evaluated on the old cluster
   std::vector<ClusterNode> survivors;
-  std::map<std::string, int> index;               // id -> survivor index
   std::vector<LayerRange> held;                   // per survivor: layers it holds now
   std::vector<bool> joined;                       // per survivor
   std::vector<std::vector<int>> old_positions;    // per old pipeline: survivor index or -1
@@ -147,6 +115,7 @@ struct ReplanContext {
   std::vector<std::vector<double>> param_prefix;  // per node type
   std::vector<double> allreduce_ms;               // P = 0..survivors
   PipelineSizeLimits limits;                      // resolved for the survivors
+  NodeAssignmentMethod assignment = NodeAssignmentMethod::kClasses;
   std::vector<std::string> ignored_failed, ignored_joined;
   bool changed = false;  // the event removes or adds some node
 
@@ -185,31 +154,43 @@ absl::StatusOr<ReplanContext> Prepare(const CostModel& model, const std::vector<
   if (absl::Status s = ValidateFaultTolerance(options.fault_tolerance); !s.ok()) return s;
   ReplanContext ctx;
   ctx.model = &model;
+  ctx.assignment = options.assignment;
   // The nodes first, so that every EvaluatePlan error below is about the plan.
   if (absl::Status valid = ValidateNodes(model, nodes); !valid.ok()) return valid;
-  absl::StatusOr<ClusterPlan> old = EvaluatePlan(model, nodes, std::move(current));
+  // Entry P is the same whatever the length: one table for the old plan and the new one.
+  std::vector<double> allreduce_ms = CrossPipelineAllreduceMs(
+      model, static_cast<int>(std::min(nodes.size() + event.joined_nodes.size(),
+                                       static_cast<size_t>(kMaxClusterNodes))));
+  absl::StatusOr<ClusterPlan> old =
+      EvaluatePlanOnValidNodes(model, nodes, std::move(current), allreduce_ms);
   if (!old.ok()) {
     return absl::Status(old.status().code(), absl::StrCat("plan.", old.status().message()));
   }
   ctx.old = *std::move(old);
 
-  std::map<std::string, int> type_of;
-  for (const ClusterNode& node : nodes) type_of[node.id] = node.type;
-  std::set<std::string> failed;
+  // Node ids are looked up once each, through views into `nodes` (thousands at fleet scale).
+  absl::flat_hash_map<std::string_view, int> node_at;  // id -> index into nodes
+  node_at.reserve(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) node_at.emplace(nodes[i].id, static_cast<int>(i));
+  std::vector<char> failed(nodes.size(), 0);
+  std::vector<std::string> failed_ids;
   for (size_t i = 0; i < event.failed_node_ids.size(); ++i) {
     const std::string& id = event.failed_node_ids[i];
     const std::string field = absl::StrCat("failed_node_ids[", i, "]");
     if (id.empty()) return absl::InvalidArgumentError(absl::StrCat(field, " is empty"));
-    if (type_of.count(id) == 0) {
+    auto it = node_at.find(id);
+    if (it == node_at.end()) {
       ctx.ignored_failed.push_back(id);  // already removed by an earlier replan
       continue;
     }
-    if (!failed.insert(id).second) {
+    if (failed[it->second]) {
       return absl::InvalidArgumentError(absl::StrCat(field, " \"", id, "\" is listed twice"));
     }
+    failed[it->second] = 1;
+    failed_ids.push_back(id);
   }
   std::vector<ClusterNode> joined;
-  std::set<std::string> joined_ids;
+  absl::flat_hash_set<std::string_view> joined_ids;
   for (size_t i = 0; i < event.joined_nodes.size(); ++i) {
     const ClusterNode& node = event.joined_nodes[i];
     const std::string field = absl::StrCat("joined_nodes[", i, "]");
@@ -222,41 +203,43 @@ absl::StatusOr<ReplanContext> Prepare(const CostModel& model, const std::vector<
       return absl::InvalidArgumentError(
           absl::StrCat(field, ".id \"", node.id, "\" is listed twice"));
     }
-    if (failed.count(node.id)) {
+    auto it = node_at.find(node.id);
+    if (it != node_at.end() && failed[it->second]) {
       return absl::InvalidArgumentError(
           absl::StrCat(field, ".id \"", node.id, "\" is also in failed_node_ids"));
     }
-    auto it = type_of.find(node.id);
-    if (it != type_of.end()) {
-      if (it->second != node.type) {
+    if (it != node_at.end()) {
+      const int type = nodes[it->second].type;
+      if (type != node.type) {
         return absl::InvalidArgumentError(absl::StrCat(field, " \"", node.id, "\" is a ",
                                                        model.node_type(node.type).name,
                                                        " node but the cluster already has it as a ",
-                                                       model.node_type(it->second).name, " node"));
+                                                       model.node_type(type).name, " node"));
       }
       ctx.ignored_joined.push_back(node.id);  // already joined by an earlier replan
       continue;
     }
     joined.push_back(node);
   }
-  ctx.changed = !failed.empty() || !joined.empty();
+  ctx.changed = !failed_ids.empty() || !joined.empty();
 
-  std::map<std::string, LayerRange> held_by;
+  // Per node of the old cluster: the layers it holds and its survivor index (-1: failed).
+  std::vector<LayerRange> held_by(nodes.size());
   for (const PlannedPipeline& p : ctx.old.pipelines) {
     for (size_t j = 0; j < p.node_ids.size(); ++j) {
-      held_by[p.node_ids[j]] = LayersOfPosition(p.tmpl, static_cast<int>(j));
+      held_by[node_at.at(p.node_ids[j])] = LayersOfPosition(p.tmpl, static_cast<int>(j));
     }
   }
-  for (const ClusterNode& node : nodes) {
-    if (failed.count(node.id)) continue;
-    ctx.index[node.id] = static_cast<int>(ctx.survivors.size());
-    ctx.survivors.push_back(node);
-    auto it = held_by.find(node.id);
-    ctx.held.push_back(it == held_by.end() ? LayerRange{} : it->second);
+  std::vector<int> survivor_of(nodes.size(), -1);
+  ctx.survivors.reserve(nodes.size() + joined.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (failed[i]) continue;
+    survivor_of[i] = static_cast<int>(ctx.survivors.size());
+    ctx.survivors.push_back(nodes[i]);
+    ctx.held.push_back(held_by[i]);
     ctx.joined.push_back(false);
   }
   for (const ClusterNode& node : joined) {
-    ctx.index[node.id] = static_cast<int>(ctx.survivors.size());
     ctx.survivors.push_back(node);
     ctx.held.push_back({});
     ctx.joined.push_back(true);
@@ -270,9 +253,8 @@ absl::StatusOr<ReplanContext> Prepare(const CostModel& model, const std::vector<
     std::vector<int> positions;
     bool intact = true;
     for (const std::string& id : p.node_ids) {
-      auto it = ctx.index.find(id);
-      positions.push_back(it == ctx.index.end() ? -1 : it->second);
-      intact &= it != ctx.index.end();
+      positions.push_back(survivor_of[node_at.at(id)]);
+      intact &= positions.back() >= 0;
     }
     ctx.old_positions.push_back(std::move(positions));
     ctx.intact.push_back(intact);
@@ -281,10 +263,15 @@ absl::StatusOr<ReplanContext> Prepare(const CostModel& model, const std::vector<
   // Every layer needs a surviving replica: nothing else has its trained weights.
   const int L = model.num_layers();
   std::vector<LayerRange> lost;
-  for (int l = 0; l < L; ++l) {
-    bool replica = false;
-    for (const LayerRange& h : ctx.held) replica |= l >= h.begin && l < h.end;
-    if (replica) continue;
+  std::vector<int> replicas(L + 1, 0);  // a difference array of the held ranges
+  for (const LayerRange& h : ctx.held) {
+    if (h.empty()) continue;
+    ++replicas[std::clamp(h.begin, 0, L)];
+    --replicas[std::clamp(h.end, 0, L)];
+  }
+  for (int l = 0, running = 0; l < L; ++l) {
+    running += replicas[l];
+    if (running > 0) continue;
     if (!lost.empty() && lost.back().end == l) {
       lost.back().end = l + 1;
     } else {
@@ -292,11 +279,12 @@ absl::StatusOr<ReplanContext> Prepare(const CostModel& model, const std::vector<
     }
   }
   if (!lost.empty()) {
+    std::sort(failed_ids.begin(), failed_ids.end());
     return absl::FailedPreconditionError(
         absl::StrCat("layers ", RangesText(lost),
                      " have no surviving replica (every node that held them "
                      "failed: ",
-                     absl::StrJoin(failed, ", "), "); restart the job from a checkpoint"));
+                     absl::StrJoin(failed_ids, ", "), "); restart the job from a checkpoint"));
   }
   if (ctx.survivors.empty()) {
     return absl::FailedPreconditionError("no node survives the event");
@@ -313,7 +301,8 @@ absl::StatusOr<ReplanContext> Prepare(const CostModel& model, const std::vector<
   absl::StatusOr<PipelineSizeLimits> limits = ResolveLimits(options.limits, N);
   if (!limits.ok()) return limits.status();
   ctx.limits = *limits;
-  ctx.allreduce_ms = CrossPipelineAllreduceMs(model, N);
+  allreduce_ms.resize(std::max(N, 1) + 1);  // as CrossPipelineAllreduceMs(model, N)
+  ctx.allreduce_ms = std::move(allreduce_ms);
   return ctx;
 }
 
@@ -325,21 +314,29 @@ class LayerHolders {
  public:
   explicit LayerHolders(const ReplanContext& ctx)
       : ctx_(ctx), layers_(ctx.model->num_layers()) {
+    const int N = static_cast<int>(ctx.survivors.size());
+    // One sort of the survivors by id (not one per list with string compares): each list
+    // is filled in (held end descending, id) order and compares ranks.
+    std::vector<int> by_id(N);
+    std::iota(by_id.begin(), by_id.end(), 0);
+    std::sort(by_id.begin(), by_id.end(),
+              [&](int a, int b) { return ctx.survivors[a].id < ctx.survivors[b].id; });
+    std::vector<int> id_rank(N);
+    for (int k = 0; k < N; ++k) id_rank[by_id[k]] = k;
+    std::vector<int> order = by_id;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return ctx.held[a].end > ctx.held[b].end; });
     lists_.resize(static_cast<size_t>(ctx.model->num_types()) * layers_);
-    for (int s = 0; s < static_cast<int>(ctx.survivors.size()); ++s) {
+    for (int s : order) {
       const LayerRange h = ctx.held[s];
       for (int l = std::max(h.begin, 0); l < h.end; ++l) List(ctx.survivors[s].type, l).push_back(s);
     }
     smallest_id_.resize(lists_.size());
     for (size_t i = 0; i < lists_.size(); ++i) {
-      std::vector<int>& list = lists_[i];
-      std::sort(list.begin(), list.end(), [&](int a, int b) {
-        return ctx.held[a].end != ctx.held[b].end ? ctx.held[a].end > ctx.held[b].end
-                                                  : ctx.survivors[a].id < ctx.survivors[b].id;
-      });
+      const std::vector<int>& list = lists_[i];
+      smallest_id_[i].reserve(list.size());
       for (size_t k = 0; k < list.size(); ++k) {
-        const bool smaller = k == 0 || ctx.survivors[list[k]].id <
-                                           ctx.survivors[smallest_id_[i].back()].id;
+        const bool smaller = k == 0 || id_rank[list[k]] < id_rank[smallest_id_[i].back()];
         smallest_id_[i].push_back(smaller ? list[k] : smallest_id_[i].back());
       }
     }
@@ -366,27 +363,74 @@ class LayerHolders {
 };
 
 // The Hungarian method costs rows^2 x columns: seconds once a replan rebinds thousands of
-// positions of one type (a fleet whose plan changes shape). Past this the assignment is
-// greedy: the plan and its copy plan stay complete, the bytes copied may not be the least.
+// positions of one type (a fleet whose plan changes shape). Past this the oracle method
+// (NodeAssignmentMethod::kHungarian) is greedy: the plan and its copy plan stay complete, the
+// bytes copied may not be the least.
 constexpr size_t kMaxExactAssignmentWork = size_t{1} << 27;
 
-// Each row in turn takes the cheapest column still free (ties: the lower index).
-std::vector<int> AssignRowsGreedily(const std::vector<std::vector<double>>& cost) {
-  std::vector<int> column_of(cost.size(), -1);
-  std::vector<bool> taken(cost.empty() ? 0 : cost[0].size(), false);
-  for (size_t r = 0; r < cost.size(); ++r) {
-    for (size_t c = 0; c < taken.size(); ++c) {
-      if (!taken[c] && (column_of[r] < 0 || cost[r][c] < cost[r][column_of[r]])) {
-        column_of[r] = static_cast<int>(c);
-      }
+// Rows: positions (pipeline, position) of one node type; columns: candidate nodes of that
+// type. The column (index into `columns`) of every row, the least bytes to copy in all.
+std::vector<int> AssignPositions(const ReplanContext& ctx, const Draft& draft,
+                                 const std::vector<std::pair<int, int>>& positions,
+                                 const std::vector<int>& columns, NodeAssignmentMethod method) {
+  std::vector<LayerRange> needs;
+  needs.reserve(positions.size());
+  for (const auto& [k, j] : positions) needs.push_back(LayersOfPosition(*draft.pipelines[k].tmpl, j));
+  if (method == NodeAssignmentMethod::kHungarian) {
+    CostMatrix cost(positions.size(), std::vector<double>(columns.size()));
+    for (size_t r = 0; r < positions.size(); ++r) {
+      for (size_t c = 0; c < columns.size(); ++c) cost[r][c] = ctx.MissingBytes(columns[c], needs[r]);
     }
-    taken[column_of[r]] = true;
+    return positions.size() * positions.size() * columns.size() <= kMaxExactAssignmentWork
+               ? HungarianAssignment(cost)
+               : GreedyAssignment(cost);
+  }
+  // The bytes depend only on the range a position needs and the range a node holds: a
+  // transportation problem over those classes (a few dozen), exact like the Hungarian method.
+  auto classify = [](absl::flat_hash_map<std::pair<int, int>, int>& ids, LayerRange r) {
+    const std::pair<int, int> key = r.empty() ? std::pair{0, 0} : std::pair{r.begin, r.end};
+    return ids.emplace(key, static_cast<int>(ids.size())).first->second;
+  };
+  absl::flat_hash_map<std::pair<int, int>, int> row_ids, column_ids;
+  TransportationProblem problem;
+  std::vector<int> row_class(positions.size());
+  std::vector<LayerRange> row_range;
+  for (size_t r = 0; r < positions.size(); ++r) {
+    row_class[r] = classify(row_ids, needs[r]);
+    if (row_class[r] == static_cast<int>(problem.row_counts.size())) {
+      problem.row_counts.push_back(0);
+      row_range.push_back(needs[r]);
+    }
+    ++problem.row_counts[row_class[r]];
+  }
+  std::vector<std::vector<int>> members;  // per column class: indices into columns, in order
+  for (size_t c = 0; c < columns.size(); ++c) {
+    const int b = classify(column_ids, ctx.held[columns[c]]);
+    if (b == static_cast<int>(members.size())) members.emplace_back();
+    members[b].push_back(static_cast<int>(c));
+  }
+  for (const std::vector<int>& m : members) problem.column_counts.push_back(static_cast<int>(m.size()));
+  problem.cost.assign(row_range.size(), std::vector<double>(members.size()));
+  for (size_t a = 0; a < row_range.size(); ++a) {
+    for (size_t b = 0; b < members.size(); ++b) {
+      problem.cost[a][b] = ctx.MissingBytes(columns[members[b][0]], row_range[a]);
+    }
+  }
+  std::vector<std::vector<int>> flow = SolveTransportation(problem);
+  std::vector<size_t> next(members.size(), 0);  // the next free member of each column class
+  std::vector<int> column_of(positions.size(), -1);
+  for (size_t r = 0; r < positions.size(); ++r) {
+    std::vector<int>& to = flow[row_class[r]];
+    size_t b = 0;
+    while (to[b] == 0) ++b;
+    --to[b];
+    column_of[r] = members[b][next[b]++];
   }
   return column_of;
 }
 
 absl::StatusOr<Candidate> Finalize(const ReplanContext& ctx, const LayerHolders& layer_holders,
-                                   Draft draft, const std::vector<std::string>& type_reasons) {
+                                   Draft draft) {
   const CostModel& model = *ctx.model;
   const int T = model.num_types();
   const int N = static_cast<int>(ctx.survivors.size());
@@ -396,16 +440,7 @@ absl::StatusOr<Candidate> Finalize(const ReplanContext& ctx, const LayerHolders&
     if (positions.size() > columns.size()) {
       return absl::InternalError("replan: a pipeline has more positions than nodes to bind");
     }
-    std::vector<std::vector<double>> cost(positions.size(), std::vector<double>(columns.size()));
-    for (size_t r = 0; r < positions.size(); ++r) {
-      const auto [k, j] = positions[r];
-      const LayerRange need = LayersOfPosition(*draft.pipelines[k].tmpl, j);
-      for (size_t c = 0; c < columns.size(); ++c) cost[r][c] = ctx.MissingBytes(columns[c], need);
-    }
-    const std::vector<int> column_of = positions.size() * positions.size() * columns.size() <=
-                                               kMaxExactAssignmentWork
-                                           ? AssignRows(cost)
-                                           : AssignRowsGreedily(cost);
+    const std::vector<int> column_of = AssignPositions(ctx, draft, positions, columns, ctx.assignment);
     for (size_t r = 0; r < positions.size(); ++r) {
       const auto [k, j] = positions[r];
       draft.pipelines[k].nodes[j] = columns[column_of[r]];
@@ -458,8 +493,6 @@ absl::StatusOr<Candidate> Finalize(const ReplanContext& ctx, const LayerHolders&
 
   Candidate out;
   out.strategy = draft.strategy;
-  ClusterPlan& plan = out.plan;
-  plan.global_batch = ctx.old.global_batch;
   // The old pipeline each survivor started, to find kept pipelines without comparing every
   // pair of pipelines (thousands of each at fleet scale).
   std::vector<int> old_starting_at(N, -1);
@@ -470,37 +503,17 @@ absl::StatusOr<Candidate> Finalize(const ReplanContext& ctx, const LayerHolders&
   std::vector<int> new_pipeline(N, -1);
   for (size_t k = 0; k < draft.pipelines.size(); ++k) {
     const DraftPipeline& d = draft.pipelines[k];
-    PlannedPipeline p;
-    p.tmpl = *d.tmpl;
-    for (int s : d.nodes) {
-      p.node_ids.push_back(ctx.survivors[s].id);
-      new_pipeline[s] = static_cast<int>(k);
-    }
-    p.microbatches = d.microbatches;
-    p.time_ms = model.PipelineTimeMs(StageCosts(p.tmpl), p.microbatches);
-    plan.pipeline_time_ms = std::max(plan.pipeline_time_ms, p.time_ms);
+    for (int s : d.nodes) new_pipeline[s] = static_cast<int>(k);
+    out.time_ms.push_back(model.PipelineTimeMs(StageCosts(*d.tmpl), d.microbatches));
+    out.pipeline_time_ms = std::max(out.pipeline_time_ms, out.time_ms.back());
     if (const int i = d.nodes.empty() ? -1 : old_starting_at[d.nodes[0]]; i >= 0) {
-      if (ctx.old_positions[i] == d.nodes && SameShape(ctx.old.pipelines[i].tmpl, p.tmpl)) {
+      if (ctx.old_positions[i] == d.nodes && SameShape(ctx.old.pipelines[i].tmpl, *d.tmpl)) {
         ++out.kept;
       }
     }
-    plan.pipelines.push_back(std::move(p));
   }
-  plan.allreduce_ms = ctx.allreduce_ms[plan.pipelines.size()];
-  plan.iteration_time_ms = plan.pipeline_time_ms + plan.allreduce_ms;
-  for (int s = 0; s < N; ++s) {
-    if (new_pipeline[s] >= 0) continue;
-    const int t = ctx.survivors[s].type;
-    std::string reason =
-        !type_reasons[t].empty() ? type_reasons[t]
-        : draft.strategy == ReplanStrategy::kOobleckFallback && ctx.joined[s]
-            ? "Oobleck's fallback rule does not use joined nodes"
-        : draft.strategy == ReplanStrategy::kDropBroken
-            ? "not used: its pipeline lost a node and was dropped (nothing is copied)"
-            : "not used: every plan that uses it is slower (its pipelines would be slower or "
-              "add all-reduce time)";
-    plan.idle.push_back({ctx.survivors[s].id, t, std::move(reason)});
-  }
+  out.allreduce_ms = ctx.allreduce_ms[draft.pipelines.size()];
+  out.iteration_time_ms = out.pipeline_time_ms + out.allreduce_ms;
 
   // Copy plan: for each node, the layers it needs and does not hold, from surviving
   // holders: same node type first, then the same new pipeline, then the longest run, then id.
@@ -539,13 +552,12 @@ absl::StatusOr<Candidate> Finalize(const ReplanContext& ctx, const LayerHolders&
       if (best < 0) return;  // unreachable: Prepare checked every layer has a holder
       const int end = std::min(range.end, ctx.held[best].end);
       const double bytes = ctx.ParamBytes(dest_type, {l, end});
-      out.copies.push_back({ctx.survivors[dest].id, ctx.survivors[best].id, l, end, bytes});
+      out.copies.push_back({dest, best, l, end, bytes});
       out.bytes += bytes;
       l = end;
     }
   };
-  for (size_t k = 0; k < plan.pipelines.size(); ++k) {
-    const DraftPipeline& d = draft.pipelines[k];
+  for (const DraftPipeline& d : draft.pipelines) {
     for (int j = 0; j < d.tmpl->num_nodes(); ++j) {
       const int s = d.nodes[j];
       const LayerRange need = LayersOfPosition(*d.tmpl, j);
@@ -558,7 +570,52 @@ absl::StatusOr<Candidate> Finalize(const ReplanContext& ctx, const LayerHolders&
       if (h.end < need.end) copy_range(s, {h.end, need.end});
     }
   }
+  out.draft = std::move(draft);
   return out;
+}
+
+// The candidate as a plan of node ids and a copy plan (only the chosen one is built: at
+// fleet scale each is thousands of ids and templates).
+void Materialize(const ReplanContext& ctx, const Candidate& c,
+                 const std::vector<std::string>& type_reasons, ClusterPlan* plan,
+                 std::vector<LayerCopy>* copies) {
+  const int N = static_cast<int>(ctx.survivors.size());
+  plan->global_batch = ctx.old.global_batch;
+  std::vector<char> in_pipeline(N, 0);
+  for (size_t k = 0; k < c.draft.pipelines.size(); ++k) {
+    const DraftPipeline& d = c.draft.pipelines[k];
+    PlannedPipeline p;
+    p.tmpl = *d.tmpl;
+    p.node_ids.reserve(d.nodes.size());
+    for (int s : d.nodes) {
+      p.node_ids.push_back(ctx.survivors[s].id);
+      in_pipeline[s] = 1;
+    }
+    p.microbatches = d.microbatches;
+    p.time_ms = c.time_ms[k];
+    plan->pipelines.push_back(std::move(p));
+  }
+  plan->pipeline_time_ms = c.pipeline_time_ms;
+  plan->allreduce_ms = c.allreduce_ms;
+  plan->iteration_time_ms = c.iteration_time_ms;
+  for (int s = 0; s < N; ++s) {
+    if (in_pipeline[s]) continue;
+    const int t = ctx.survivors[s].type;
+    std::string reason =
+        !type_reasons[t].empty() ? type_reasons[t]
+        : c.strategy == ReplanStrategy::kOobleckFallback && ctx.joined[s]
+            ? "Oobleck's fallback rule does not use joined nodes"
+        : c.strategy == ReplanStrategy::kDropBroken
+            ? "not used: its pipeline lost a node and was dropped (nothing is copied)"
+            : "not used: every plan that uses it is slower (its pipelines would be slower or "
+              "add all-reduce time)";
+    plan->idle.push_back({ctx.survivors[s].id, t, std::move(reason)});
+  }
+  copies->reserve(c.copies.size());
+  for (const IndexedCopy& x : c.copies) {
+    copies->push_back({ctx.survivors[x.dest].id, ctx.survivors[x.source].id, x.layer_begin,
+                       x.layer_end, x.param_bytes});
+  }
 }
 
 
@@ -708,10 +765,17 @@ absl::StatusOr<Draft> FallbackDraft(const ReplanContext& ctx, const TemplateSet*
 
 // Downtime of applying the candidate (docs/COST_MODEL.md#reconfiguration-downtime).
 void PriceDowntime(const ReplanContext& ctx, const ReplanOptions& options, Candidate* c) {
-  c->transfer_s = CopyTransferSeconds(c->copies, ctx.model->problem().inter_node_bytes_per_s);
+  // CopyTransferSeconds over survivor indices (ids are unique, so the sums are the same).
+  std::vector<double> sent(ctx.survivors.size(), 0), received(ctx.survivors.size(), 0);
+  double busiest = 0;
+  for (const IndexedCopy& x : c->copies) {
+    busiest = std::max(busiest, sent[x.source] += x.param_bytes);
+    busiest = std::max(busiest, received[x.dest] += x.param_bytes);
+  }
+  c->transfer_s = busiest > 0 ? busiest / ctx.model->problem().inter_node_bytes_per_s : 0;
   const size_t old_count = ctx.old.pipelines.size();
   const bool same_pipelines =
-      static_cast<size_t>(c->kept) == old_count && c->plan.pipelines.size() == old_count;
+      static_cast<size_t>(c->kept) == old_count && c->draft.pipelines.size() == old_count;
   c->downtime_s = c->transfer_s + (same_pipelines ? 0 : options.restart_overhead_s);
 }
 
@@ -720,16 +784,16 @@ void PriceDowntime(const ReplanContext& ctx, const ReplanOptions& options, Candi
 std::vector<ReplanAlternative> ParetoFront(const std::vector<Candidate*>& candidates) {
   std::vector<const Candidate*> order(candidates.begin(), candidates.end());
   std::stable_sort(order.begin(), order.end(), [](const Candidate* a, const Candidate* b) {
-    return std::make_pair(a->plan.iteration_time_ms, a->downtime_s) <
-           std::make_pair(b->plan.iteration_time_ms, b->downtime_s);
+    return std::make_pair(a->iteration_time_ms, a->downtime_s) <
+           std::make_pair(b->iteration_time_ms, b->downtime_s);
   });
   std::vector<ReplanAlternative> front;
   double best_downtime = kInf;
   for (const Candidate* c : order) {
     if (!(c->downtime_s < best_downtime)) continue;  // a faster one is down no longer
     best_downtime = c->downtime_s;
-    front.push_back({c->strategy, c->plan.iteration_time_ms, c->downtime_s, c->bytes, c->kept,
-                     c->plan.fault_tolerance()});
+    front.push_back({c->strategy, c->iteration_time_ms, c->downtime_s, c->bytes, c->kept,
+                     c->fault_tolerance()});
   }
   return front;
 }
@@ -899,7 +963,7 @@ absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostMod
         }
         draft.pipelines.push_back(std::move(p));
       }
-      absl::StatusOr<Candidate> c = Finalize(ctx, layer_holders, std::move(draft), type_reasons);
+      absl::StatusOr<Candidate> c = Finalize(ctx, layer_holders, std::move(draft));
       if (!c.ok()) return c.status();
       candidates.push_back(*std::move(c));
     }
@@ -937,7 +1001,7 @@ absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostMod
         p.microbatches = solution->chosen_microbatches[k];
         draft.pipelines.push_back(std::move(p));
       }
-      absl::StatusOr<Candidate> c = Finalize(ctx, layer_holders, std::move(draft), type_reasons);
+      absl::StatusOr<Candidate> c = Finalize(ctx, layer_holders, std::move(draft));
       if (!c.ok()) return c.status();
       candidates.push_back(*std::move(c));
     }
@@ -953,7 +1017,7 @@ absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostMod
     absl::StatusOr<std::vector<int>> split = SplitBatch(model, loads, ctx.old.global_batch);
     if (split.ok()) {
       absl::StatusOr<Candidate> c =
-          Finalize(ctx, layer_holders, intact_draft(ReplanStrategy::kDropBroken, *split), type_reasons);
+          Finalize(ctx, layer_holders, intact_draft(ReplanStrategy::kDropBroken, *split));
       if (!c.ok()) return c.status();
       candidates.push_back(*std::move(c));
     }
@@ -966,10 +1030,10 @@ absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostMod
     return fallback.status();
   }
   if (fallback.ok()) {
-    absl::StatusOr<Candidate> c = Finalize(ctx, layer_holders, *std::move(fallback), type_reasons);
+    absl::StatusOr<Candidate> c = Finalize(ctx, layer_holders, *std::move(fallback));
     if (!c.ok()) return c.status();
     candidates.push_back(*std::move(c));
-    result.oobleck_fallback_ms = candidates.back().plan.iteration_time_ms;
+    result.oobleck_fallback_ms = candidates.back().iteration_time_ms;
   } else {
     result.oobleck_fallback_failure = std::string(fallback.status().message());
   }
@@ -981,7 +1045,7 @@ absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostMod
   for (Candidate& c : candidates) {
     const bool ok = options.force_strategy.has_value()
                         ? c.strategy == *options.force_strategy
-                        : c.plan.fault_tolerance() >= fault_tolerance;
+                        : c.fault_tolerance() >= fault_tolerance;
     if (ok) eligible.push_back(&c);
   }
   if (eligible.empty()) {
@@ -1002,20 +1066,20 @@ absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostMod
                      " remaining node(s): ", optimal_status.message()));
   }
   double fastest = kInf;
-  for (const Candidate* c : eligible) fastest = std::min(fastest, c->plan.iteration_time_ms);
+  for (const Candidate* c : eligible) fastest = std::min(fastest, c->iteration_time_ms);
   Candidate* chosen = nullptr;
   if (options.tolerance.has_value()) {
     double threshold = fastest * (1 + *options.tolerance);
     for (const Candidate* c : eligible) {
       if (c->strategy == ReplanStrategy::kOobleckFallback) {
-        threshold = std::min(threshold, c->plan.iteration_time_ms);
+        threshold = std::min(threshold, c->iteration_time_ms);
       }
     }
     for (Candidate* c : eligible) {
-      if (c->plan.iteration_time_ms > threshold) continue;
+      if (c->iteration_time_ms > threshold) continue;
       if (chosen == nullptr ||
-          std::make_tuple(c->bytes, -c->kept, c->plan.iteration_time_ms) <
-              std::make_tuple(chosen->bytes, -chosen->kept, chosen->plan.iteration_time_ms)) {
+          std::make_tuple(c->bytes, -c->kept, c->iteration_time_ms) <
+              std::make_tuple(chosen->bytes, -chosen->kept, chosen->iteration_time_ms)) {
         chosen = c;
       }
     }
@@ -1023,23 +1087,22 @@ absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostMod
     // downtime + horizon x iteration time; ties: fewer bytes, more pipelines kept, faster.
     auto key = [&](const Candidate* c) {
       return std::make_tuple(
-          c->downtime_s + options.horizon_iterations * c->plan.iteration_time_ms / 1e3, c->bytes,
-          -c->kept, c->plan.iteration_time_ms);
+          c->downtime_s + options.horizon_iterations * c->iteration_time_ms / 1e3, c->bytes,
+          -c->kept, c->iteration_time_ms);
     };
     for (Candidate* c : eligible) {
       if (chosen == nullptr || key(c) < key(chosen)) chosen = c;
     }
   }
   result.alternatives = ParetoFront(eligible);
-  if (result.degraded_reason.empty() && chosen->plan.fault_tolerance() < options.fault_tolerance) {
+  if (result.degraded_reason.empty() && chosen->fault_tolerance() < options.fault_tolerance) {
     result.degraded_reason = absl::StrFormat(
         "strategy \"%s\" leaves %d pipeline(s): the plan tolerates %d failure(s), fewer than "
         "fault_tolerance = %d",
-        std::string(ReplanStrategyName(chosen->strategy)), chosen->plan.pipelines.size(),
-        chosen->plan.fault_tolerance(), options.fault_tolerance);
+        std::string(ReplanStrategyName(chosen->strategy)), chosen->draft.pipelines.size(),
+        chosen->fault_tolerance(), options.fault_tolerance);
   }
-  result.plan = std::move(chosen->plan);
-  result.copies = std::move(chosen->copies);
+  Materialize(ctx, *chosen, type_reasons, &result.plan, &result.copies);
   result.copy_bytes = chosen->bytes;
   result.strategy = chosen->strategy;
   result.pipelines_kept = chosen->kept;
@@ -1060,11 +1123,12 @@ absl::StatusOr<ClusterPlan> OobleckFallbackPlan(
   absl::StatusOr<Draft> draft =
       FallbackDraft(*ctx, nullptr, *planner.templates(), options.search, &keepalive);
   if (!draft.ok()) return draft.status();
-  absl::StatusOr<Candidate> c =
-      Finalize(*ctx, LayerHolders(*ctx), *std::move(draft),
-               std::vector<std::string>(model.num_types()));
+  absl::StatusOr<Candidate> c = Finalize(*ctx, LayerHolders(*ctx), *std::move(draft));
   if (!c.ok()) return c.status();
-  return c->plan;
+  ClusterPlan plan;
+  std::vector<LayerCopy> copies;
+  Materialize(*ctx, *c, std::vector<std::string>(model.num_types()), &plan, &copies);
+  return plan;
 }
 
 }  // namespace oobleck

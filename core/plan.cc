@@ -329,68 +329,74 @@ absl::StatusOr<ClusterPlan> EvaluatePlan(const CostModel& model,
                                          const std::vector<ClusterNode>& nodes, ClusterPlan plan) {
   if (absl::Status s = ValidateNodes(model, nodes); !s.ok()) return s;
   const int P = static_cast<int>(plan.pipelines.size());
-  return EvaluatePlanOnValidNodes(model, nodes, std::move(plan), CrossPipelineAllreduceMs(model, P));
+  return EvaluatePlanOnValidNodes(model, nodes, IndexNodes(nodes), std::move(plan),
+                                  CrossPipelineAllreduceMs(model, P));
+}
+
+NodeIndex IndexNodes(const std::vector<ClusterNode>& nodes) {
+  NodeIndex index;
+  index.reserve(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) index.emplace(nodes[i].id, static_cast<int>(i));
+  return index;
 }
 
 absl::StatusOr<ClusterPlan> EvaluatePlanOnValidNodes(const CostModel& model,
                                                      const std::vector<ClusterNode>& nodes,
-                                                     ClusterPlan plan,
+                                                     const NodeIndex& node_index, ClusterPlan plan,
                                                      const std::vector<double>& allreduce_ms) {
-  // Views into nodes and plan (thousands of ids at fleet scale: no copies, no ordered maps).
-  absl::flat_hash_map<std::string_view, int> type_of;
-  type_of.reserve(nodes.size());
-  for (const ClusterNode& node : nodes) type_of.emplace(node.id, node.type);
   if (plan.pipelines.empty()) return absl::InvalidArgumentError("pipelines must not be empty");
   if (plan.global_batch < 1 || plan.global_batch > kMaxGlobalBatch) {
     return absl::InvalidArgumentError(absl::StrFormat("global_batch must be in [1, %d] (got %d)",
                                                       kMaxGlobalBatch, plan.global_batch));
   }
-  // id -> (pipeline, position) that runs it
-  absl::flat_hash_map<std::string_view, std::pair<size_t, size_t>> placed;
-  placed.reserve(nodes.size());
+  // Per node: the (pipeline, position) that runs it, {-1, -1} if none.
+  std::vector<std::pair<int, int>> placed(nodes.size(), {-1, -1});
   int64_t total = 0;
   plan.pipeline_time_ms = 0;
   for (size_t i = 0; i < plan.pipelines.size(); ++i) {
     PlannedPipeline& p = plan.pipelines[i];
-    const std::string field = absl::StrCat("pipelines[", i, "]");
+    // (Messages only: thousands of pipelines at fleet scale.)
+    auto field = [i] { return absl::StrCat("pipelines[", i, "]"); };
     absl::StatusOr<PipelineTemplate> tmpl = model.Evaluate(p.tmpl);
     if (!tmpl.ok()) {
       return absl::Status(tmpl.status().code(),
-                          absl::StrCat(field, ".template: ", tmpl.status().message()));
+                          absl::StrCat(field(), ".template: ", tmpl.status().message()));
     }
     p.tmpl = *std::move(tmpl);
     if (static_cast<int>(p.node_ids.size()) != p.tmpl.num_nodes()) {
       return absl::InvalidArgumentError(
-          absl::StrFormat("%s.node_ids has %d ids but the template has %d nodes", field,
+          absl::StrFormat("%s.node_ids has %d ids but the template has %d nodes", field(),
                           p.node_ids.size(), p.tmpl.num_nodes()));
     }
     for (size_t j = 0; j < p.node_ids.size(); ++j) {
       const std::string& id = p.node_ids[j];
-      auto where = [&] { return absl::StrCat(field, ".node_ids[", j, "]"); };
-      auto it = type_of.find(id);
-      if (it == type_of.end()) {
+      auto where = [&] { return absl::StrCat(field(), ".node_ids[", j, "]"); };
+      auto it = node_index.find(id);
+      if (it == node_index.end()) {
         return absl::InvalidArgumentError(
             absl::StrCat(where(), " \"", id, "\" is not a node of the cluster"));
       }
-      if (it->second != p.tmpl.node_order[j]) {
+      const int type = nodes[it->second].type;
+      if (type != p.tmpl.node_order[j]) {
         return absl::InvalidArgumentError(
-            absl::StrCat(where(), " \"", id, "\" is a ", model.node_type(it->second).name,
+            absl::StrCat(where(), " \"", id, "\" is a ", model.node_type(type).name,
                          " node but the template has a ",
                          model.node_type(p.tmpl.node_order[j]).name, " node there"));
       }
-      auto [prev, inserted] = placed.emplace(id, std::pair{i, j});
-      if (!inserted) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            where(), " \"", id, "\" is already used by pipelines[", prev->second.first,
-            "].node_ids[", prev->second.second, "]"));
+      std::pair<int, int>& prev = placed[it->second];
+      if (prev.first >= 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where(), " \"", id, "\" is already used by pipelines[", prev.first,
+                         "].node_ids[", prev.second, "]"));
       }
+      prev = {static_cast<int>(i), static_cast<int>(j)};
     }
     const int limit = model.MaxMicrobatches(p.tmpl);
     if (p.microbatches < 1 || p.microbatches > std::min(limit, plan.global_batch)) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "%s.microbatches must be in [1, %d] (the template's GPU memory and the global batch "
           "allow that many; got %d)",
-          field, std::min(limit, plan.global_batch), p.microbatches));
+          field(), std::min(limit, plan.global_batch), p.microbatches));
     }
     total += p.microbatches;
     p.time_ms = model.PipelineTimeMs(StageCosts(p.tmpl), p.microbatches);
@@ -408,8 +414,9 @@ absl::StatusOr<ClusterPlan> EvaluatePlanOnValidNodes(const CostModel& model,
   absl::flat_hash_map<std::string_view, std::string*> reasons;  // the last given per id
   for (IdleNode& idle : given_idle) reasons[idle.id] = &idle.reason;
   plan.idle.clear();
-  for (const ClusterNode& node : nodes) {
-    if (placed.count(node.id)) continue;
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    if (placed[n].first >= 0) continue;
+    const ClusterNode& node = nodes[n];
     auto it = reasons.find(node.id);
     plan.idle.push_back({node.id, node.type,
                          it != reasons.end() && !it->second->empty() ? std::move(*it->second)

@@ -14,8 +14,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/cost_model.h"
@@ -141,12 +143,16 @@ std::vector<double> StageCosts(const PipelineTemplate& tmpl);
 absl::StatusOr<ClusterPlan> EvaluatePlan(const CostModel& model,
                                          const std::vector<ClusterNode>& nodes, ClusterPlan plan);
 
-// EvaluatePlan for a caller that has checked `nodes` (ValidateNodes) and holds
+// id -> index into a node list whose ids are unique (views into that list).
+using NodeIndex = absl::flat_hash_map<std::string_view, int>;
+NodeIndex IndexNodes(const std::vector<ClusterNode>& nodes);
+
+// EvaluatePlan for a caller that has checked `nodes` (ValidateNodes), indexed them and holds
 // CrossPipelineAllreduceMs of the model (entries past the plan's pipeline count are not read):
-// Replan, which needs both anyway at thousands of nodes.
+// Replan, which needs all three anyway at thousands of nodes.
 absl::StatusOr<ClusterPlan> EvaluatePlanOnValidNodes(const CostModel& model,
                                                      const std::vector<ClusterNode>& nodes,
-                                                     ClusterPlan plan,
+                                                     const NodeIndex& node_index, ClusterPlan plan,
                                                      const std::vector<double>& allreduce_ms);
 
 // Checks ids (non-empty, unique) and types; errors name "nodes[i]".

@@ -11,7 +11,6 @@
 #include <limits>
 #include <map>
 #include <memory>
-#include <numeric>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -161,17 +160,14 @@ absl::StatusOr<ReplanContext> Prepare(const CostModel& model, const std::vector<
   std::vector<double> allreduce_ms = CrossPipelineAllreduceMs(
       model, static_cast<int>(std::min(nodes.size() + event.joined_nodes.size(),
                                        static_cast<size_t>(kMaxClusterNodes))));
+  const NodeIndex node_at = IndexNodes(nodes);
   absl::StatusOr<ClusterPlan> old =
-      EvaluatePlanOnValidNodes(model, nodes, std::move(current), allreduce_ms);
+      EvaluatePlanOnValidNodes(model, nodes, node_at, std::move(current), allreduce_ms);
   if (!old.ok()) {
     return absl::Status(old.status().code(), absl::StrCat("plan.", old.status().message()));
   }
   ctx.old = *std::move(old);
 
-  // Node ids are looked up once each, through views into `nodes` (thousands at fleet scale).
-  absl::flat_hash_map<std::string_view, int> node_at;  // id -> index into nodes
-  node_at.reserve(nodes.size());
-  for (size_t i = 0; i < nodes.size(); ++i) node_at.emplace(nodes[i].id, static_cast<int>(i));
   std::vector<char> failed(nodes.size(), 0);
   std::vector<std::string> failed_ids;
   for (size_t i = 0; i < event.failed_node_ids.size(); ++i) {
@@ -314,37 +310,22 @@ class LayerHolders {
  public:
   explicit LayerHolders(const ReplanContext& ctx)
       : ctx_(ctx), layers_(ctx.model->num_layers()) {
-    const int N = static_cast<int>(ctx.survivors.size());
-    // One sort of the survivors by id (not one per list with string compares): each list
-    // is filled in (held end descending, id) order and compares ranks.
-    std::vector<int> by_id(N);
-    std::iota(by_id.begin(), by_id.end(), 0);
-    std::sort(by_id.begin(), by_id.end(),
-              [&](int a, int b) { return ctx.survivors[a].id < ctx.survivors[b].id; });
-    std::vector<int> id_rank(N);
-    for (int k = 0; k < N; ++k) id_rank[by_id[k]] = k;
-    std::vector<int> order = by_id;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int a, int b) { return ctx.held[a].end > ctx.held[b].end; });
-    lists_.resize(static_cast<size_t>(ctx.model->num_types()) * layers_);
-    for (int s : order) {
+    const size_t lists = static_cast<size_t>(ctx.model->num_types()) * layers_;
+    lists_.resize(lists);
+    smallest_id_.resize(lists);
+    sorted_.assign(lists, 0);
+    for (int s = 0; s < static_cast<int>(ctx.survivors.size()); ++s) {
       const LayerRange h = ctx.held[s];
-      for (int l = std::max(h.begin, 0); l < h.end; ++l) List(ctx.survivors[s].type, l).push_back(s);
-    }
-    smallest_id_.resize(lists_.size());
-    for (size_t i = 0; i < lists_.size(); ++i) {
-      const std::vector<int>& list = lists_[i];
-      smallest_id_[i].reserve(list.size());
-      for (size_t k = 0; k < list.size(); ++k) {
-        const bool smaller = k == 0 || id_rank[list[k]] < id_rank[smallest_id_[i].back()];
-        smallest_id_[i].push_back(smaller ? list[k] : smallest_id_[i].back());
+      for (int l = std::max(h.begin, 0); l < h.end; ++l) {
+        lists_[static_cast<size_t>(ctx.survivors[s].type) * layers_ + l].push_back(s);
       }
     }
   }
   // Among the holders of layer l of `type`: the longest run within [l, end), then the
   // smallest id; -1 if none.
-  int Best(int type, int l, int end) const {
+  int Best(int type, int l, int end) {
     const size_t i = static_cast<size_t>(type) * layers_ + l;
+    if (!sorted_[i]) Sort(i);
     const std::vector<int>& list = lists_[i];
     if (list.empty()) return -1;
     // Every holder reaching `end` runs to it: the smallest id among those wins.
@@ -355,11 +336,26 @@ class LayerHolders {
   }
 
  private:
-  std::vector<int>& List(int type, int l) { return lists_[static_cast<size_t>(type) * layers_ + l]; }
+  // A list is sorted (longest hold first, then id) when first asked for: a replan after one
+  // failure copies a few ranges and asks for a few of the types x layers lists.
+  void Sort(size_t i) {
+    std::vector<int>& list = lists_[i];
+    std::sort(list.begin(), list.end(), [&](int a, int b) {
+      return ctx_.held[a].end != ctx_.held[b].end ? ctx_.held[a].end > ctx_.held[b].end
+                                                  : ctx_.survivors[a].id < ctx_.survivors[b].id;
+    });
+    for (size_t k = 0; k < list.size(); ++k) {
+      const bool smaller =
+          k == 0 || ctx_.survivors[list[k]].id < ctx_.survivors[smallest_id_[i].back()].id;
+      smallest_id_[i].push_back(smaller ? list[k] : smallest_id_[i].back());
+    }
+    sorted_[i] = 1;
+  }
   const ReplanContext& ctx_;
   int layers_;
   std::vector<std::vector<int>> lists_;        // [type * layers + l]
   std::vector<std::vector<int>> smallest_id_;  // parallel to lists_
+  std::vector<char> sorted_;                   // parallel to lists_
 };
 
 // The Hungarian method costs rows^2 x columns: seconds once a replan rebinds thousands of
@@ -429,7 +425,7 @@ std::vector<int> AssignPositions(const ReplanContext& ctx, const Draft& draft,
   return column_of;
 }
 
-absl::StatusOr<Candidate> Finalize(const ReplanContext& ctx, const LayerHolders& layer_holders,
+absl::StatusOr<Candidate> Finalize(const ReplanContext& ctx, LayerHolders& layer_holders,
                                    Draft draft) {
   const CostModel& model = *ctx.model;
   const int T = model.num_types();
@@ -886,7 +882,7 @@ absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostMod
   const int T = model.num_types();
   NodeMix counts(T, 0);
   for (const ClusterNode& node : ctx.survivors) ++counts[node.type];
-  const LayerHolders layer_holders(ctx);
+  LayerHolders layer_holders(ctx);
   absl::StatusOr<TemplateSet> set =
       PlanTemplateSet(*planner.templates(), model, counts, ctx.limits, options.search);
   if (!set.ok()) return set.status();
@@ -1123,7 +1119,8 @@ absl::StatusOr<ClusterPlan> OobleckFallbackPlan(
   absl::StatusOr<Draft> draft =
       FallbackDraft(*ctx, nullptr, *planner.templates(), options.search, &keepalive);
   if (!draft.ok()) return draft.status();
-  absl::StatusOr<Candidate> c = Finalize(*ctx, LayerHolders(*ctx), *std::move(draft));
+  LayerHolders layer_holders(*ctx);
+  absl::StatusOr<Candidate> c = Finalize(*ctx, layer_holders, *std::move(draft));
   if (!c.ok()) return c.status();
   ClusterPlan plan;
   std::vector<LayerCopy> copies;

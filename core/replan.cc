@@ -22,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "core/assignment/hungarian.h"
 #include "core/assignment/transportation.h"
+#include "core/fnv1a.h"
 
 namespace oobleck {
 namespace {
@@ -58,6 +59,17 @@ bool SameShape(const PipelineTemplate& a, const PipelineTemplate& b) {
     }
   }
   return true;
+}
+
+uint64_t ShapeHash(const PipelineTemplate& t) {
+  uint64_t h = Fnv1a64(t.mix.data(), t.mix.size() * sizeof(int));
+  h = Fnv1a64(t.node_order.data(), t.node_order.size() * sizeof(int), h);
+  for (const Stage& s : t.stages) {
+    for (int x : {s.layer_begin, s.layer_end, s.node_index, s.node_type, s.gpus}) {
+      h = Fnv1a64(&x, sizeof(x), h);
+    }
+  }
+  return h;
 }
 
 // A pipeline of a candidate before it is bound to concrete nodes.
@@ -615,6 +627,43 @@ void Materialize(const ReplanContext& ctx, const Candidate& c,
 }
 
 
+// The old pipelines that lost no node, in classes of SameShape, each in index order: a new
+// pipeline takes the first free one of its shape (what a scan of every old pipeline would
+// pick) without comparing every pair (thousands of each at fleet scale).
+class IntactByShape {
+ public:
+  explicit IntactByShape(const ReplanContext& ctx) : ctx_(ctx) {
+    for (size_t i = 0; i < ctx.old.pipelines.size(); ++i) {
+      if (!ctx.intact[i]) continue;
+      const int c = ClassOf(ctx.old.pipelines[i].tmpl, /*add=*/true);
+      members_[c].push_back(static_cast<int>(i));
+    }
+    next_.assign(members_.size(), 0);
+  }
+  // The first old pipeline of tmpl's shape not yet taken, or -1.
+  int Take(const PipelineTemplate& tmpl) {
+    const int c = ClassOf(tmpl, /*add=*/false);
+    if (c < 0 || next_[c] == members_[c].size()) return -1;
+    return members_[c][next_[c]++];
+  }
+
+ private:
+  int ClassOf(const PipelineTemplate& tmpl, bool add) {
+    std::vector<int>& classes = by_hash_[ShapeHash(tmpl)];
+    for (int c : classes) {
+      if (SameShape(ctx_.old.pipelines[members_[c][0]].tmpl, tmpl)) return c;
+    }
+    if (!add) return -1;
+    classes.push_back(static_cast<int>(members_.size()));
+    members_.emplace_back();
+    return classes.back();
+  }
+  const ReplanContext& ctx_;
+  absl::flat_hash_map<uint64_t, std::vector<int>> by_hash_;  // hash -> classes
+  std::vector<std::vector<int>> members_;                     // per class: old pipelines
+  std::vector<size_t> next_;                                  // per class: first not taken
+};
+
 // Oobleck's rule (replan.h). `keepalive` holds the templates the drafts point into.
 absl::StatusOr<Draft> FallbackDraft(const ReplanContext& ctx, const TemplateSet* set,
                                     TemplatePlanner& templates, const SearchOptions& search,
@@ -944,18 +993,14 @@ absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostMod
     } else {
       Draft draft;
       draft.strategy = ReplanStrategy::kOptimal;
-      std::vector<bool> matched(ctx.old.pipelines.size(), false);
+      IntactByShape intact_by_shape(ctx);
       for (size_t k : ChosenOrder(shapes, *solution)) {
         DraftPipeline p;
         p.tmpl = shapes[solution->chosen[k]].tmpl;
         p.microbatches = solution->chosen_microbatches[k];
-        for (size_t i = 0; i < ctx.old.pipelines.size(); ++i) {
-          if (matched[i] || !ctx.intact[i] || !SameShape(ctx.old.pipelines[i].tmpl, *p.tmpl))
-            continue;
-          matched[i] = true;
+        if (const int i = intact_by_shape.Take(*p.tmpl); i >= 0) {
           p.nodes = ctx.old_positions[i];
           p.bound = true;
-          break;
         }
         draft.pipelines.push_back(std::move(p));
       }

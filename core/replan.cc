@@ -136,6 +136,302 @@ std::vector<std::string> TypeReasons(const CostModel& model,
   return reasons;
 }
 
+// The answer when the event changes nothing (replayed or empty).
+ReplanResult UnchangedResult(ReplanContext& ctx, const ReplanOptions& options,
+                             ReplanResult result) {
+  result.plan = ctx.old;
+  result.strategy = ReplanStrategy::kUnchanged;
+  result.pipelines_kept = static_cast<int>(ctx.old.pipelines.size());
+  result.fastest_iteration_time_ms = ctx.old.iteration_time_ms;
+  result.oobleck_fallback_ms = ctx.old.iteration_time_ms;
+  result.alternatives.push_back({ReplanStrategy::kUnchanged, ctx.old.iteration_time_ms, 0, 0,
+                                 result.pipelines_kept, ctx.old.fault_tolerance()});
+  if (ctx.old.fault_tolerance() < options.fault_tolerance) {
+    result.degraded_reason = absl::StrFormat(
+        "the unchanged plan has %d pipeline(s): it tolerates %d failure(s), fewer than "
+        "fault_tolerance = %d",
+        ctx.old.pipelines.size(), ctx.old.fault_tolerance(), options.fault_tolerance);
+  }
+  result.old_plan = std::move(ctx.old);
+  return result;
+}
+
+// One Replan after a changing event: the candidates (docs/ARCHITECTURE.md#replan), then
+// the choice among them.
+class CandidateRound {
+ public:
+  CandidateRound(const ClusterPlanner& planner, ReplanContext& ctx, const ReplanOptions& options,
+                 ReplanResult* result)
+      : planner_(planner),
+        model_(*ctx.model),
+        ctx_(ctx),
+        options_(options),
+        result_(*result),
+        layer_holders_(ctx),
+        fault_tolerance_(options.fault_tolerance) {
+    counts_.assign(model_.num_types(), 0);
+    for (const ClusterNode& node : ctx.survivors) ++counts_[node.type];
+    for (size_t i = 0; i < ctx.old.pipelines.size(); ++i) {
+      if (ctx.intact[i]) intact_.push_back(i);
+    }
+  }
+
+  absl::Status Run() {
+    set_ = PlanTemplateSet(*planner_.templates(), model_, counts_, ctx_.limits, options_.search);
+    if (!set_.ok()) return set_.status();
+    shapes_ = FeasibleShapes(model_, *set_, ctx_.limits);
+    type_reasons_ = TypeReasons(model_, shapes_, ctx_);
+    // Each step in turn; the first error ends the round.
+    for (absl::Status (CandidateRound::*step)() :
+         {&CandidateRound::ReachFaultTolerance, &CandidateRound::AddOptimal,
+          &CandidateRound::AddKeepPipelines, &CandidateRound::AddDropBroken,
+          &CandidateRound::AddFallback}) {
+      if (absl::Status s = (this->*step)(); !s.ok()) return s;
+    }
+    absl::StatusOr<Candidate*> chosen = Choose();
+    if (!chosen.ok()) return chosen.status();
+    Materialize(ctx_, **chosen, type_reasons_, &result_.plan, &result_.copies);
+    result_.copy_bytes = (*chosen)->bytes;
+    result_.strategy = (*chosen)->strategy;
+    result_.pipelines_kept = (*chosen)->kept;
+    result_.transfer_s = (*chosen)->transfer_s;
+    result_.downtime_s = (*chosen)->downtime_s;
+    return absl::OkStatus();
+  }
+
+ private:
+  PipelineSetProblem ProblemFor(bool keep_intact) {
+    PipelineSetProblem problem;
+    problem.model = &model_;
+    problem.available = counts_;
+    if (keep_intact) {
+      for (size_t i : intact_) {
+        const PipelineTemplate& tmpl = ctx_.old.pipelines[i].tmpl;
+        problem.fixed.push_back({tmpl.mix, &tmpl, StageCosts(tmpl), model_.MaxMicrobatches(tmpl)});
+        for (int t = 0; t < model_.num_types(); ++t) problem.available[t] -= tmpl.mix[t];
+      }
+    }
+    problem.shapes = std::move(shapes_);  // lent; TakeShapesBack after each search
+    problem.global_batch = ctx_.old.global_batch;
+    problem.allreduce_ms = &ctx_.allreduce_ms;
+    problem.search = options_.search;
+    problem.makespan_hint_ms = ctx_.old.pipeline_time_ms;
+    problem.min_pipelines = fault_tolerance_ + 1;
+    problem.min_pipelines_reason = absl::StrCat("fault_tolerance = ", fault_tolerance_);
+    return problem;
+  }
+  void TakeShapesBack(PipelineSetProblem& problem) { shapes_ = std::move(problem.shapes); }
+
+  // The f-failure guarantee: f + 1 pipelines when the survivors allow it, else the most
+  // they allow (any plan of the survivors has at least one).
+  absl::Status ReachFaultTolerance() {
+    if (fault_tolerance_ == 0) return absl::OkStatus();
+    PipelineSetProblem problem = ProblemFor(false);
+    absl::StatusOr<int> most = MaxPipelineCount(problem, fault_tolerance_ + 1);
+    TakeShapesBack(problem);
+    if (!most.ok()) return most.status();
+    if (*most >= 1 && *most < fault_tolerance_ + 1) {
+      fault_tolerance_ = *most - 1;
+      result_.degraded_reason = absl::StrFormat(
+          "fault_tolerance = %d needs %d pipelines; the %d surviving node(s) fit at most %d, "
+          "so the plan tolerates %d failure(s)",
+          options_.fault_tolerance, options_.fault_tolerance + 1, ctx_.survivors.size(), *most,
+          fault_tolerance_);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Add(Draft draft) {
+    absl::StatusOr<Candidate> c = Finalize(ctx_, layer_holders_, std::move(draft));
+    if (!c.ok()) return c.status();
+    PriceDowntime(ctx_, options_, &*c);
+    candidates_.push_back(*std::move(c));
+    return absl::OkStatus();
+  }
+
+  // 1. The fastest plan of the new cluster; old pipelines it rebuilds identically keep
+  // their nodes.
+  absl::Status AddOptimal() {
+    PipelineSetProblem problem = ProblemFor(false);
+    absl::StatusOr<PipelineSetSolution> solution = SolvePipelineSet(problem);
+    TakeShapesBack(problem);
+    if (!solution.ok()) {
+      if (solution.status().code() != absl::StatusCode::kFailedPrecondition) {
+        return solution.status();
+      }
+      optimal_status_ = solution.status();
+      return absl::OkStatus();
+    }
+    Draft draft;
+    draft.strategy = ReplanStrategy::kOptimal;
+    IntactByShape intact_by_shape(ctx_);
+    for (size_t k : ChosenOrder(shapes_, *solution)) {
+      DraftPipeline p;
+      p.tmpl = shapes_[solution->chosen[k]].tmpl;
+      p.microbatches = solution->chosen_microbatches[k];
+      if (const int i = intact_by_shape.Take(*p.tmpl); i >= 0) {
+        p.nodes = ctx_.old_positions[i];
+        p.bound = true;
+      }
+      draft.pipelines.push_back(std::move(p));
+    }
+    return Add(std::move(draft));
+  }
+
+  Draft IntactDraft(ReplanStrategy strategy, const std::vector<int>& microbatches) const {
+    Draft draft;
+    draft.strategy = strategy;
+    for (size_t f = 0; f < intact_.size(); ++f) {
+      DraftPipeline p;
+      p.tmpl = &ctx_.old.pipelines[intact_[f]].tmpl;
+      p.nodes = ctx_.old_positions[intact_[f]];
+      p.bound = true;
+      p.microbatches = microbatches[f];
+      draft.pipelines.push_back(std::move(p));
+    }
+    return draft;
+  }
+
+  // 2. Untouched pipelines kept, the other nodes planned exactly around them.
+  absl::Status AddKeepPipelines() {
+    if (intact_.empty()) return absl::OkStatus();
+    PipelineSetProblem problem = ProblemFor(true);
+    absl::StatusOr<PipelineSetSolution> solution = SolvePipelineSet(problem);
+    TakeShapesBack(problem);
+    if (!solution.ok()) {
+      return solution.status().code() == absl::StatusCode::kFailedPrecondition
+                 ? absl::OkStatus()
+                 : solution.status();
+    }
+    Draft draft = IntactDraft(ReplanStrategy::kKeepPipelines, solution->fixed_microbatches);
+    for (size_t k : ChosenOrder(shapes_, *solution)) {
+      DraftPipeline p;
+      p.tmpl = shapes_[solution->chosen[k]].tmpl;
+      p.microbatches = solution->chosen_microbatches[k];
+      draft.pipelines.push_back(std::move(p));
+    }
+    return Add(std::move(draft));
+  }
+
+  // 3. Only the untouched pipelines, the batch split over them: nothing to copy.
+  absl::Status AddDropBroken() {
+    if (intact_.empty()) return absl::OkStatus();
+    std::vector<std::vector<double>> costs;
+    std::vector<PipelineLoad> loads;
+    for (size_t i : intact_) costs.push_back(StageCosts(ctx_.old.pipelines[i].tmpl));
+    for (size_t f = 0; f < intact_.size(); ++f) {
+      loads.push_back({&costs[f], model_.MaxMicrobatches(ctx_.old.pipelines[intact_[f]].tmpl)});
+    }
+    absl::StatusOr<std::vector<int>> split = SplitBatch(model_, loads, ctx_.old.global_batch);
+    if (!split.ok()) return absl::OkStatus();
+    return Add(IntactDraft(ReplanStrategy::kDropBroken, *split));
+  }
+
+  // 4. Oobleck's fallback rule: a candidate, and the bar of the deprecated tolerance rule.
+  absl::Status AddFallback() {
+    absl::StatusOr<Draft> fallback =
+        FallbackDraft(ctx_, &*set_, *planner_.templates(), options_.search, &keepalive_);
+    if (!fallback.ok()) {
+      if (fallback.status().code() != absl::StatusCode::kFailedPrecondition) {
+        return fallback.status();
+      }
+      result_.oobleck_fallback_failure = std::string(fallback.status().message());
+      return absl::OkStatus();
+    }
+    if (absl::Status s = Add(*std::move(fallback)); !s.ok()) return s;
+    result_.oobleck_fallback_ms = candidates_.back().iteration_time_ms;
+    return absl::OkStatus();
+  }
+
+  // The plans Replan may answer with: the forced strategy's, else those that keep the
+  // fault tolerance reached above.
+  absl::StatusOr<std::vector<Candidate*>> Eligible() {
+    std::vector<Candidate*> eligible;
+    for (Candidate& c : candidates_) {
+      const bool ok = options_.force_strategy.has_value()
+                          ? c.strategy == *options_.force_strategy
+                          : c.fault_tolerance() >= fault_tolerance_;
+      if (ok) eligible.push_back(&c);
+    }
+    if (!eligible.empty()) return eligible;
+    if (options_.force_strategy.has_value()) {
+      const std::string why = *options_.force_strategy == ReplanStrategy::kOobleckFallback
+                                  ? result_.oobleck_fallback_failure
+                              : *options_.force_strategy == ReplanStrategy::kOptimal
+                                  ? std::string(optimal_status_.message())
+                                  : "no pipeline survived intact, or those that did cannot "
+                                    "run the batch";
+      return absl::FailedPreconditionError(
+          absl::StrCat("strategy \"", std::string(ReplanStrategyName(*options_.force_strategy)),
+                       "\" finds no plan for the ", ctx_.survivors.size(),
+                       " remaining node(s): ", why));
+    }
+    return absl::FailedPreconditionError(
+        absl::StrCat("no plan exists for the ", ctx_.survivors.size(),
+                     " remaining node(s): ", optimal_status_.message()));
+  }
+
+  absl::StatusOr<Candidate*> Choose() {
+    absl::StatusOr<std::vector<Candidate*>> eligible = Eligible();
+    if (!eligible.ok()) return eligible.status();
+    double fastest = kInf;
+    for (const Candidate* c : *eligible) fastest = std::min(fastest, c->iteration_time_ms);
+    Candidate* chosen = nullptr;
+    if (options_.tolerance.has_value()) {
+      double threshold = fastest * (1 + *options_.tolerance);
+      for (const Candidate* c : *eligible) {
+        if (c->strategy == ReplanStrategy::kOobleckFallback) {
+          threshold = std::min(threshold, c->iteration_time_ms);
+        }
+      }
+      for (Candidate* c : *eligible) {
+        if (c->iteration_time_ms > threshold) continue;
+        if (chosen == nullptr ||
+            std::make_tuple(c->bytes, -c->kept, c->iteration_time_ms) <
+                std::make_tuple(chosen->bytes, -chosen->kept, chosen->iteration_time_ms)) {
+          chosen = c;
+        }
+      }
+    } else {
+      // downtime + horizon x iteration time; ties: fewer bytes, more pipelines kept, faster.
+      auto key = [&](const Candidate* c) {
+        return std::make_tuple(
+            c->downtime_s + options_.horizon_iterations * c->iteration_time_ms / 1e3, c->bytes,
+            -c->kept, c->iteration_time_ms);
+      };
+      for (Candidate* c : *eligible) {
+        if (chosen == nullptr || key(c) < key(chosen)) chosen = c;
+      }
+    }
+    result_.alternatives = ParetoFront(*eligible);
+    result_.fastest_iteration_time_ms = fastest;
+    if (result_.degraded_reason.empty() && chosen->fault_tolerance() < options_.fault_tolerance) {
+      result_.degraded_reason = absl::StrFormat(
+          "strategy \"%s\" leaves %d pipeline(s): the plan tolerates %d failure(s), fewer than "
+          "fault_tolerance = %d",
+          std::string(ReplanStrategyName(chosen->strategy)), chosen->draft.pipelines.size(),
+          chosen->fault_tolerance(), options_.fault_tolerance);
+    }
+    return chosen;
+  }
+
+  const ClusterPlanner& planner_;
+  const CostModel& model_;
+  ReplanContext& ctx_;
+  const ReplanOptions& options_;
+  ReplanResult& result_;
+  LayerHolders layer_holders_;
+  int fault_tolerance_;  // what the survivors allow of options_.fault_tolerance
+  NodeMix counts_;
+  std::vector<size_t> intact_;  // old pipelines that lost no node
+  absl::StatusOr<TemplateSet> set_;
+  std::vector<PipelineShape> shapes_;  // lent to each search's problem and taken back
+  std::vector<std::string> type_reasons_;
+  std::vector<Candidate> candidates_;
+  absl::Status optimal_status_;
+  std::vector<std::shared_ptr<const MixResult>> keepalive_;  // templates FallbackDraft planned
+};
+
 }  // namespace
 
 std::string_view ReplanStrategyName(ReplanStrategy strategy) {
@@ -187,247 +483,12 @@ absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostMod
   result.nodes = ctx.survivors;
   result.ignored_failed_node_ids = ctx.ignored_failed;
   result.ignored_joined_node_ids = ctx.ignored_joined;
-  if (!ctx.changed) {
-    result.plan = ctx.old;
-    result.strategy = ReplanStrategy::kUnchanged;
-    result.pipelines_kept = static_cast<int>(ctx.old.pipelines.size());
-    result.fastest_iteration_time_ms = ctx.old.iteration_time_ms;
-    result.oobleck_fallback_ms = ctx.old.iteration_time_ms;
-    result.alternatives.push_back({ReplanStrategy::kUnchanged, ctx.old.iteration_time_ms, 0, 0,
-                                   result.pipelines_kept, ctx.old.fault_tolerance()});
-    if (ctx.old.fault_tolerance() < options.fault_tolerance) {
-      result.degraded_reason = absl::StrFormat(
-          "the unchanged plan has %d pipeline(s): it tolerates %d failure(s), fewer than "
-          "fault_tolerance = %d",
-          ctx.old.pipelines.size(), ctx.old.fault_tolerance(), options.fault_tolerance);
-    }
-    result.old_plan = std::move(ctx.old);
-    return result;
-  }
-
-  const int T = model.num_types();
-  NodeMix counts(T, 0);
-  for (const ClusterNode& node : ctx.survivors) ++counts[node.type];
-  LayerHolders layer_holders(ctx);
-  absl::StatusOr<TemplateSet> set =
-      PlanTemplateSet(*planner.templates(), model, counts, ctx.limits, options.search);
-  if (!set.ok()) return set.status();
-  // Lent to each search's problem and taken back (no copy per search).
-  std::vector<PipelineShape> shapes = FeasibleShapes(model, *set, ctx.limits);
-  const std::vector<std::string> type_reasons = TypeReasons(model, shapes, ctx);
-
-  // The f-failure guarantee: f + 1 pipelines when the survivors allow it, else the most
-  // they allow (any plan of the survivors has at least one).
-  int fault_tolerance = options.fault_tolerance;
-  auto problem_for = [&](bool keep_intact) {
-    PipelineSetProblem problem;
-    problem.model = &model;
-    problem.available = counts;
-    if (keep_intact) {
-      for (size_t i = 0; i < ctx.old.pipelines.size(); ++i) {
-        if (!ctx.intact[i]) continue;
-        const PipelineTemplate& tmpl = ctx.old.pipelines[i].tmpl;
-        problem.fixed.push_back({tmpl.mix, &tmpl, StageCosts(tmpl), model.MaxMicrobatches(tmpl)});
-        for (int t = 0; t < T; ++t) problem.available[t] -= tmpl.mix[t];
-      }
-    }
-    problem.shapes = std::move(shapes);  // lent; taken back after each search
-    problem.global_batch = ctx.old.global_batch;
-    problem.allreduce_ms = &ctx.allreduce_ms;
-    problem.search = options.search;
-    problem.makespan_hint_ms = ctx.old.pipeline_time_ms;
-    problem.min_pipelines = fault_tolerance + 1;
-    problem.min_pipelines_reason = absl::StrCat("fault_tolerance = ", fault_tolerance);
-    return problem;
-  };
-  if (fault_tolerance > 0) {
-    PipelineSetProblem problem = problem_for(false);
-    absl::StatusOr<int> most = MaxPipelineCount(problem, fault_tolerance + 1);
-    shapes = std::move(problem.shapes);
-    if (!most.ok()) return most.status();
-    if (*most >= 1 && *most < fault_tolerance + 1) {
-      fault_tolerance = *most - 1;
-      result.degraded_reason = absl::StrFormat(
-          "fault_tolerance = %d needs %d pipelines; the %d surviving node(s) fit at most %d, "
-          "so the plan tolerates %d failure(s)",
-          options.fault_tolerance, options.fault_tolerance + 1, ctx.survivors.size(), *most,
-          fault_tolerance);
-    }
-  }
-
-  std::vector<Candidate> candidates;
-  absl::Status optimal_status;
-  // 1. The fastest plan of the new cluster; old pipelines it rebuilds identically keep
-  // their nodes.
+  if (!ctx.changed) return UnchangedResult(ctx, options, std::move(result));
   {
-    PipelineSetProblem problem = problem_for(false);
-    absl::StatusOr<PipelineSetSolution> solution = SolvePipelineSet(problem);
-    shapes = std::move(problem.shapes);
-    if (!solution.ok()) {
-      if (solution.status().code() != absl::StatusCode::kFailedPrecondition)
-        return solution.status();
-      optimal_status = solution.status();
-    } else {
-      Draft draft;
-      draft.strategy = ReplanStrategy::kOptimal;
-      IntactByShape intact_by_shape(ctx);
-      for (size_t k : ChosenOrder(shapes, *solution)) {
-        DraftPipeline p;
-        p.tmpl = shapes[solution->chosen[k]].tmpl;
-        p.microbatches = solution->chosen_microbatches[k];
-        if (const int i = intact_by_shape.Take(*p.tmpl); i >= 0) {
-          p.nodes = ctx.old_positions[i];
-          p.bound = true;
-        }
-        draft.pipelines.push_back(std::move(p));
-      }
-      absl::StatusOr<Candidate> c = Finalize(ctx, layer_holders, std::move(draft));
-      if (!c.ok()) return c.status();
-      candidates.push_back(*std::move(c));
-    }
-  }
-  std::vector<size_t> intact;
-  for (size_t i = 0; i < ctx.old.pipelines.size(); ++i) {
-    if (ctx.intact[i]) intact.push_back(i);
-  }
-  auto intact_draft = [&](ReplanStrategy strategy, const std::vector<int>& microbatches) {
-    Draft draft;
-    draft.strategy = strategy;
-    for (size_t f = 0; f < intact.size(); ++f) {
-      DraftPipeline p;
-      p.tmpl = &ctx.old.pipelines[intact[f]].tmpl;
-      p.nodes = ctx.old_positions[intact[f]];
-      p.bound = true;
-      p.microbatches = microbatches[f];
-      draft.pipelines.push_back(std::move(p));
-    }
-    return draft;
-  };
-  // 2. Untouched pipelines kept, the other nodes planned exactly around them.
-  if (!intact.empty()) {
-    PipelineSetProblem problem = problem_for(true);
-    absl::StatusOr<PipelineSetSolution> solution = SolvePipelineSet(problem);
-    shapes = std::move(problem.shapes);
-    if (!solution.ok() && solution.status().code() != absl::StatusCode::kFailedPrecondition) {
-      return solution.status();
-    }
-    if (solution.ok()) {
-      Draft draft = intact_draft(ReplanStrategy::kKeepPipelines, solution->fixed_microbatches);
-      for (size_t k : ChosenOrder(shapes, *solution)) {
-        DraftPipeline p;
-        p.tmpl = shapes[solution->chosen[k]].tmpl;
-        p.microbatches = solution->chosen_microbatches[k];
-        draft.pipelines.push_back(std::move(p));
-      }
-      absl::StatusOr<Candidate> c = Finalize(ctx, layer_holders, std::move(draft));
-      if (!c.ok()) return c.status();
-      candidates.push_back(*std::move(c));
-    }
-  }
-  // 3. Only the untouched pipelines, the batch split over them: nothing to copy.
-  if (!intact.empty()) {
-    std::vector<std::vector<double>> costs;
-    std::vector<PipelineLoad> loads;
-    for (size_t i : intact) costs.push_back(StageCosts(ctx.old.pipelines[i].tmpl));
-    for (size_t f = 0; f < intact.size(); ++f) {
-      loads.push_back({&costs[f], model.MaxMicrobatches(ctx.old.pipelines[intact[f]].tmpl)});
-    }
-    absl::StatusOr<std::vector<int>> split = SplitBatch(model, loads, ctx.old.global_batch);
-    if (split.ok()) {
-      absl::StatusOr<Candidate> c =
-          Finalize(ctx, layer_holders, intact_draft(ReplanStrategy::kDropBroken, *split));
-      if (!c.ok()) return c.status();
-      candidates.push_back(*std::move(c));
-    }
-  }
-  // 4. Oobleck's fallback rule: a candidate, and the bar of the deprecated tolerance rule.
-  std::vector<std::shared_ptr<const MixResult>> keepalive;
-  absl::StatusOr<Draft> fallback =
-      FallbackDraft(ctx, &*set, *planner.templates(), options.search, &keepalive);
-  if (!fallback.ok() && fallback.status().code() != absl::StatusCode::kFailedPrecondition) {
-    return fallback.status();
-  }
-  if (fallback.ok()) {
-    absl::StatusOr<Candidate> c = Finalize(ctx, layer_holders, *std::move(fallback));
-    if (!c.ok()) return c.status();
-    candidates.push_back(*std::move(c));
-    result.oobleck_fallback_ms = candidates.back().iteration_time_ms;
-  } else {
-    result.oobleck_fallback_failure = std::string(fallback.status().message());
-  }
-
-  // The plans Replan may answer with: the forced strategy's, else those that keep the
-  // fault tolerance reached above.
-  for (Candidate& c : candidates) PriceDowntime(ctx, options, &c);
-  std::vector<Candidate*> eligible;
-  for (Candidate& c : candidates) {
-    const bool ok = options.force_strategy.has_value()
-                        ? c.strategy == *options.force_strategy
-                        : c.fault_tolerance() >= fault_tolerance;
-    if (ok) eligible.push_back(&c);
-  }
-  if (eligible.empty()) {
-    if (options.force_strategy.has_value()) {
-      const std::string why = *options.force_strategy == ReplanStrategy::kOobleckFallback
-                                  ? result.oobleck_fallback_failure
-                              : *options.force_strategy == ReplanStrategy::kOptimal
-                                  ? std::string(optimal_status.message())
-                                  : "no pipeline survived intact, or those that did cannot "
-                                    "run the batch";
-      return absl::FailedPreconditionError(
-          absl::StrCat("strategy \"", std::string(ReplanStrategyName(*options.force_strategy)),
-                       "\" finds no plan for the ", ctx.survivors.size(),
-                       " remaining node(s): ", why));
-    }
-    return absl::FailedPreconditionError(
-        absl::StrCat("no plan exists for the ", ctx.survivors.size(),
-                     " remaining node(s): ", optimal_status.message()));
-  }
-  double fastest = kInf;
-  for (const Candidate* c : eligible) fastest = std::min(fastest, c->iteration_time_ms);
-  Candidate* chosen = nullptr;
-  if (options.tolerance.has_value()) {
-    double threshold = fastest * (1 + *options.tolerance);
-    for (const Candidate* c : eligible) {
-      if (c->strategy == ReplanStrategy::kOobleckFallback) {
-        threshold = std::min(threshold, c->iteration_time_ms);
-      }
-    }
-    for (Candidate* c : eligible) {
-      if (c->iteration_time_ms > threshold) continue;
-      if (chosen == nullptr ||
-          std::make_tuple(c->bytes, -c->kept, c->iteration_time_ms) <
-              std::make_tuple(chosen->bytes, -chosen->kept, chosen->iteration_time_ms)) {
-        chosen = c;
-      }
-    }
-  } else {
-    // downtime + horizon x iteration time; ties: fewer bytes, more pipelines kept, faster.
-    auto key = [&](const Candidate* c) {
-      return std::make_tuple(
-          c->downtime_s + options.horizon_iterations * c->iteration_time_ms / 1e3, c->bytes,
-          -c->kept, c->iteration_time_ms);
-    };
-    for (Candidate* c : eligible) {
-      if (chosen == nullptr || key(c) < key(chosen)) chosen = c;
-    }
-  }
-  result.alternatives = ParetoFront(eligible);
-  if (result.degraded_reason.empty() && chosen->fault_tolerance() < options.fault_tolerance) {
-    result.degraded_reason = absl::StrFormat(
-        "strategy \"%s\" leaves %d pipeline(s): the plan tolerates %d failure(s), fewer than "
-        "fault_tolerance = %d",
-        std::string(ReplanStrategyName(chosen->strategy)), chosen->draft.pipelines.size(),
-        chosen->fault_tolerance(), options.fault_tolerance);
-  }
-  Materialize(ctx, *chosen, type_reasons, &result.plan, &result.copies);
-  result.copy_bytes = chosen->bytes;
-  result.strategy = chosen->strategy;
-  result.pipelines_kept = chosen->kept;
-  result.transfer_s = chosen->transfer_s;
-  result.downtime_s = chosen->downtime_s;
-  result.fastest_iteration_time_ms = fastest;
-  result.old_plan = std::move(ctx.old);  // the drafts that pointed into it are done
+    CandidateRound round(planner, ctx, options, &result);
+    if (absl::Status s = round.Run(); !s.ok()) return s;
+  }  // the drafts that point into ctx.old are done
+  result.old_plan = std::move(ctx.old);
   return result;
 }
 

@@ -407,8 +407,9 @@ absl::StatusOr<ClusterPlan> EvaluatePlanOnValidNodes(const CostModel& model,
         "pipelines[].microbatches add up to %d, not global_batch = %d", total, plan.global_batch));
   }
   const size_t P = plan.pipelines.size();
-  plan.allreduce_ms = P < allreduce_ms.size() ? allreduce_ms[P]
-                                              : CrossPipelineAllreduceMs(model, static_cast<int>(P))[P];
+  plan.allreduce_ms = P < allreduce_ms.size()
+                          ? allreduce_ms[P]
+                          : CrossPipelineAllreduceMs(model, static_cast<int>(P))[P];
   plan.iteration_time_ms = plan.pipeline_time_ms + plan.allreduce_ms;
   std::vector<IdleNode> given_idle = std::move(plan.idle);
   absl::flat_hash_map<std::string_view, std::string*> reasons;  // the last given per id
@@ -420,7 +421,7 @@ absl::StatusOr<ClusterPlan> EvaluatePlanOnValidNodes(const CostModel& model,
     auto it = reasons.find(node.id);
     plan.idle.push_back({node.id, node.type,
                          it != reasons.end() && !it->second->empty() ? std::move(*it->second)
-                                                                      : "not in any pipeline"});
+                                                                     : "not in any pipeline"});
   }
   return plan;
 }

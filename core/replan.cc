@@ -81,8 +81,8 @@ class IntactByShape {
   }
   const ReplanContext& ctx_;
   absl::flat_hash_map<uint64_t, std::vector<int>> by_hash_;  // hash -> classes
-  std::vector<std::vector<int>> members_;                     // per class: old pipelines
-  std::vector<size_t> next_;                                  // per class: first not taken
+  std::vector<std::vector<int>> members_;                    // per class: old pipelines
+  std::vector<size_t> next_;                                 // per class: first not taken
 };
 
 // Downtime of applying the candidate (docs/COST_MODEL.md#reconfiguration-downtime).
@@ -299,9 +299,8 @@ class CandidateRound {
     absl::StatusOr<PipelineSetSolution> solution = SolvePipelineSet(problem);
     TakeShapesBack(problem);
     if (!solution.ok()) {
-      return solution.status().code() == absl::StatusCode::kFailedPrecondition
-                 ? absl::OkStatus()
-                 : solution.status();
+      return solution.status().code() == absl::StatusCode::kFailedPrecondition ? absl::OkStatus()
+                                                                               : solution.status();
     }
     Draft draft = IntactDraft(ReplanStrategy::kKeepPipelines, solution->fixed_microbatches);
     for (size_t k : ChosenOrder(shapes_, *solution)) {
@@ -348,9 +347,8 @@ class CandidateRound {
   absl::StatusOr<std::vector<Candidate*>> Eligible() {
     std::vector<Candidate*> eligible;
     for (Candidate& c : candidates_) {
-      const bool ok = options_.force_strategy.has_value()
-                          ? c.strategy == *options_.force_strategy
-                          : c.fault_tolerance() >= fault_tolerance_;
+      const bool ok = options_.force_strategy.has_value() ? c.strategy == *options_.force_strategy
+                                                          : c.fault_tolerance() >= fault_tolerance_;
       if (ok) eligible.push_back(&c);
     }
     if (!eligible.empty()) return eligible;
@@ -361,10 +359,9 @@ class CandidateRound {
                                   ? std::string(optimal_status_.message())
                                   : "no pipeline survived intact, or those that did cannot "
                                     "run the batch";
-      return absl::FailedPreconditionError(
-          absl::StrCat("strategy \"", std::string(ReplanStrategyName(*options_.force_strategy)),
-                       "\" finds no plan for the ", ctx_.survivors.size(),
-                       " remaining node(s): ", why));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "strategy \"", std::string(ReplanStrategyName(*options_.force_strategy)),
+          "\" finds no plan for the ", ctx_.survivors.size(), " remaining node(s): ", why));
     }
     return absl::FailedPreconditionError(
         absl::StrCat("no plan exists for the ", ctx_.survivors.size(),

@@ -22,11 +22,13 @@ std::vector<int> AssignPositions(const ReplanContext& ctx, const Draft& draft,
                                  const std::vector<int>& columns, NodeAssignmentMethod method) {
   std::vector<LayerRange> needs;
   needs.reserve(positions.size());
-  for (const auto& [k, j] : positions) needs.push_back(LayersOfPosition(*draft.pipelines[k].tmpl, j));
+  for (const auto& [k, j] : positions)
+    needs.push_back(LayersOfPosition(*draft.pipelines[k].tmpl, j));
   if (method == NodeAssignmentMethod::kHungarian) {
     CostMatrix cost(positions.size(), std::vector<double>(columns.size()));
     for (size_t r = 0; r < positions.size(); ++r) {
-      for (size_t c = 0; c < columns.size(); ++c) cost[r][c] = ctx.MissingBytes(columns[c], needs[r]);
+      for (size_t c = 0; c < columns.size(); ++c)
+        cost[r][c] = ctx.MissingBytes(columns[c], needs[r]);
     }
     return positions.size() * positions.size() * columns.size() <= kMaxExactAssignmentWork
                ? HungarianAssignment(cost)
@@ -56,7 +58,8 @@ std::vector<int> AssignPositions(const ReplanContext& ctx, const Draft& draft,
     if (b == static_cast<int>(members.size())) members.emplace_back();
     members[b].push_back(static_cast<int>(c));
   }
-  for (const std::vector<int>& m : members) problem.column_counts.push_back(static_cast<int>(m.size()));
+  for (const std::vector<int>& m : members)
+    problem.column_counts.push_back(static_cast<int>(m.size()));
   problem.cost.assign(row_range.size(), std::vector<double>(members.size()));
   for (size_t a = 0; a < row_range.size(); ++a) {
     for (size_t b = 0; b < members.size(); ++b) {
@@ -88,7 +91,8 @@ absl::Status BindDraft(const ReplanContext& ctx, Draft* draft_ptr) {
     if (positions.size() > columns.size()) {
       return absl::InternalError("replan: a pipeline has more positions than nodes to bind");
     }
-    const std::vector<int> column_of = AssignPositions(ctx, draft, positions, columns, ctx.assignment);
+    const std::vector<int> column_of =
+        AssignPositions(ctx, draft, positions, columns, ctx.assignment);
     for (size_t r = 0; r < positions.size(); ++r) {
       const auto [k, j] = positions[r];
       draft.pipelines[k].nodes[j] = columns[column_of[r]];

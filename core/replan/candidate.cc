@@ -1,7 +1,7 @@
+#include "core/replan/candidate.h"
+
 #include <utility>
 #include <vector>
-
-#include "core/replan/candidate.h"
 
 namespace oobleck::replan_internal {
 
@@ -15,7 +15,8 @@ void AddFigures(const ReplanContext& ctx, const Draft& draft, Candidate* out) {
   std::vector<int> old_starting_at(ctx.survivors.size(), -1);
   for (size_t i = 0; i < ctx.old_positions.size(); ++i) {
     const std::vector<int>& positions = ctx.old_positions[i];
-    if (!positions.empty() && positions[0] >= 0) old_starting_at[positions[0]] = static_cast<int>(i);
+    if (!positions.empty() && positions[0] >= 0)
+      old_starting_at[positions[0]] = static_cast<int>(i);
   }
   for (const DraftPipeline& d : draft.pipelines) {
     out->time_ms.push_back(model.PipelineTimeMs(StageCosts(*d.tmpl), d.microbatches));
@@ -48,7 +49,8 @@ void AddCopies(const ReplanContext& ctx, LayerHolders& layer_holders, const Draf
     // The better of two sources of layer l by (-run, id); -1 is no source.
     auto better = [&](int a, int b) {
       if (a < 0 || b < 0) return a < 0 ? b : a;
-      const int run_a = std::min(range.end, ctx.held[a].end), run_b = std::min(range.end, ctx.held[b].end);
+      const int run_a = std::min(range.end, ctx.held[a].end),
+                run_b = std::min(range.end, ctx.held[b].end);
       if (run_a != run_b) return run_a > run_b ? a : b;
       return ctx.survivors[a].id < ctx.survivors[b].id ? a : b;
     };
@@ -150,7 +152,5 @@ void Materialize(const ReplanContext& ctx, const Candidate& c,
                        x.layer_end, x.param_bytes});
   }
 }
-
-
 
 }  // namespace oobleck::replan_internal

@@ -42,7 +42,7 @@ struct IndexedCopy {
 // chosen one into a ClusterPlan.
 struct Candidate {
   ReplanStrategy strategy = ReplanStrategy::kOptimal;
-  Draft draft;                 // every pipeline bound: nodes[j] runs position j
+  Draft draft;                  // every pipeline bound: nodes[j] runs position j
   std::vector<double> time_ms;  // per pipeline: T_i(M_i)
   double pipeline_time_ms = 0;
   double allreduce_ms = 0;
@@ -61,8 +61,7 @@ struct Candidate {
 // holders by a binary search instead of a scan (one per layer range copied).
 class LayerHolders {
  public:
-  explicit LayerHolders(const ReplanContext& ctx)
-      : ctx_(ctx), layers_(ctx.model->num_layers()) {
+  explicit LayerHolders(const ReplanContext& ctx) : ctx_(ctx), layers_(ctx.model->num_layers()) {
     const size_t lists = static_cast<size_t>(ctx.model->num_types()) * layers_;
     lists_.resize(lists);
     smallest_id_.resize(lists);
@@ -82,8 +81,8 @@ class LayerHolders {
     const std::vector<int>& list = lists_[i];
     if (list.empty()) return -1;
     // Every holder reaching `end` runs to it: the smallest id among those wins.
-    const auto reaching = std::partition_point(
-        list.begin(), list.end(), [&](int s) { return ctx_.held[s].end >= end; });
+    const auto reaching = std::partition_point(list.begin(), list.end(),
+                                               [&](int s) { return ctx_.held[s].end >= end; });
     if (reaching != list.begin()) return smallest_id_[i][reaching - list.begin() - 1];
     return list.front();
   }

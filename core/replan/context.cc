@@ -81,10 +81,9 @@ absl::Status ReadJoins(const CostModel& model, const std::vector<ClusterNode>& n
     if (it != node_at.end()) {
       const int type = nodes[it->second].type;
       if (type != node.type) {
-        return absl::InvalidArgumentError(absl::StrCat(field, " \"", node.id, "\" is a ",
-                                                       model.node_type(node.type).name,
-                                                       " node but the cluster already has it as a ",
-                                                       model.node_type(type).name, " node"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, " \"", node.id, "\" is a ", model.node_type(node.type).name,
+            " node but the cluster already has it as a ", model.node_type(type).name, " node"));
       }
       ctx->ignored_joined.push_back(node.id);  // already joined by an earlier replan
       continue;

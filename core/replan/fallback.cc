@@ -11,8 +11,7 @@ namespace {
 class OobleckRule {
  public:
   OobleckRule(const ReplanContext& ctx, const TemplateSet* set, TemplatePlanner& templates,
-              const SearchOptions& search,
-              std::vector<std::shared_ptr<const MixResult>>* keepalive)
+              const SearchOptions& search, std::vector<std::shared_ptr<const MixResult>>* keepalive)
       : ctx_(ctx),
         model_(*ctx.model),
         T_(model_.num_types()),
@@ -176,7 +175,8 @@ class OobleckRule {
       return absl::FailedPreconditionError(
           absl::StrCat("Oobleck's fallback rule: ", split.status().message()));
     }
-    for (size_t k = 0; k < draft.pipelines.size(); ++k) draft.pipelines[k].microbatches = (*split)[k];
+    for (size_t k = 0; k < draft.pipelines.size(); ++k)
+      draft.pipelines[k].microbatches = (*split)[k];
     return draft;
   }
 

@@ -74,20 +74,21 @@ ClusterEvent RandomEvent(std::mt19937& rng, const std::vector<ClusterNode>& node
   std::set<std::string> failed;
   const int fails = std::uniform_int_distribution<int>(0, 3)(rng);
   for (int f = 0; f < fails; ++f) {
-    const std::string& id = nodes[std::uniform_int_distribution<size_t>(0, nodes.size() - 1)(rng)].id;
+    const std::string& id =
+        nodes[std::uniform_int_distribution<size_t>(0, nodes.size() - 1)(rng)].id;
     if (failed.insert(id).second) event.failed_node_ids.push_back(id);
   }
   const int joins = std::uniform_int_distribution<int>(fails == 0 ? 1 : 0, 2)(rng);
   for (int j = 0; j < joins; ++j) {
-    event.joined_nodes.push_back(
-        {absl::StrCat("joined-", seed, "-", j), std::uniform_int_distribution<int>(0, types - 1)(rng)});
+    event.joined_nodes.push_back({absl::StrCat("joined-", seed, "-", j),
+                                  std::uniform_int_distribution<int>(0, types - 1)(rng)});
   }
   return event;
 }
 
 struct Tally {
-  int compared = 0;   // events both paths answered
-  int rebound = 0;    // answers that bind some position from the pool (copies or idle changes)
+  int compared = 0;  // events both paths answered
+  int rebound = 0;   // answers that bind some position from the pool (copies or idle changes)
 };
 
 // Replans `event` both ways; with the deprecated tolerance the answer depends only on
@@ -146,7 +147,8 @@ TEST(ReplanOracleTest, ClassAssignmentMatchesHungarianOnRandomSmallInstances) {
     std::mt19937 rng(seed);
     std::vector<ClusterNode> nodes;
     for (int t = 0; t < static_cast<int>(inst.available.size()); ++t) {
-      for (int k = 0; k < inst.available[t]; ++k) nodes.push_back({absl::StrCat("t", t, "-", k), t});
+      for (int k = 0; k < inst.available[t]; ++k)
+        nodes.push_back({absl::StrCat("t", t, "-", k), t});
     }
     const int B = std::uniform_int_distribution<int>(2, 12)(rng);
     absl::StatusOr<PlanResult> planned = p.planner->Plan(*p.model, nodes, {B}, {});

@@ -2,12 +2,15 @@
 """Prints bench/README.md's fleet-scale table: plan_bench's BM_PlanFleet (cold and warm) and
 BM_ReplanFleet (warm, one failure) for every nodes x types, each size in its own process so
 that peak RSS is that size's. Times are wall clock; "CPU" is the benchmark thread's CPU
-time, which a loaded machine inflates less. Usage: bench/fleet_table.py [build/bin/plan_bench]"""
+time, which a loaded machine inflates less. With a second argument, also writes the figures
+as whitespace-separated columns for bench/plot_fleet.gp.
+Usage: bench/fleet_table.py [build/bin/plan_bench [bench/fleet_table.dat]]"""
 import json
 import subprocess
 import sys
 
 BENCH = sys.argv[1] if len(sys.argv) > 1 else "build/bin/plan_bench"
+DATA = sys.argv[2] if len(sys.argv) > 2 else None
 NODES = [16, 64, 256, 1024, 4096]
 TYPES = [2, 4, 6, 8]
 
@@ -28,6 +31,10 @@ def main():
     print("| nodes | types | mixes | Plan cold (ms) | Plan warm (ms) | warm CPU (ms) | gap "
           "| Replan p50 (ms) | Replan p99 (ms) | Replan CPU (ms) | peak RSS (MiB) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
+    data = open(DATA, "w") if DATA else None
+    if data:
+        data.write("# nodes types mixes cold_ms warm_ms warm_cpu_ms gap replan_p50_ms "
+                   "replan_p99_ms replan_cpu_ms peak_rss_mib (cold: -1 when not run)\n")
     for nodes in NODES:
         for types in TYPES:
             r = run(nodes, types)
@@ -42,6 +49,15 @@ def main():
                   f"| {replan.get('p50_ms', float('nan')):.1f} "
                   f"| {replan.get('p99_ms', float('nan')):.1f} "
                   f"| {replan.get('cpu_time', float('nan')):.1f} | {rss:.0f} |", flush=True)
+            if data:
+                data.write(" ".join(str(x) for x in [
+                    nodes, types, int(warm.get("mixes", 0)),
+                    round(cold["real_time"], 1) if cold else -1,
+                    round(warm.get("real_time", -1), 2), round(warm.get("cpu_time", -1), 2),
+                    warm.get("gap", -1), round(replan.get("p50_ms", -1), 2),
+                    round(replan.get("p99_ms", -1), 2), round(replan.get("cpu_time", -1), 2),
+                    round(rss)]) + "\n")
+                data.flush()
 
 
 if __name__ == "__main__":

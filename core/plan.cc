@@ -5,8 +5,10 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <string_view>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -160,7 +162,8 @@ absl::Status ValidateNodes(const CostModel& model, const std::vector<ClusterNode
         "nodes has %d entries, more than the limit of %d nodes per plan", nodes.size(),
         kMaxClusterNodes));
   }
-  std::map<std::string, size_t> seen;
+  absl::flat_hash_map<std::string_view, size_t> seen;  // views into nodes
+  seen.reserve(nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i) {
     const ClusterNode& node = nodes[i];
     if (node.id.empty())
@@ -404,56 +407,75 @@ std::vector<PipelineShape> FeasibleShapes(const CostModel& model, const Template
 absl::StatusOr<ClusterPlan> EvaluatePlan(const CostModel& model,
                                          const std::vector<ClusterNode>& nodes, ClusterPlan plan) {
   RETURN_IF_ERROR(ValidateNodes(model, nodes));
-  std::map<std::string, int> type_of;
-  for (const ClusterNode& node : nodes) type_of[node.id] = node.type;
+  const int P = static_cast<int>(plan.pipelines.size());
+  return EvaluatePlanOnValidNodes(model, nodes, IndexNodes(nodes), std::move(plan),
+                                  CrossPipelineAllreduceMs(model, P));
+}
+
+NodeIndex IndexNodes(const std::vector<ClusterNode>& nodes) {
+  NodeIndex index;
+  index.reserve(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) index.emplace(nodes[i].id, static_cast<int>(i));
+  return index;
+}
+
+absl::StatusOr<ClusterPlan> EvaluatePlanOnValidNodes(const CostModel& model,
+                                                     const std::vector<ClusterNode>& nodes,
+                                                     const NodeIndex& node_index, ClusterPlan plan,
+                                                     const std::vector<double>& allreduce_ms) {
   if (plan.pipelines.empty()) return absl::InvalidArgumentError("pipelines must not be empty");
   if (plan.global_batch < 1 || plan.global_batch > kMaxGlobalBatch) {
     return absl::InvalidArgumentError(absl::StrFormat("global_batch must be in [1, %d] (got %d)",
                                                       kMaxGlobalBatch, plan.global_batch));
   }
-  std::map<std::string, std::string> placed;  // id -> where
+  // Per node: the (pipeline, position) that runs it, {-1, -1} if none.
+  std::vector<std::pair<int, int>> placed(nodes.size(), {-1, -1});
   int64_t total = 0;
   plan.pipeline_time_ms = 0;
   for (size_t i = 0; i < plan.pipelines.size(); ++i) {
     PlannedPipeline& p = plan.pipelines[i];
-    const std::string field = absl::StrCat("pipelines[", i, "]");
+    // (Messages only: thousands of pipelines at fleet scale.)
+    auto field = [i] { return absl::StrCat("pipelines[", i, "]"); };
     absl::StatusOr<PipelineTemplate> tmpl = model.Evaluate(p.tmpl);
     if (!tmpl.ok()) {
       return absl::Status(tmpl.status().code(),
-                          absl::StrCat(field, ".template: ", tmpl.status().message()));
+                          absl::StrCat(field(), ".template: ", tmpl.status().message()));
     }
     p.tmpl = *std::move(tmpl);
     if (static_cast<int>(p.node_ids.size()) != p.tmpl.num_nodes()) {
       return absl::InvalidArgumentError(
-          absl::StrFormat("%s.node_ids has %d ids but the template has %d nodes", field,
+          absl::StrFormat("%s.node_ids has %d ids but the template has %d nodes", field(),
                           p.node_ids.size(), p.tmpl.num_nodes()));
     }
     for (size_t j = 0; j < p.node_ids.size(); ++j) {
       const std::string& id = p.node_ids[j];
-      const std::string where = absl::StrCat(field, ".node_ids[", j, "]");
-      auto it = type_of.find(id);
-      if (it == type_of.end()) {
+      auto where = [&] { return absl::StrCat(field(), ".node_ids[", j, "]"); };
+      auto it = node_index.find(id);
+      if (it == node_index.end()) {
         return absl::InvalidArgumentError(
-            absl::StrCat(where, " \"", id, "\" is not a node of the cluster"));
+            absl::StrCat(where(), " \"", id, "\" is not a node of the cluster"));
       }
-      if (it->second != p.tmpl.node_order[j]) {
+      const int type = nodes[it->second].type;
+      if (type != p.tmpl.node_order[j]) {
         return absl::InvalidArgumentError(
-            absl::StrCat(where, " \"", id, "\" is a ", model.node_type(it->second).name,
+            absl::StrCat(where(), " \"", id, "\" is a ", model.node_type(type).name,
                          " node but the template has a ",
                          model.node_type(p.tmpl.node_order[j]).name, " node there"));
       }
-      auto [prev, inserted] = placed.emplace(id, where);
-      if (!inserted) {
+      std::pair<int, int>& prev = placed[it->second];
+      if (prev.first >= 0) {
         return absl::InvalidArgumentError(
-            absl::StrCat(where, " \"", id, "\" is already used by ", prev->second));
+            absl::StrCat(where(), " \"", id, "\" is already used by pipelines[", prev.first,
+                         "].node_ids[", prev.second, "]"));
       }
+      prev = {static_cast<int>(i), static_cast<int>(j)};
     }
     const int limit = model.MaxMicrobatches(p.tmpl);
     if (p.microbatches < 1 || p.microbatches > std::min(limit, plan.global_batch)) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "%s.microbatches must be in [1, %d] (the template's GPU memory and the global batch "
           "allow that many; got %d)",
-          field, std::min(limit, plan.global_batch), p.microbatches));
+          field(), std::min(limit, plan.global_batch), p.microbatches));
     }
     total += p.microbatches;
     p.time_ms = model.PipelineTimeMs(StageCosts(p.tmpl), p.microbatches);
@@ -463,18 +485,22 @@ absl::StatusOr<ClusterPlan> EvaluatePlan(const CostModel& model,
     return absl::InvalidArgumentError(absl::StrFormat(
         "pipelines[].microbatches add up to %d, not global_batch = %d", total, plan.global_batch));
   }
-  const int P = static_cast<int>(plan.pipelines.size());
-  plan.allreduce_ms = CrossPipelineAllreduceMs(model, P)[P];
+  const size_t P = plan.pipelines.size();
+  plan.allreduce_ms = P < allreduce_ms.size()
+                          ? allreduce_ms[P]
+                          : CrossPipelineAllreduceMs(model, static_cast<int>(P))[P];
   plan.iteration_time_ms = plan.pipeline_time_ms + plan.allreduce_ms;
-  std::map<std::string, std::string> reasons;
-  for (const IdleNode& idle : plan.idle) reasons[idle.id] = idle.reason;
+  std::vector<IdleNode> given_idle = std::move(plan.idle);
+  absl::flat_hash_map<std::string_view, std::string*> reasons;  // the last given per id
+  for (IdleNode& idle : given_idle) reasons[idle.id] = &idle.reason;
   plan.idle.clear();
-  for (const ClusterNode& node : nodes) {
-    if (placed.count(node.id)) continue;
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    if (placed[n].first >= 0) continue;
+    const ClusterNode& node = nodes[n];
     auto it = reasons.find(node.id);
-    plan.idle.push_back(
-        {node.id, node.type,
-         it != reasons.end() && !it->second.empty() ? it->second : "not in any pipeline"});
+    plan.idle.push_back({node.id, node.type,
+                         it != reasons.end() && !it->second->empty() ? std::move(*it->second)
+                                                                     : "not in any pipeline"});
   }
   return plan;
 }

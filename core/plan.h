@@ -15,8 +15,10 @@
 #include <optional>
 #include <string_view>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/cost_model.h"
@@ -176,6 +178,18 @@ absl::Status ValidatePlanPrices(const CostModel& model, const PlanOptions& optio
 // Sum of price_per_hour[type] over the nodes of the plan's pipelines (0 without prices).
 double PlanPricePerHour(const ClusterPlan& plan, const std::vector<ClusterNode>& nodes,
                         const std::vector<double>& price_per_hour);
+
+// id -> index into a node list whose ids are unique (views into that list).
+using NodeIndex = absl::flat_hash_map<std::string_view, int>;
+NodeIndex IndexNodes(const std::vector<ClusterNode>& nodes);
+
+// EvaluatePlan for a caller that has checked `nodes` (ValidateNodes), indexed them and holds
+// CrossPipelineAllreduceMs of the model (entries past the plan's pipeline count are not read):
+// Replan, which needs all three anyway at thousands of nodes.
+absl::StatusOr<ClusterPlan> EvaluatePlanOnValidNodes(const CostModel& model,
+                                                     const std::vector<ClusterNode>& nodes,
+                                                     const NodeIndex& node_index, ClusterPlan plan,
+                                                     const std::vector<double>& allreduce_ms);
 
 // Checks ids (non-empty, unique) and types; errors name "nodes[i]".
 absl::Status ValidateNodes(const CostModel& model, const std::vector<ClusterNode>& nodes);

@@ -6,712 +6,98 @@
 #include "core/replan.h"
 
 #include <algorithm>
-#include <climits>
-#include <cmath>
 #include <limits>
 #include <map>
 #include <memory>
-#include <set>
 #include <tuple>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
+#include "core/fnv1a.h"
+#include "core/replan/candidate.h"
+#include "core/replan/context.h"
+#include "core/replan/fallback.h"
 
 namespace oobleck {
 namespace {
 
+using replan_internal::Candidate;
+using replan_internal::Draft;
+using replan_internal::DraftPipeline;
+using replan_internal::FallbackDraft;
+using replan_internal::Finalize;
+using replan_internal::IndexedCopy;
+using replan_internal::LayerHolders;
+using replan_internal::Materialize;
+using replan_internal::Prepare;
+using replan_internal::ReplanContext;
+using replan_internal::SameShape;
+
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-struct LayerRange {
-  int begin = 0;
-  int end = 0;  // exclusive; empty when end <= begin
-  bool empty() const { return end <= begin; }
-};
-
-// The layers a template position (one node) runs: its stages are consecutive.
-LayerRange LayersOfPosition(const PipelineTemplate& tmpl, int position) {
-  LayerRange r{INT_MAX, INT_MIN};
-  for (const Stage& s : tmpl.stages) {
-    if (s.node_index != position) continue;
-    r.begin = std::min(r.begin, s.layer_begin);
-    r.end = std::max(r.end, s.layer_end);
+uint64_t ShapeHash(const PipelineTemplate& t) {
+  uint64_t h = Fnv1a64(t.mix.data(), t.mix.size() * sizeof(int));
+  h = Fnv1a64(t.node_order.data(), t.node_order.size() * sizeof(int), h);
+  for (const Stage& s : t.stages) {
+    for (int x : {s.layer_begin, s.layer_end, s.node_index, s.node_type, s.gpus}) {
+      h = Fnv1a64(&x, sizeof(x), h);
+    }
   }
-  return r.empty() ? LayerRange{} : r;
+  return h;
 }
 
-bool SameShape(const PipelineTemplate& a, const PipelineTemplate& b) {
-  if (a.mix != b.mix || a.node_order != b.node_order || a.stages.size() != b.stages.size()) {
-    return false;
-  }
-  for (size_t s = 0; s < a.stages.size(); ++s) {
-    const Stage& x = a.stages[s];
-    const Stage& y = b.stages[s];
-    if (x.layer_begin != y.layer_begin || x.layer_end != y.layer_end ||
-        x.node_index != y.node_index || x.node_type != y.node_type || x.gpus != y.gpus) {
-      return false;
-    }
-  }
-  return true;
-}
-
-// Minimum-cost assignment of every row to a distinct column (rows <= columns): the
-// Hungarian method with potentials, O(rows^2 * columns). Deterministic.
-std::vector<int> AssignRows(const std::vector<std::vector<double>>& cost) {
-  const int n = static_cast<int>(cost.size());
-  if (n == 0) return {};
-  const int m = static_cast<int>(cost[0].size());
-  std::vector<double> u(n + 1, 0), v(m + 1, 0);
-  std::vector<int> p(m + 1, 0), way(m + 1, 0);
-  for (int i = 1; i <= n; ++i) {
-    p[0] = i;
-    int j0 = 0;
-    std::vector<double> minv(m + 1, kInf);
-    std::vector<bool> used(m + 1, false);
-    do {
-      used[j0] = true;
-      const int i0 = p[j0];
-      double delta = kInf;
-      int j1 = 0;
-      for (int j = 1; j <= m; ++j) {
-        if (used[j]) continue;
-        const double cur = cost[i0 - 1][j - 1] - u[i0] - v[j];
-        if (cur < minv[j]) {
-          minv[j] = cur;
-          way[j] = j0;
-        }
-        if (minv[j] < delta) {
-          delta = minv[j];
-          j1 = j;
-        }
-      }
-      for (int j = 0; j <= m; ++j) {
-        if (used[j]) {
-          u[p[j]] += delta;
-          v[j] -= delta;
-        } else {
-          minv[j] -= delta;
-        }
-      }
-      j0 = j1;
-    } while (p[j0] != 0);
-    do {
-      const int j1 = way[j0];
-      p[j0] = p[j1];
-      j0 = j1;
-    } while (j0 != 0);
-  }
-  std::vector<int> column_of(n, -1);
-  for (int j = 1; j <= m; ++j) {
-    if (p[j] != 0) column_of[p[j] - 1] = j - 1;
-  }
-  return column_of;
-}
-
-// A pipeline of a candidate before it is bound to concrete nodes.
-struct DraftPipeline {
-  const PipelineTemplate* tmpl = nullptr;
-  // bound: survivor index per template position. Otherwise the node set the pipeline must
-  // use (any order), or empty: take nodes from the pool of unused survivors.
-  std::vector<int> nodes;
-  bool bound = false;
-  int microbatches = 0;
-};
-
-struct Draft {
-  ReplanStrategy strategy = ReplanStrategy::kOptimal;
-  std::vector<DraftPipeline> pipelines;
-};
-
-struct Candidate {
-  ReplanStrategy strategy = ReplanStrategy::kOptimal;
-  ClusterPlan plan;
-  std::vector<LayerCopy> copies;
-  double bytes = 0;
-  int kept = 0;
-  double transfer_s = 0;  // PriceDowntime
-  double downtime_s = 0;
-};
-
-// The cluster after the event and what every surviving node holds.
-struct ReplanContext {
-  const CostModel* model = nullptr;
-  ClusterPlan old;  // evaluated on the old cluster
-  std::vector<ClusterNode> survivors;
-  std::map<std::string, int> index;               // id -> survivor index
-  std::vector<LayerRange> held;                   // per survivor: layers it holds now
-  std::vector<bool> joined;                       // per survivor
-  std::vector<std::vector<int>> old_positions;    // per old pipeline: survivor index or -1
-  std::vector<bool> intact;                       // per old pipeline: every node survived
-  std::vector<std::vector<double>> param_prefix;  // per node type
-  std::vector<double> allreduce_ms;               // P = 0..survivors
-  PipelineSizeLimits limits;                      // resolved for the survivors
-  std::vector<std::string> ignored_failed, ignored_joined;
-  bool changed = false;  // the event removes or adds some node
-
-  double ParamBytes(int type, LayerRange r) const {
-    return r.empty() ? 0 : param_prefix[type][r.end] - param_prefix[type][r.begin];
-  }
-  // Bytes node s must receive to run `need`.
-  double MissingBytes(int s, LayerRange need) const {
-    const int type = survivors[s].type;
-    const LayerRange h = held[s];
-    const LayerRange overlap{std::max(need.begin, h.begin), std::min(need.end, h.end)};
-    return ParamBytes(type, need) - (h.empty() ? 0 : ParamBytes(type, overlap));
-  }
-};
-
-std::string RangesText(const std::vector<LayerRange>& ranges) {
-  std::vector<std::string> parts;
-  for (const LayerRange& r : ranges) parts.push_back(absl::StrFormat("[%d, %d)", r.begin, r.end));
-  return absl::StrJoin(parts, ", ");
-}
-
-absl::StatusOr<ReplanContext> Prepare(const CostModel& model, const std::vector<ClusterNode>& nodes,
-                                      ClusterPlan current, const ClusterEvent& event,
-                                      const ReplanOptions& options) {
-  if (options.tolerance.has_value() && !(*options.tolerance >= 0 && *options.tolerance <= 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("tolerance must be in [0, 1] (got %g)", *options.tolerance));
-  }
-  for (const auto& [field, value] : {std::pair{"horizon_iterations", options.horizon_iterations},
-                                     std::pair{"restart_overhead_s", options.restart_overhead_s}}) {
-    if (!(std::isfinite(value) && value >= 0)) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("%s must be a finite number >= 0 (got %g)", field, value));
-    }
-  }
-  if (absl::Status s = ValidateFaultTolerance(options.fault_tolerance); !s.ok()) return s;
-  ReplanContext ctx;
-  ctx.model = &model;
-  // The nodes first, so that every EvaluatePlan error below is about the plan.
-  if (absl::Status valid = ValidateNodes(model, nodes); !valid.ok()) return valid;
-  absl::StatusOr<ClusterPlan> old = EvaluatePlan(model, nodes, std::move(current));
-  if (!old.ok()) {
-    return absl::Status(old.status().code(), absl::StrCat("plan.", old.status().message()));
-  }
-  ctx.old = *std::move(old);
-
-  std::map<std::string, int> type_of;
-  for (const ClusterNode& node : nodes) type_of[node.id] = node.type;
-  std::set<std::string> failed;
-  for (size_t i = 0; i < event.failed_node_ids.size(); ++i) {
-    const std::string& id = event.failed_node_ids[i];
-    const std::string field = absl::StrCat("failed_node_ids[", i, "]");
-    if (id.empty()) return absl::InvalidArgumentError(absl::StrCat(field, " is empty"));
-    if (type_of.count(id) == 0) {
-      ctx.ignored_failed.push_back(id);  // already removed by an earlier replan
-      continue;
-    }
-    if (!failed.insert(id).second) {
-      return absl::InvalidArgumentError(absl::StrCat(field, " \"", id, "\" is listed twice"));
-    }
-  }
-  std::vector<ClusterNode> joined;
-  std::set<std::string> joined_ids;
-  for (size_t i = 0; i < event.joined_nodes.size(); ++i) {
-    const ClusterNode& node = event.joined_nodes[i];
-    const std::string field = absl::StrCat("joined_nodes[", i, "]");
-    if (node.id.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ".id is empty"));
-    if (node.type < 0 || node.type >= model.num_types()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, " (\"", node.id, "\") has no valid node type"));
-    }
-    if (!joined_ids.insert(node.id).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ".id \"", node.id, "\" is listed twice"));
-    }
-    if (failed.count(node.id)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ".id \"", node.id, "\" is also in failed_node_ids"));
-    }
-    auto it = type_of.find(node.id);
-    if (it != type_of.end()) {
-      if (it->second != node.type) {
-        return absl::InvalidArgumentError(absl::StrCat(field, " \"", node.id, "\" is a ",
-                                                       model.node_type(node.type).name,
-                                                       " node but the cluster already has it as a ",
-                                                       model.node_type(it->second).name, " node"));
-      }
-      ctx.ignored_joined.push_back(node.id);  // already joined by an earlier replan
-      continue;
-    }
-    joined.push_back(node);
-  }
-  ctx.changed = !failed.empty() || !joined.empty();
-
-  std::map<std::string, LayerRange> held_by;
-  for (const PlannedPipeline& p : ctx.old.pipelines) {
-    for (size_t j = 0; j < p.node_ids.size(); ++j) {
-      held_by[p.node_ids[j]] = LayersOfPosition(p.tmpl, static_cast<int>(j));
-    }
-  }
-  for (const ClusterNode& node : nodes) {
-    if (failed.count(node.id)) continue;
-    ctx.index[node.id] = static_cast<int>(ctx.survivors.size());
-    ctx.survivors.push_back(node);
-    auto it = held_by.find(node.id);
-    ctx.held.push_back(it == held_by.end() ? LayerRange{} : it->second);
-    ctx.joined.push_back(false);
-  }
-  for (const ClusterNode& node : joined) {
-    ctx.index[node.id] = static_cast<int>(ctx.survivors.size());
-    ctx.survivors.push_back(node);
-    ctx.held.push_back({});
-    ctx.joined.push_back(true);
-  }
-  if (ctx.survivors.size() > static_cast<size_t>(kMaxClusterNodes)) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "joined_nodes would grow the cluster to %d nodes, more than the limit of %d nodes per plan",
-        ctx.survivors.size(), kMaxClusterNodes));
-  }
-  for (const PlannedPipeline& p : ctx.old.pipelines) {
-    std::vector<int> positions;
-    bool intact = true;
-    for (const std::string& id : p.node_ids) {
-      auto it = ctx.index.find(id);
-      positions.push_back(it == ctx.index.end() ? -1 : it->second);
-      intact &= it != ctx.index.end();
-    }
-    ctx.old_positions.push_back(std::move(positions));
-    ctx.intact.push_back(intact);
-  }
-
-  // Every layer needs a surviving replica: nothing else has its trained weights.
-  const int L = model.num_layers();
-  std::vector<LayerRange> lost;
-  for (int l = 0; l < L; ++l) {
-    bool replica = false;
-    for (const LayerRange& h : ctx.held) replica |= l >= h.begin && l < h.end;
-    if (replica) continue;
-    if (!lost.empty() && lost.back().end == l) {
-      lost.back().end = l + 1;
-    } else {
-      lost.push_back({l, l + 1});
-    }
-  }
-  if (!lost.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("layers ", RangesText(lost),
-                     " have no surviving replica (every node that held them "
-                     "failed: ",
-                     absl::StrJoin(failed, ", "), "); restart the job from a checkpoint"));
-  }
-  if (ctx.survivors.empty()) {
-    return absl::FailedPreconditionError("no node survives the event");
-  }
-
-  ctx.param_prefix.assign(model.num_types(), std::vector<double>(L + 1, 0));
-  for (int t = 0; t < model.num_types(); ++t) {
-    const ModelProfile& profile = *model.problem().profiles[t];
-    for (int l = 0; l < L; ++l) {
-      ctx.param_prefix[t][l + 1] = ctx.param_prefix[t][l] + profile.layers[l].param_bytes;
-    }
-  }
-  const int N = static_cast<int>(ctx.survivors.size());
-  absl::StatusOr<PipelineSizeLimits> limits = ResolveLimits(options.limits, N);
-  if (!limits.ok()) return limits.status();
-  ctx.limits = *limits;
-  ctx.allreduce_ms = CrossPipelineAllreduceMs(model, N);
-  return ctx;
-}
-
-// Binds the draft's pipelines to survivors (minimum bytes to copy), then the copy plan.
-// Per node type and layer, the survivors that hold the layer, the longest holds first (then
-// by id), with running minima of ids: the copy plan picks its source among thousands of
-// holders by a binary search instead of a scan (Finalize, one per layer range copied).
-class LayerHolders {
+// The old pipelines that lost no node, in classes of SameShape, each in index order: a new
+// pipeline takes the first free one of its shape (what a scan of every old pipeline would
+// pick) without comparing every pair (thousands of each at fleet scale).
+class IntactByShape {
  public:
-  explicit LayerHolders(const ReplanContext& ctx)
-      : ctx_(ctx), layers_(ctx.model->num_layers()) {
-    lists_.resize(static_cast<size_t>(ctx.model->num_types()) * layers_);
-    for (int s = 0; s < static_cast<int>(ctx.survivors.size()); ++s) {
-      const LayerRange h = ctx.held[s];
-      for (int l = std::max(h.begin, 0); l < h.end; ++l) List(ctx.survivors[s].type, l).push_back(s);
+  explicit IntactByShape(const ReplanContext& ctx) : ctx_(ctx) {
+    for (size_t i = 0; i < ctx.old.pipelines.size(); ++i) {
+      if (!ctx.intact[i]) continue;
+      const int c = ClassOf(ctx.old.pipelines[i].tmpl, /*add=*/true);
+      members_[c].push_back(static_cast<int>(i));
     }
-    smallest_id_.resize(lists_.size());
-    for (size_t i = 0; i < lists_.size(); ++i) {
-      std::vector<int>& list = lists_[i];
-      std::sort(list.begin(), list.end(), [&](int a, int b) {
-        return ctx.held[a].end != ctx.held[b].end ? ctx.held[a].end > ctx.held[b].end
-                                                  : ctx.survivors[a].id < ctx.survivors[b].id;
-      });
-      for (size_t k = 0; k < list.size(); ++k) {
-        const bool smaller = k == 0 || ctx.survivors[list[k]].id <
-                                           ctx.survivors[smallest_id_[i].back()].id;
-        smallest_id_[i].push_back(smaller ? list[k] : smallest_id_[i].back());
-      }
-    }
+    next_.assign(members_.size(), 0);
   }
-  // Among the holders of layer l of `type`: the longest run within [l, end), then the
-  // smallest id; -1 if none.
-  int Best(int type, int l, int end) const {
-    const size_t i = static_cast<size_t>(type) * layers_ + l;
-    const std::vector<int>& list = lists_[i];
-    if (list.empty()) return -1;
-    // Every holder reaching `end` runs to it: the smallest id among those wins.
-    const auto reaching = std::partition_point(
-        list.begin(), list.end(), [&](int s) { return ctx_.held[s].end >= end; });
-    if (reaching != list.begin()) return smallest_id_[i][reaching - list.begin() - 1];
-    return list.front();
+  // The first old pipeline of tmpl's shape not yet taken, or -1.
+  int Take(const PipelineTemplate& tmpl) {
+    const int c = ClassOf(tmpl, /*add=*/false);
+    if (c < 0 || next_[c] == members_[c].size()) return -1;
+    return members_[c][next_[c]++];
   }
 
  private:
-  std::vector<int>& List(int type, int l) { return lists_[static_cast<size_t>(type) * layers_ + l]; }
+  int ClassOf(const PipelineTemplate& tmpl, bool add) {
+    std::vector<int>& classes = by_hash_[ShapeHash(tmpl)];
+    for (int c : classes) {
+      if (SameShape(ctx_.old.pipelines[members_[c][0]].tmpl, tmpl)) return c;
+    }
+    if (!add) return -1;
+    classes.push_back(static_cast<int>(members_.size()));
+    members_.emplace_back();
+    return classes.back();
+  }
   const ReplanContext& ctx_;
-  int layers_;
-  std::vector<std::vector<int>> lists_;        // [type * layers + l]
-  std::vector<std::vector<int>> smallest_id_;  // parallel to lists_
+  absl::flat_hash_map<uint64_t, std::vector<int>> by_hash_;  // hash -> classes
+  std::vector<std::vector<int>> members_;                    // per class: old pipelines
+  std::vector<size_t> next_;                                 // per class: first not taken
 };
-
-// The Hungarian method costs rows^2 x columns: seconds once a replan rebinds thousands of
-// positions of one type (a fleet whose plan changes shape). Past this the assignment is
-// greedy: the plan and its copy plan stay complete, the bytes copied may not be the least.
-constexpr size_t kMaxExactAssignmentWork = size_t{1} << 27;
-
-// Each row in turn takes the cheapest column still free (ties: the lower index).
-std::vector<int> AssignRowsGreedily(const std::vector<std::vector<double>>& cost) {
-  std::vector<int> column_of(cost.size(), -1);
-  std::vector<bool> taken(cost.empty() ? 0 : cost[0].size(), false);
-  for (size_t r = 0; r < cost.size(); ++r) {
-    for (size_t c = 0; c < taken.size(); ++c) {
-      if (!taken[c] && (column_of[r] < 0 || cost[r][c] < cost[r][column_of[r]])) {
-        column_of[r] = static_cast<int>(c);
-      }
-    }
-    taken[column_of[r]] = true;
-  }
-  return column_of;
-}
-
-absl::StatusOr<Candidate> Finalize(const ReplanContext& ctx, const LayerHolders& layer_holders,
-                                   Draft draft, const std::vector<std::string>& type_reasons) {
-  const CostModel& model = *ctx.model;
-  const int T = model.num_types();
-  const int N = static_cast<int>(ctx.survivors.size());
-  // Rows: positions of one type; columns: candidate nodes of that type.
-  auto assign = [&](const std::vector<std::pair<int, int>>& positions,  // (pipeline, position)
-                    const std::vector<int>& columns) -> absl::Status {
-    if (positions.size() > columns.size()) {
-      return absl::InternalError("replan: a pipeline has more positions than nodes to bind");
-    }
-    std::vector<std::vector<double>> cost(positions.size(), std::vector<double>(columns.size()));
-    for (size_t r = 0; r < positions.size(); ++r) {
-      const auto [k, j] = positions[r];
-      const LayerRange need = LayersOfPosition(*draft.pipelines[k].tmpl, j);
-      for (size_t c = 0; c < columns.size(); ++c) cost[r][c] = ctx.MissingBytes(columns[c], need);
-    }
-    const std::vector<int> column_of = positions.size() * positions.size() * columns.size() <=
-                                               kMaxExactAssignmentWork
-                                           ? AssignRows(cost)
-                                           : AssignRowsGreedily(cost);
-    for (size_t r = 0; r < positions.size(); ++r) {
-      const auto [k, j] = positions[r];
-      draft.pipelines[k].nodes[j] = columns[column_of[r]];
-    }
-    return absl::OkStatus();
-  };
-  // Pipelines with a node set: within the set, type by type.
-  for (size_t k = 0; k < draft.pipelines.size(); ++k) {
-    DraftPipeline& p = draft.pipelines[k];
-    if (p.bound || p.nodes.empty()) continue;
-    const std::vector<int> set = p.nodes;
-    p.nodes.assign(p.tmpl->num_nodes(), -1);
-    for (int t = 0; t < T; ++t) {
-      std::vector<std::pair<int, int>> positions;
-      for (int j = 0; j < p.tmpl->num_nodes(); ++j) {
-        if (p.tmpl->node_order[j] == t) positions.push_back({static_cast<int>(k), j});
-      }
-      std::vector<int> columns;
-      for (int s : set) {
-        if (ctx.survivors[s].type == t) columns.push_back(s);
-      }
-      if (positions.empty()) continue;
-      if (absl::Status s = assign(positions, columns); !s.ok()) return s;
-    }
-    p.bound = true;
-  }
-  // Pipelines from the pool of survivors nobody uses yet.
-  std::vector<bool> used(N, false);
-  for (const DraftPipeline& p : draft.pipelines) {
-    if (!p.bound) continue;
-    for (int s : p.nodes) used[s] = true;
-  }
-  for (int t = 0; t < T; ++t) {
-    std::vector<std::pair<int, int>> positions;
-    for (size_t k = 0; k < draft.pipelines.size(); ++k) {
-      DraftPipeline& p = draft.pipelines[k];
-      if (p.bound) continue;
-      if (p.nodes.empty()) p.nodes.assign(p.tmpl->num_nodes(), -1);
-      for (int j = 0; j < p.tmpl->num_nodes(); ++j) {
-        if (p.tmpl->node_order[j] == t) positions.push_back({static_cast<int>(k), j});
-      }
-    }
-    std::vector<int> columns;
-    for (int s = 0; s < N; ++s) {
-      if (!used[s] && ctx.survivors[s].type == t) columns.push_back(s);
-    }
-    if (positions.empty()) continue;
-    if (absl::Status s = assign(positions, columns); !s.ok()) return s;
-  }
-
-  Candidate out;
-  out.strategy = draft.strategy;
-  ClusterPlan& plan = out.plan;
-  plan.global_batch = ctx.old.global_batch;
-  // The old pipeline each survivor started, to find kept pipelines without comparing every
-  // pair of pipelines (thousands of each at fleet scale).
-  std::vector<int> old_starting_at(N, -1);
-  for (size_t i = 0; i < ctx.old_positions.size(); ++i) {
-    const std::vector<int>& positions = ctx.old_positions[i];
-    if (!positions.empty() && positions[0] >= 0) old_starting_at[positions[0]] = static_cast<int>(i);
-  }
-  std::vector<int> new_pipeline(N, -1);
-  for (size_t k = 0; k < draft.pipelines.size(); ++k) {
-    const DraftPipeline& d = draft.pipelines[k];
-    PlannedPipeline p;
-    p.tmpl = *d.tmpl;
-    for (int s : d.nodes) {
-      p.node_ids.push_back(ctx.survivors[s].id);
-      new_pipeline[s] = static_cast<int>(k);
-    }
-    p.microbatches = d.microbatches;
-    p.time_ms = model.PipelineTimeMs(StageCosts(p.tmpl), p.microbatches);
-    plan.pipeline_time_ms = std::max(plan.pipeline_time_ms, p.time_ms);
-    if (const int i = d.nodes.empty() ? -1 : old_starting_at[d.nodes[0]]; i >= 0) {
-      if (ctx.old_positions[i] == d.nodes && SameShape(ctx.old.pipelines[i].tmpl, p.tmpl)) {
-        ++out.kept;
-      }
-    }
-    plan.pipelines.push_back(std::move(p));
-  }
-  plan.allreduce_ms = ctx.allreduce_ms[plan.pipelines.size()];
-  plan.iteration_time_ms = plan.pipeline_time_ms + plan.allreduce_ms;
-  for (int s = 0; s < N; ++s) {
-    if (new_pipeline[s] >= 0) continue;
-    const int t = ctx.survivors[s].type;
-    std::string reason =
-        !type_reasons[t].empty() ? type_reasons[t]
-        : draft.strategy == ReplanStrategy::kOobleckFallback && ctx.joined[s]
-            ? "Oobleck's fallback rule does not use joined nodes"
-        : draft.strategy == ReplanStrategy::kDropBroken
-            ? "not used: its pipeline lost a node and was dropped (nothing is copied)"
-            : "not used: every plan that uses it is slower (its pipelines would be slower or "
-              "add all-reduce time)";
-    plan.idle.push_back({ctx.survivors[s].id, t, std::move(reason)});
-  }
-
-  // Copy plan: for each node, the layers it needs and does not hold, from surviving
-  // holders: same node type first, then the same new pipeline, then the longest run, then id.
-  auto copy_range = [&](int dest, LayerRange range) {
-    const int dest_type = ctx.survivors[dest].type;
-    const std::vector<int>& pipeline = draft.pipelines[new_pipeline[dest]].nodes;
-    int l = range.begin;
-    // The better of two sources of layer l by (-run, id); -1 is no source.
-    auto better = [&](int a, int b) {
-      if (a < 0 || b < 0) return a < 0 ? b : a;
-      const int run_a = std::min(range.end, ctx.held[a].end), run_b = std::min(range.end, ctx.held[b].end);
-      if (run_a != run_b) return run_a > run_b ? a : b;
-      return ctx.survivors[a].id < ctx.survivors[b].id ? a : b;
-    };
-    // The best node of dest's new pipeline holding l, of its type or of another one.
-    auto in_pipeline = [&](bool same_type) {
-      int best = -1;
-      for (int s : pipeline) {
-        const LayerRange h = ctx.held[s];
-        if (s == dest || (ctx.survivors[s].type == dest_type) != same_type || l < h.begin ||
-            l >= h.end) {
-          continue;
-        }
-        best = better(best, s);
-      }
-      return best;
-    };
-    while (l < range.end) {
-      int best = in_pipeline(true);
-      if (best < 0) best = layer_holders.Best(dest_type, l, range.end);
-      if (best < 0) best = in_pipeline(false);
-      // (No node of dest's pipeline holds l: every other holder is in another pipeline.)
-      for (int t = 0; t < T && best < 0; ++t) {
-        if (t != dest_type) best = better(best, layer_holders.Best(t, l, range.end));
-      }
-      if (best < 0) return;  // unreachable: Prepare checked every layer has a holder
-      const int end = std::min(range.end, ctx.held[best].end);
-      const double bytes = ctx.ParamBytes(dest_type, {l, end});
-      out.copies.push_back({ctx.survivors[dest].id, ctx.survivors[best].id, l, end, bytes});
-      out.bytes += bytes;
-      l = end;
-    }
-  };
-  for (size_t k = 0; k < plan.pipelines.size(); ++k) {
-    const DraftPipeline& d = draft.pipelines[k];
-    for (int j = 0; j < d.tmpl->num_nodes(); ++j) {
-      const int s = d.nodes[j];
-      const LayerRange need = LayersOfPosition(*d.tmpl, j);
-      const LayerRange h = ctx.held[s];
-      if (h.empty() || h.end <= need.begin || h.begin >= need.end) {
-        copy_range(s, need);
-        continue;
-      }
-      if (need.begin < h.begin) copy_range(s, {need.begin, h.begin});
-      if (h.end < need.end) copy_range(s, {h.end, need.end});
-    }
-  }
-  return out;
-}
-
-
-// Oobleck's rule (replan.h). `keepalive` holds the templates the drafts point into.
-absl::StatusOr<Draft> FallbackDraft(const ReplanContext& ctx, const TemplateSet* set,
-                                    TemplatePlanner& templates, const SearchOptions& search,
-                                    std::vector<std::shared_ptr<const MixResult>>* keepalive) {
-  const CostModel& model = *ctx.model;
-  const int T = model.num_types();
-  struct Group {
-    NodeMix mix;
-    std::vector<int> nodes;  // survivors; position order while unchanged
-    bool changed = false;
-    bool alive = true;
-    const PipelineTemplate* tmpl = nullptr;
-  };
-  std::vector<Group> groups;
-  for (size_t i = 0; i < ctx.old.pipelines.size(); ++i) {
-    Group g;
-    g.mix.assign(T, 0);
-    for (int s : ctx.old_positions[i]) {
-      if (s < 0) {
-        g.changed = true;
-        continue;
-      }
-      g.nodes.push_back(s);
-      ++g.mix[ctx.survivors[s].type];
-    }
-    g.tmpl = &ctx.old.pipelines[i].tmpl;
-    if (!g.nodes.empty()) groups.push_back(std::move(g));
-  }
-  // The template of a mix if the rule may use it: at least min_nodes, a feasible template
-  // that holds a micro-batch.
-  auto usable = [&](const NodeMix& mix) -> absl::StatusOr<const PipelineTemplate*> {
-    if (MixSize(mix) < ctx.limits.min_nodes) return nullptr;
-    const MixResult* r = set != nullptr ? set->Find(mix) : nullptr;
-    if (r == nullptr) {  // e.g. a merged pipeline above max_nodes
-      absl::StatusOr<std::vector<PlannedMix>> planned =
-          templates.PlanTemplates(model, {mix}, search);
-      if (!planned.ok()) return planned.status();
-      keepalive->push_back((*planned)[0].result);
-      r = keepalive->back().get();
-    }
-    if (!r->feasible || model.MaxMicrobatches(r->best) < 1) return nullptr;
-    return &r->best;
-  };
-  for (size_t gi = 0; gi < groups.size(); ++gi) {
-    Group& g = groups[gi];
-    if (!g.alive || !g.changed) continue;
-    absl::StatusOr<const PipelineTemplate*> own = usable(g.mix);
-    if (!own.ok()) return own.status();
-    if (*own != nullptr) {
-      g.tmpl = *own;
-      continue;
-    }
-    // Borrow one node from the largest pipeline that can spare one.
-    std::vector<size_t> donors;
-    for (size_t d = 0; d < groups.size(); ++d) {
-      if (d != gi && groups[d].alive && MixSize(groups[d].mix) > 1) donors.push_back(d);
-    }
-    std::stable_sort(donors.begin(), donors.end(), [&](size_t a, size_t b) {
-      return MixSize(groups[a].mix) > MixSize(groups[b].mix);
-    });
-    bool fixed = false;
-    for (size_t d : donors) {
-      for (int t = 0; t < T && !fixed; ++t) {
-        if (groups[d].mix[t] == 0) continue;
-        NodeMix donor_mix = groups[d].mix, receiver_mix = g.mix;
-        --donor_mix[t];
-        ++receiver_mix[t];
-        absl::StatusOr<const PipelineTemplate*> donor_tmpl = usable(donor_mix);
-        if (!donor_tmpl.ok()) return donor_tmpl.status();
-        if (*donor_tmpl == nullptr) continue;
-        absl::StatusOr<const PipelineTemplate*> receiver_tmpl = usable(receiver_mix);
-        if (!receiver_tmpl.ok()) return receiver_tmpl.status();
-        if (*receiver_tmpl == nullptr) continue;
-        // The donor's last node of that type moves.
-        std::vector<int>& dn = groups[d].nodes;
-        for (size_t x = dn.size(); x-- > 0;) {
-          if (ctx.survivors[dn[x]].type != t) continue;
-          g.nodes.push_back(dn[x]);
-          dn.erase(dn.begin() + x);
-          break;
-        }
-        groups[d].mix = donor_mix;
-        groups[d].tmpl = *donor_tmpl;
-        groups[d].changed = true;
-        g.mix = receiver_mix;
-        g.tmpl = *receiver_tmpl;
-        fixed = true;
-      }
-      if (fixed) break;
-    }
-    if (fixed) continue;
-    // Merge with the smallest other pipeline whose union has a template.
-    std::vector<size_t> others;
-    for (size_t o = 0; o < groups.size(); ++o) {
-      if (o != gi && groups[o].alive) others.push_back(o);
-    }
-    std::stable_sort(others.begin(), others.end(), [&](size_t a, size_t b) {
-      return MixSize(groups[a].mix) < MixSize(groups[b].mix);
-    });
-    for (size_t o : others) {
-      NodeMix merged = g.mix;
-      for (int t = 0; t < T; ++t) merged[t] += groups[o].mix[t];
-      absl::StatusOr<const PipelineTemplate*> merged_tmpl = usable(merged);
-      if (!merged_tmpl.ok()) return merged_tmpl.status();
-      if (*merged_tmpl == nullptr) continue;
-      g.nodes.insert(g.nodes.end(), groups[o].nodes.begin(), groups[o].nodes.end());
-      g.mix = merged;
-      g.tmpl = *merged_tmpl;
-      groups[o].alive = false;
-      fixed = true;
-      break;
-    }
-    if (!fixed) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "Oobleck's fallback rule is stuck: a pipeline left with ",
-          MixLabel(g.mix, model.problem().node_types),
-          " has no template, and borrowing a node or merging with another pipeline gives none"));
-    }
-  }
-  Draft draft;
-  draft.strategy = ReplanStrategy::kOobleckFallback;
-  std::vector<PipelineLoad> loads;
-  std::vector<std::vector<double>> costs;
-  for (const Group& g : groups) {
-    if (!g.alive) continue;
-    DraftPipeline p;
-    p.tmpl = g.tmpl;
-    p.nodes = g.nodes;
-    p.bound = !g.changed;
-    draft.pipelines.push_back(std::move(p));
-    costs.push_back(StageCosts(*g.tmpl));
-  }
-  for (size_t k = 0; k < draft.pipelines.size(); ++k) {
-    loads.push_back({&costs[k], model.MaxMicrobatches(*draft.pipelines[k].tmpl)});
-  }
-  absl::StatusOr<std::vector<int>> split = SplitBatch(model, loads, ctx.old.global_batch);
-  if (!split.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("Oobleck's fallback rule: ", split.status().message()));
-  }
-  for (size_t k = 0; k < draft.pipelines.size(); ++k) draft.pipelines[k].microbatches = (*split)[k];
-  return draft;
-}
 
 // Downtime of applying the candidate (docs/COST_MODEL.md#reconfiguration-downtime).
 void PriceDowntime(const ReplanContext& ctx, const ReplanOptions& options, Candidate* c) {
-  c->transfer_s = CopyTransferSeconds(c->copies, ctx.model->problem().inter_node_bytes_per_s);
+  // CopyTransferSeconds over survivor indices (ids are unique, so the sums are the same).
+  std::vector<double> sent(ctx.survivors.size(), 0), received(ctx.survivors.size(), 0);
+  double busiest = 0;
+  for (const IndexedCopy& x : c->copies) {
+    busiest = std::max(busiest, sent[x.source] += x.param_bytes);
+    busiest = std::max(busiest, received[x.dest] += x.param_bytes);
+  }
+  c->transfer_s = busiest > 0 ? busiest / ctx.model->problem().inter_node_bytes_per_s : 0;
   const size_t old_count = ctx.old.pipelines.size();
   const bool same_pipelines =
-      static_cast<size_t>(c->kept) == old_count && c->plan.pipelines.size() == old_count;
+      static_cast<size_t>(c->kept) == old_count && c->draft.pipelines.size() == old_count;
   c->downtime_s = c->transfer_s + (same_pipelines ? 0 : options.restart_overhead_s);
 }
 
@@ -720,16 +106,16 @@ void PriceDowntime(const ReplanContext& ctx, const ReplanOptions& options, Candi
 std::vector<ReplanAlternative> ParetoFront(const std::vector<Candidate*>& candidates) {
   std::vector<const Candidate*> order(candidates.begin(), candidates.end());
   std::stable_sort(order.begin(), order.end(), [](const Candidate* a, const Candidate* b) {
-    return std::make_pair(a->plan.iteration_time_ms, a->downtime_s) <
-           std::make_pair(b->plan.iteration_time_ms, b->downtime_s);
+    return std::make_pair(a->iteration_time_ms, a->downtime_s) <
+           std::make_pair(b->iteration_time_ms, b->downtime_s);
   });
   std::vector<ReplanAlternative> front;
   double best_downtime = kInf;
   for (const Candidate* c : order) {
     if (!(c->downtime_s < best_downtime)) continue;  // a faster one is down no longer
     best_downtime = c->downtime_s;
-    front.push_back({c->strategy, c->plan.iteration_time_ms, c->downtime_s, c->bytes, c->kept,
-                     c->plan.fault_tolerance()});
+    front.push_back({c->strategy, c->iteration_time_ms, c->downtime_s, c->bytes, c->kept,
+                     c->fault_tolerance()});
   }
   return front;
 }
@@ -749,6 +135,299 @@ std::vector<std::string> TypeReasons(const CostModel& model,
   }
   return reasons;
 }
+
+// The answer when the event changes nothing (replayed or empty).
+ReplanResult UnchangedResult(ReplanContext& ctx, const ReplanOptions& options,
+                             ReplanResult result) {
+  result.plan = ctx.old;
+  result.strategy = ReplanStrategy::kUnchanged;
+  result.pipelines_kept = static_cast<int>(ctx.old.pipelines.size());
+  result.fastest_iteration_time_ms = ctx.old.iteration_time_ms;
+  result.oobleck_fallback_ms = ctx.old.iteration_time_ms;
+  result.alternatives.push_back({ReplanStrategy::kUnchanged, ctx.old.iteration_time_ms, 0, 0,
+                                 result.pipelines_kept, ctx.old.fault_tolerance()});
+  if (ctx.old.fault_tolerance() < options.fault_tolerance) {
+    result.degraded_reason = absl::StrFormat(
+        "the unchanged plan has %d pipeline(s): it tolerates %d failure(s), fewer than "
+        "fault_tolerance = %d",
+        ctx.old.pipelines.size(), ctx.old.fault_tolerance(), options.fault_tolerance);
+  }
+  result.old_plan = std::move(ctx.old);
+  return result;
+}
+
+// One Replan after a changing event: the candidates (docs/ARCHITECTURE.md#replan), then
+// the choice among them.
+class CandidateRound {
+ public:
+  CandidateRound(const ClusterPlanner& planner, ReplanContext& ctx, const ReplanOptions& options,
+                 ReplanResult* result)
+      : planner_(planner),
+        model_(*ctx.model),
+        ctx_(ctx),
+        options_(options),
+        result_(*result),
+        layer_holders_(ctx),
+        fault_tolerance_(options.fault_tolerance) {
+    counts_.assign(model_.num_types(), 0);
+    for (const ClusterNode& node : ctx.survivors) ++counts_[node.type];
+    for (size_t i = 0; i < ctx.old.pipelines.size(); ++i) {
+      if (ctx.intact[i]) intact_.push_back(i);
+    }
+  }
+
+  absl::Status Run() {
+    set_ = PlanTemplateSet(*planner_.templates(), model_, counts_, ctx_.limits, options_.search);
+    if (!set_.ok()) return set_.status();
+    shapes_ = FeasibleShapes(model_, *set_, ctx_.limits);
+    type_reasons_ = TypeReasons(model_, shapes_, ctx_);
+    // Each step in turn; the first error ends the round.
+    for (absl::Status (CandidateRound::*step)() :
+         {&CandidateRound::ReachFaultTolerance, &CandidateRound::AddOptimal,
+          &CandidateRound::AddKeepPipelines, &CandidateRound::AddDropBroken,
+          &CandidateRound::AddFallback}) {
+      if (absl::Status s = (this->*step)(); !s.ok()) return s;
+    }
+    absl::StatusOr<Candidate*> chosen = Choose();
+    if (!chosen.ok()) return chosen.status();
+    Materialize(ctx_, **chosen, type_reasons_, &result_.plan, &result_.copies);
+    result_.copy_bytes = (*chosen)->bytes;
+    result_.strategy = (*chosen)->strategy;
+    result_.pipelines_kept = (*chosen)->kept;
+    result_.transfer_s = (*chosen)->transfer_s;
+    result_.downtime_s = (*chosen)->downtime_s;
+    return absl::OkStatus();
+  }
+
+ private:
+  PipelineSetProblem ProblemFor(bool keep_intact) {
+    PipelineSetProblem problem;
+    problem.model = &model_;
+    problem.available = counts_;
+    if (keep_intact) {
+      for (size_t i : intact_) {
+        const PipelineTemplate& tmpl = ctx_.old.pipelines[i].tmpl;
+        problem.fixed.push_back({tmpl.mix, &tmpl, StageCosts(tmpl), model_.MaxMicrobatches(tmpl)});
+        for (int t = 0; t < model_.num_types(); ++t) problem.available[t] -= tmpl.mix[t];
+      }
+    }
+    problem.shapes = std::move(shapes_);  // lent; TakeShapesBack after each search
+    problem.global_batch = ctx_.old.global_batch;
+    problem.allreduce_ms = &ctx_.allreduce_ms;
+    problem.search = options_.search;
+    problem.makespan_hint_ms = ctx_.old.pipeline_time_ms;
+    problem.min_pipelines = fault_tolerance_ + 1;
+    problem.min_pipelines_reason = absl::StrCat("fault_tolerance = ", fault_tolerance_);
+    return problem;
+  }
+  void TakeShapesBack(PipelineSetProblem& problem) { shapes_ = std::move(problem.shapes); }
+
+  // The f-failure guarantee: f + 1 pipelines when the survivors allow it, else the most
+  // they allow (any plan of the survivors has at least one).
+  absl::Status ReachFaultTolerance() {
+    if (fault_tolerance_ == 0) return absl::OkStatus();
+    PipelineSetProblem problem = ProblemFor(false);
+    absl::StatusOr<int> most = MaxPipelineCount(problem, fault_tolerance_ + 1);
+    TakeShapesBack(problem);
+    if (!most.ok()) return most.status();
+    if (*most >= 1 && *most < fault_tolerance_ + 1) {
+      fault_tolerance_ = *most - 1;
+      result_.degraded_reason = absl::StrFormat(
+          "fault_tolerance = %d needs %d pipelines; the %d surviving node(s) fit at most %d, "
+          "so the plan tolerates %d failure(s)",
+          options_.fault_tolerance, options_.fault_tolerance + 1, ctx_.survivors.size(), *most,
+          fault_tolerance_);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Add(Draft draft) {
+    absl::StatusOr<Candidate> c = Finalize(ctx_, layer_holders_, std::move(draft));
+    if (!c.ok()) return c.status();
+    PriceDowntime(ctx_, options_, &*c);
+    candidates_.push_back(*std::move(c));
+    return absl::OkStatus();
+  }
+
+  // 1. The fastest plan of the new cluster; old pipelines it rebuilds identically keep
+  // their nodes.
+  absl::Status AddOptimal() {
+    PipelineSetProblem problem = ProblemFor(false);
+    absl::StatusOr<PipelineSetSolution> solution = SolvePipelineSet(problem);
+    TakeShapesBack(problem);
+    if (!solution.ok()) {
+      if (solution.status().code() != absl::StatusCode::kFailedPrecondition) {
+        return solution.status();
+      }
+      optimal_status_ = solution.status();
+      return absl::OkStatus();
+    }
+    Draft draft;
+    draft.strategy = ReplanStrategy::kOptimal;
+    IntactByShape intact_by_shape(ctx_);
+    for (size_t k : ChosenOrder(shapes_, *solution)) {
+      DraftPipeline p;
+      p.tmpl = shapes_[solution->chosen[k]].tmpl;
+      p.microbatches = solution->chosen_microbatches[k];
+      if (const int i = intact_by_shape.Take(*p.tmpl); i >= 0) {
+        p.nodes = ctx_.old_positions[i];
+        p.bound = true;
+      }
+      draft.pipelines.push_back(std::move(p));
+    }
+    return Add(std::move(draft));
+  }
+
+  Draft IntactDraft(ReplanStrategy strategy, const std::vector<int>& microbatches) const {
+    Draft draft;
+    draft.strategy = strategy;
+    for (size_t f = 0; f < intact_.size(); ++f) {
+      DraftPipeline p;
+      p.tmpl = &ctx_.old.pipelines[intact_[f]].tmpl;
+      p.nodes = ctx_.old_positions[intact_[f]];
+      p.bound = true;
+      p.microbatches = microbatches[f];
+      draft.pipelines.push_back(std::move(p));
+    }
+    return draft;
+  }
+
+  // 2. Untouched pipelines kept, the other nodes planned exactly around them.
+  absl::Status AddKeepPipelines() {
+    if (intact_.empty()) return absl::OkStatus();
+    PipelineSetProblem problem = ProblemFor(true);
+    absl::StatusOr<PipelineSetSolution> solution = SolvePipelineSet(problem);
+    TakeShapesBack(problem);
+    if (!solution.ok()) {
+      return solution.status().code() == absl::StatusCode::kFailedPrecondition ? absl::OkStatus()
+                                                                               : solution.status();
+    }
+    Draft draft = IntactDraft(ReplanStrategy::kKeepPipelines, solution->fixed_microbatches);
+    for (size_t k : ChosenOrder(shapes_, *solution)) {
+      DraftPipeline p;
+      p.tmpl = shapes_[solution->chosen[k]].tmpl;
+      p.microbatches = solution->chosen_microbatches[k];
+      draft.pipelines.push_back(std::move(p));
+    }
+    return Add(std::move(draft));
+  }
+
+  // 3. Only the untouched pipelines, the batch split over them: nothing to copy.
+  absl::Status AddDropBroken() {
+    if (intact_.empty()) return absl::OkStatus();
+    std::vector<std::vector<double>> costs;
+    std::vector<PipelineLoad> loads;
+    for (size_t i : intact_) costs.push_back(StageCosts(ctx_.old.pipelines[i].tmpl));
+    for (size_t f = 0; f < intact_.size(); ++f) {
+      loads.push_back({&costs[f], model_.MaxMicrobatches(ctx_.old.pipelines[intact_[f]].tmpl)});
+    }
+    absl::StatusOr<std::vector<int>> split = SplitBatch(model_, loads, ctx_.old.global_batch);
+    if (!split.ok()) return absl::OkStatus();
+    return Add(IntactDraft(ReplanStrategy::kDropBroken, *split));
+  }
+
+  // 4. Oobleck's fallback rule: a candidate, and the bar of the deprecated tolerance rule.
+  absl::Status AddFallback() {
+    absl::StatusOr<Draft> fallback =
+        FallbackDraft(ctx_, &*set_, *planner_.templates(), options_.search, &keepalive_);
+    if (!fallback.ok()) {
+      if (fallback.status().code() != absl::StatusCode::kFailedPrecondition) {
+        return fallback.status();
+      }
+      result_.oobleck_fallback_failure = std::string(fallback.status().message());
+      return absl::OkStatus();
+    }
+    if (absl::Status s = Add(*std::move(fallback)); !s.ok()) return s;
+    result_.oobleck_fallback_ms = candidates_.back().iteration_time_ms;
+    return absl::OkStatus();
+  }
+
+  // The plans Replan may answer with: the forced strategy's, else those that keep the
+  // fault tolerance reached above.
+  absl::StatusOr<std::vector<Candidate*>> Eligible() {
+    std::vector<Candidate*> eligible;
+    for (Candidate& c : candidates_) {
+      const bool ok = options_.force_strategy.has_value() ? c.strategy == *options_.force_strategy
+                                                          : c.fault_tolerance() >= fault_tolerance_;
+      if (ok) eligible.push_back(&c);
+    }
+    if (!eligible.empty()) return eligible;
+    if (options_.force_strategy.has_value()) {
+      const std::string why = *options_.force_strategy == ReplanStrategy::kOobleckFallback
+                                  ? result_.oobleck_fallback_failure
+                              : *options_.force_strategy == ReplanStrategy::kOptimal
+                                  ? std::string(optimal_status_.message())
+                                  : "no pipeline survived intact, or those that did cannot "
+                                    "run the batch";
+      return absl::FailedPreconditionError(absl::StrCat(
+          "strategy \"", std::string(ReplanStrategyName(*options_.force_strategy)),
+          "\" finds no plan for the ", ctx_.survivors.size(), " remaining node(s): ", why));
+    }
+    return absl::FailedPreconditionError(
+        absl::StrCat("no plan exists for the ", ctx_.survivors.size(),
+                     " remaining node(s): ", optimal_status_.message()));
+  }
+
+  absl::StatusOr<Candidate*> Choose() {
+    absl::StatusOr<std::vector<Candidate*>> eligible = Eligible();
+    if (!eligible.ok()) return eligible.status();
+    double fastest = kInf;
+    for (const Candidate* c : *eligible) fastest = std::min(fastest, c->iteration_time_ms);
+    Candidate* chosen = nullptr;
+    if (options_.tolerance.has_value()) {
+      double threshold = fastest * (1 + *options_.tolerance);
+      for (const Candidate* c : *eligible) {
+        if (c->strategy == ReplanStrategy::kOobleckFallback) {
+          threshold = std::min(threshold, c->iteration_time_ms);
+        }
+      }
+      for (Candidate* c : *eligible) {
+        if (c->iteration_time_ms > threshold) continue;
+        if (chosen == nullptr ||
+            std::make_tuple(c->bytes, -c->kept, c->iteration_time_ms) <
+                std::make_tuple(chosen->bytes, -chosen->kept, chosen->iteration_time_ms)) {
+          chosen = c;
+        }
+      }
+    } else {
+      // downtime + horizon x iteration time; ties: fewer bytes, more pipelines kept, faster.
+      auto key = [&](const Candidate* c) {
+        return std::make_tuple(
+            c->downtime_s + options_.horizon_iterations * c->iteration_time_ms / 1e3, c->bytes,
+            -c->kept, c->iteration_time_ms);
+      };
+      for (Candidate* c : *eligible) {
+        if (chosen == nullptr || key(c) < key(chosen)) chosen = c;
+      }
+    }
+    result_.alternatives = ParetoFront(*eligible);
+    result_.fastest_iteration_time_ms = fastest;
+    if (result_.degraded_reason.empty() && chosen->fault_tolerance() < options_.fault_tolerance) {
+      result_.degraded_reason = absl::StrFormat(
+          "strategy \"%s\" leaves %d pipeline(s): the plan tolerates %d failure(s), fewer than "
+          "fault_tolerance = %d",
+          std::string(ReplanStrategyName(chosen->strategy)), chosen->draft.pipelines.size(),
+          chosen->fault_tolerance(), options_.fault_tolerance);
+    }
+    return chosen;
+  }
+
+  const ClusterPlanner& planner_;
+  const CostModel& model_;
+  ReplanContext& ctx_;
+  const ReplanOptions& options_;
+  ReplanResult& result_;
+  LayerHolders layer_holders_;
+  int fault_tolerance_;  // what the survivors allow of options_.fault_tolerance
+  NodeMix counts_;
+  std::vector<size_t> intact_;  // old pipelines that lost no node
+  absl::StatusOr<TemplateSet> set_;
+  std::vector<PipelineShape> shapes_;  // lent to each search's problem and taken back
+  std::vector<std::string> type_reasons_;
+  std::vector<Candidate> candidates_;
+  absl::Status optimal_status_;
+  std::vector<std::shared_ptr<const MixResult>> keepalive_;  // templates FallbackDraft planned
+};
 
 }  // namespace
 
@@ -801,252 +480,12 @@ absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostMod
   result.nodes = ctx.survivors;
   result.ignored_failed_node_ids = ctx.ignored_failed;
   result.ignored_joined_node_ids = ctx.ignored_joined;
-  if (!ctx.changed) {
-    result.plan = ctx.old;
-    result.strategy = ReplanStrategy::kUnchanged;
-    result.pipelines_kept = static_cast<int>(ctx.old.pipelines.size());
-    result.fastest_iteration_time_ms = ctx.old.iteration_time_ms;
-    result.oobleck_fallback_ms = ctx.old.iteration_time_ms;
-    result.alternatives.push_back({ReplanStrategy::kUnchanged, ctx.old.iteration_time_ms, 0, 0,
-                                   result.pipelines_kept, ctx.old.fault_tolerance()});
-    if (ctx.old.fault_tolerance() < options.fault_tolerance) {
-      result.degraded_reason = absl::StrFormat(
-          "the unchanged plan has %d pipeline(s): it tolerates %d failure(s), fewer than "
-          "fault_tolerance = %d",
-          ctx.old.pipelines.size(), ctx.old.fault_tolerance(), options.fault_tolerance);
-    }
-    result.old_plan = std::move(ctx.old);
-    return result;
-  }
-
-  const int T = model.num_types();
-  NodeMix counts(T, 0);
-  for (const ClusterNode& node : ctx.survivors) ++counts[node.type];
-  const LayerHolders layer_holders(ctx);
-  absl::StatusOr<TemplateSet> set =
-      PlanTemplateSet(*planner.templates(), model, counts, ctx.limits, options.search);
-  if (!set.ok()) return set.status();
-  // Lent to each search's problem and taken back (no copy per search).
-  std::vector<PipelineShape> shapes = FeasibleShapes(model, *set, ctx.limits);
-  const std::vector<std::string> type_reasons = TypeReasons(model, shapes, ctx);
-
-  // The f-failure guarantee: f + 1 pipelines when the survivors allow it, else the most
-  // they allow (any plan of the survivors has at least one).
-  int fault_tolerance = options.fault_tolerance;
-  auto problem_for = [&](bool keep_intact) {
-    PipelineSetProblem problem;
-    problem.model = &model;
-    problem.available = counts;
-    if (keep_intact) {
-      for (size_t i = 0; i < ctx.old.pipelines.size(); ++i) {
-        if (!ctx.intact[i]) continue;
-        const PipelineTemplate& tmpl = ctx.old.pipelines[i].tmpl;
-        problem.fixed.push_back({tmpl.mix, &tmpl, StageCosts(tmpl), model.MaxMicrobatches(tmpl)});
-        for (int t = 0; t < T; ++t) problem.available[t] -= tmpl.mix[t];
-      }
-    }
-    problem.shapes = std::move(shapes);  // lent; taken back after each search
-    problem.global_batch = ctx.old.global_batch;
-    problem.allreduce_ms = &ctx.allreduce_ms;
-    problem.search = options.search;
-    problem.makespan_hint_ms = ctx.old.pipeline_time_ms;
-    problem.min_pipelines = fault_tolerance + 1;
-    problem.min_pipelines_reason = absl::StrCat("fault_tolerance = ", fault_tolerance);
-    return problem;
-  };
-  if (fault_tolerance > 0) {
-    PipelineSetProblem problem = problem_for(false);
-    absl::StatusOr<int> most = MaxPipelineCount(problem, fault_tolerance + 1);
-    shapes = std::move(problem.shapes);
-    if (!most.ok()) return most.status();
-    if (*most >= 1 && *most < fault_tolerance + 1) {
-      fault_tolerance = *most - 1;
-      result.degraded_reason = absl::StrFormat(
-          "fault_tolerance = %d needs %d pipelines; the %d surviving node(s) fit at most %d, "
-          "so the plan tolerates %d failure(s)",
-          options.fault_tolerance, options.fault_tolerance + 1, ctx.survivors.size(), *most,
-          fault_tolerance);
-    }
-  }
-
-  std::vector<Candidate> candidates;
-  absl::Status optimal_status;
-  // 1. The fastest plan of the new cluster; old pipelines it rebuilds identically keep
-  // their nodes.
+  if (!ctx.changed) return UnchangedResult(ctx, options, std::move(result));
   {
-    PipelineSetProblem problem = problem_for(false);
-    absl::StatusOr<PipelineSetSolution> solution = SolvePipelineSet(problem);
-    shapes = std::move(problem.shapes);
-    if (!solution.ok()) {
-      if (solution.status().code() != absl::StatusCode::kFailedPrecondition)
-        return solution.status();
-      optimal_status = solution.status();
-    } else {
-      Draft draft;
-      draft.strategy = ReplanStrategy::kOptimal;
-      std::vector<bool> matched(ctx.old.pipelines.size(), false);
-      for (size_t k : ChosenOrder(shapes, *solution)) {
-        DraftPipeline p;
-        p.tmpl = shapes[solution->chosen[k]].tmpl;
-        p.microbatches = solution->chosen_microbatches[k];
-        for (size_t i = 0; i < ctx.old.pipelines.size(); ++i) {
-          if (matched[i] || !ctx.intact[i] || !SameShape(ctx.old.pipelines[i].tmpl, *p.tmpl))
-            continue;
-          matched[i] = true;
-          p.nodes = ctx.old_positions[i];
-          p.bound = true;
-          break;
-        }
-        draft.pipelines.push_back(std::move(p));
-      }
-      absl::StatusOr<Candidate> c = Finalize(ctx, layer_holders, std::move(draft), type_reasons);
-      if (!c.ok()) return c.status();
-      candidates.push_back(*std::move(c));
-    }
-  }
-  std::vector<size_t> intact;
-  for (size_t i = 0; i < ctx.old.pipelines.size(); ++i) {
-    if (ctx.intact[i]) intact.push_back(i);
-  }
-  auto intact_draft = [&](ReplanStrategy strategy, const std::vector<int>& microbatches) {
-    Draft draft;
-    draft.strategy = strategy;
-    for (size_t f = 0; f < intact.size(); ++f) {
-      DraftPipeline p;
-      p.tmpl = &ctx.old.pipelines[intact[f]].tmpl;
-      p.nodes = ctx.old_positions[intact[f]];
-      p.bound = true;
-      p.microbatches = microbatches[f];
-      draft.pipelines.push_back(std::move(p));
-    }
-    return draft;
-  };
-  // 2. Untouched pipelines kept, the other nodes planned exactly around them.
-  if (!intact.empty()) {
-    PipelineSetProblem problem = problem_for(true);
-    absl::StatusOr<PipelineSetSolution> solution = SolvePipelineSet(problem);
-    shapes = std::move(problem.shapes);
-    if (!solution.ok() && solution.status().code() != absl::StatusCode::kFailedPrecondition) {
-      return solution.status();
-    }
-    if (solution.ok()) {
-      Draft draft = intact_draft(ReplanStrategy::kKeepPipelines, solution->fixed_microbatches);
-      for (size_t k : ChosenOrder(shapes, *solution)) {
-        DraftPipeline p;
-        p.tmpl = shapes[solution->chosen[k]].tmpl;
-        p.microbatches = solution->chosen_microbatches[k];
-        draft.pipelines.push_back(std::move(p));
-      }
-      absl::StatusOr<Candidate> c = Finalize(ctx, layer_holders, std::move(draft), type_reasons);
-      if (!c.ok()) return c.status();
-      candidates.push_back(*std::move(c));
-    }
-  }
-  // 3. Only the untouched pipelines, the batch split over them: nothing to copy.
-  if (!intact.empty()) {
-    std::vector<std::vector<double>> costs;
-    std::vector<PipelineLoad> loads;
-    for (size_t i : intact) costs.push_back(StageCosts(ctx.old.pipelines[i].tmpl));
-    for (size_t f = 0; f < intact.size(); ++f) {
-      loads.push_back({&costs[f], model.MaxMicrobatches(ctx.old.pipelines[intact[f]].tmpl)});
-    }
-    absl::StatusOr<std::vector<int>> split = SplitBatch(model, loads, ctx.old.global_batch);
-    if (split.ok()) {
-      absl::StatusOr<Candidate> c =
-          Finalize(ctx, layer_holders, intact_draft(ReplanStrategy::kDropBroken, *split), type_reasons);
-      if (!c.ok()) return c.status();
-      candidates.push_back(*std::move(c));
-    }
-  }
-  // 4. Oobleck's fallback rule: a candidate, and the bar of the deprecated tolerance rule.
-  std::vector<std::shared_ptr<const MixResult>> keepalive;
-  absl::StatusOr<Draft> fallback =
-      FallbackDraft(ctx, &*set, *planner.templates(), options.search, &keepalive);
-  if (!fallback.ok() && fallback.status().code() != absl::StatusCode::kFailedPrecondition) {
-    return fallback.status();
-  }
-  if (fallback.ok()) {
-    absl::StatusOr<Candidate> c = Finalize(ctx, layer_holders, *std::move(fallback), type_reasons);
-    if (!c.ok()) return c.status();
-    candidates.push_back(*std::move(c));
-    result.oobleck_fallback_ms = candidates.back().plan.iteration_time_ms;
-  } else {
-    result.oobleck_fallback_failure = std::string(fallback.status().message());
-  }
-
-  // The plans Replan may answer with: the forced strategy's, else those that keep the
-  // fault tolerance reached above.
-  for (Candidate& c : candidates) PriceDowntime(ctx, options, &c);
-  std::vector<Candidate*> eligible;
-  for (Candidate& c : candidates) {
-    const bool ok = options.force_strategy.has_value()
-                        ? c.strategy == *options.force_strategy
-                        : c.plan.fault_tolerance() >= fault_tolerance;
-    if (ok) eligible.push_back(&c);
-  }
-  if (eligible.empty()) {
-    if (options.force_strategy.has_value()) {
-      const std::string why = *options.force_strategy == ReplanStrategy::kOobleckFallback
-                                  ? result.oobleck_fallback_failure
-                              : *options.force_strategy == ReplanStrategy::kOptimal
-                                  ? std::string(optimal_status.message())
-                                  : "no pipeline survived intact, or those that did cannot "
-                                    "run the batch";
-      return absl::FailedPreconditionError(
-          absl::StrCat("strategy \"", std::string(ReplanStrategyName(*options.force_strategy)),
-                       "\" finds no plan for the ", ctx.survivors.size(),
-                       " remaining node(s): ", why));
-    }
-    return absl::FailedPreconditionError(
-        absl::StrCat("no plan exists for the ", ctx.survivors.size(),
-                     " remaining node(s): ", optimal_status.message()));
-  }
-  double fastest = kInf;
-  for (const Candidate* c : eligible) fastest = std::min(fastest, c->plan.iteration_time_ms);
-  Candidate* chosen = nullptr;
-  if (options.tolerance.has_value()) {
-    double threshold = fastest * (1 + *options.tolerance);
-    for (const Candidate* c : eligible) {
-      if (c->strategy == ReplanStrategy::kOobleckFallback) {
-        threshold = std::min(threshold, c->plan.iteration_time_ms);
-      }
-    }
-    for (Candidate* c : eligible) {
-      if (c->plan.iteration_time_ms > threshold) continue;
-      if (chosen == nullptr ||
-          std::make_tuple(c->bytes, -c->kept, c->plan.iteration_time_ms) <
-              std::make_tuple(chosen->bytes, -chosen->kept, chosen->plan.iteration_time_ms)) {
-        chosen = c;
-      }
-    }
-  } else {
-    // downtime + horizon x iteration time; ties: fewer bytes, more pipelines kept, faster.
-    auto key = [&](const Candidate* c) {
-      return std::make_tuple(
-          c->downtime_s + options.horizon_iterations * c->plan.iteration_time_ms / 1e3, c->bytes,
-          -c->kept, c->plan.iteration_time_ms);
-    };
-    for (Candidate* c : eligible) {
-      if (chosen == nullptr || key(c) < key(chosen)) chosen = c;
-    }
-  }
-  result.alternatives = ParetoFront(eligible);
-  if (result.degraded_reason.empty() && chosen->plan.fault_tolerance() < options.fault_tolerance) {
-    result.degraded_reason = absl::StrFormat(
-        "strategy \"%s\" leaves %d pipeline(s): the plan tolerates %d failure(s), fewer than "
-        "fault_tolerance = %d",
-        std::string(ReplanStrategyName(chosen->strategy)), chosen->plan.pipelines.size(),
-        chosen->plan.fault_tolerance(), options.fault_tolerance);
-  }
-  result.plan = std::move(chosen->plan);
-  result.copies = std::move(chosen->copies);
-  result.copy_bytes = chosen->bytes;
-  result.strategy = chosen->strategy;
-  result.pipelines_kept = chosen->kept;
-  result.transfer_s = chosen->transfer_s;
-  result.downtime_s = chosen->downtime_s;
-  result.fastest_iteration_time_ms = fastest;
-  result.old_plan = std::move(ctx.old);  // the drafts that pointed into it are done
+    CandidateRound round(planner, ctx, options, &result);
+    if (absl::Status s = round.Run(); !s.ok()) return s;
+  }  // the drafts that point into ctx.old are done
+  result.old_plan = std::move(ctx.old);
   return result;
 }
 
@@ -1060,11 +499,13 @@ absl::StatusOr<ClusterPlan> OobleckFallbackPlan(
   absl::StatusOr<Draft> draft =
       FallbackDraft(*ctx, nullptr, *planner.templates(), options.search, &keepalive);
   if (!draft.ok()) return draft.status();
-  absl::StatusOr<Candidate> c =
-      Finalize(*ctx, LayerHolders(*ctx), *std::move(draft),
-               std::vector<std::string>(model.num_types()));
+  LayerHolders layer_holders(*ctx);
+  absl::StatusOr<Candidate> c = Finalize(*ctx, layer_holders, *std::move(draft));
   if (!c.ok()) return c.status();
-  return c->plan;
+  ClusterPlan plan;
+  std::vector<LayerCopy> copies;
+  Materialize(*ctx, *c, std::vector<std::string>(model.num_types()), &plan, &copies);
+  return plan;
 }
 
 }  // namespace oobleck

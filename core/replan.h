@@ -52,6 +52,14 @@ inline constexpr double kDefaultHorizonIterations = 1000;
 // The deprecated tolerance rule's fraction when a client asks for the rule without a value.
 inline constexpr double kDefaultReplanTolerance = 0.01;
 
+// How a candidate's pipeline positions are bound to nodes (docs/ARCHITECTURE.md#replan).
+// Both give the fewest bytes to copy (kHungarian only up to 2^27 steps, greedy past them);
+// they may pick different nodes among equally good ones.
+enum class NodeAssignmentMethod {
+  kClasses,    // a transportation problem over (layers needed) x (layers held) classes
+  kHungarian,  // the Hungarian method over every position x node: the tests' oracle
+};
+
 struct ReplanOptions {
   // Deprecated rule, used only when set: plans whose iteration time is within this fraction
   // of the fastest compete on bytes moved, then on pipelines kept intact, and the answer is
@@ -67,6 +75,7 @@ struct ReplanOptions {
   std::optional<ReplanStrategy> force_strategy;
   PipelineSizeLimits limits;
   SearchOptions search;
+  NodeAssignmentMethod assignment = NodeAssignmentMethod::kClasses;
 };
 
 // A plan Replan weighed, with what applying it would cost.

@@ -2,7 +2,8 @@
 # Installs every build, test and benchmark dependency of oobleck-planner from Debian 12
 # packages. Used verbatim by the README, .ci/run and the Dockerfile, so all three agree.
 # librsvg2-bin (rsvg-convert), libpng-dev and python3-pil let the tests render the CLI's
-# SVG pictures and read the pixels back.
+# SVG pictures and read the pixels back. gnuplot-nox draws bench/README.md's fleet-scale
+# plot (bench/plot_fleet.gp).
 set -euo pipefail
 
 packages=(
@@ -15,6 +16,7 @@ packages=(
   etcd-server
   librsvg2-bin libpng-dev python3-pil
   libglpk-dev
+  gnuplot-nox
 )
 
 missing=()

@@ -1,0 +1,148 @@
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "core/assignment/hungarian.h"
+#include "core/assignment/transportation.h"
+#include "core/replan/candidate.h"
+
+namespace oobleck::replan_internal {
+namespace {
+
+// The Hungarian method costs rows^2 x columns: seconds once a replan rebinds thousands of
+// positions of one type (a fleet whose plan changes shape). Past this the oracle method
+// (NodeAssignmentMethod::kHungarian) is greedy: the plan and its copy plan stay complete, the
+// bytes copied may not be the least.
+constexpr size_t kMaxExactAssignmentWork = size_t{1} << 27;
+
+// Rows: positions (pipeline, position) of one node type; columns: candidate nodes of that
+// type. The column (index into `columns`) of every row, the least bytes to copy in all.
+std::vector<int> AssignPositions(const ReplanContext& ctx, const Draft& draft,
+                                 const std::vector<std::pair<int, int>>& positions,
+                                 const std::vector<int>& columns, NodeAssignmentMethod method) {
+  std::vector<LayerRange> needs;
+  needs.reserve(positions.size());
+  for (const auto& [k, j] : positions)
+    needs.push_back(LayersOfPosition(*draft.pipelines[k].tmpl, j));
+  if (method == NodeAssignmentMethod::kHungarian) {
+    CostMatrix cost(positions.size(), std::vector<double>(columns.size()));
+    for (size_t r = 0; r < positions.size(); ++r) {
+      for (size_t c = 0; c < columns.size(); ++c)
+        cost[r][c] = ctx.MissingBytes(columns[c], needs[r]);
+    }
+    return positions.size() * positions.size() * columns.size() <= kMaxExactAssignmentWork
+               ? HungarianAssignment(cost)
+               : GreedyAssignment(cost);
+  }
+  // The bytes depend only on the range a position needs and the range a node holds: a
+  // transportation problem over those classes (a few dozen), exact like the Hungarian method.
+  auto classify = [](absl::flat_hash_map<std::pair<int, int>, int>& ids, LayerRange r) {
+    const std::pair<int, int> key = r.empty() ? std::pair{0, 0} : std::pair{r.begin, r.end};
+    return ids.emplace(key, static_cast<int>(ids.size())).first->second;
+  };
+  absl::flat_hash_map<std::pair<int, int>, int> row_ids, column_ids;
+  TransportationProblem problem;
+  std::vector<int> row_class(positions.size());
+  std::vector<LayerRange> row_range;
+  for (size_t r = 0; r < positions.size(); ++r) {
+    row_class[r] = classify(row_ids, needs[r]);
+    if (row_class[r] == static_cast<int>(problem.row_counts.size())) {
+      problem.row_counts.push_back(0);
+      row_range.push_back(needs[r]);
+    }
+    ++problem.row_counts[row_class[r]];
+  }
+  std::vector<std::vector<int>> members;  // per column class: indices into columns, in order
+  for (size_t c = 0; c < columns.size(); ++c) {
+    const int b = classify(column_ids, ctx.held[columns[c]]);
+    if (b == static_cast<int>(members.size())) members.emplace_back();
+    members[b].push_back(static_cast<int>(c));
+  }
+  for (const std::vector<int>& m : members)
+    problem.column_counts.push_back(static_cast<int>(m.size()));
+  problem.cost.assign(row_range.size(), std::vector<double>(members.size()));
+  for (size_t a = 0; a < row_range.size(); ++a) {
+    for (size_t b = 0; b < members.size(); ++b) {
+      problem.cost[a][b] = ctx.MissingBytes(columns[members[b][0]], row_range[a]);
+    }
+  }
+  std::vector<std::vector<int>> flow = SolveTransportation(problem);
+  std::vector<size_t> next(members.size(), 0);  // the next free member of each column class
+  std::vector<int> column_of(positions.size(), -1);
+  for (size_t r = 0; r < positions.size(); ++r) {
+    std::vector<int>& to = flow[row_class[r]];
+    size_t b = 0;
+    while (to[b] == 0) ++b;
+    --to[b];
+    column_of[r] = members[b][next[b]++];
+  }
+  return column_of;
+}
+
+}  // namespace
+
+absl::Status BindDraft(const ReplanContext& ctx, Draft* draft_ptr) {
+  Draft& draft = *draft_ptr;
+  const int T = ctx.model->num_types();
+  const int N = static_cast<int>(ctx.survivors.size());
+  // Rows: positions of one type; columns: candidate nodes of that type.
+  auto assign = [&](const std::vector<std::pair<int, int>>& positions,  // (pipeline, position)
+                    const std::vector<int>& columns) -> absl::Status {
+    if (positions.size() > columns.size()) {
+      return absl::InternalError("replan: a pipeline has more positions than nodes to bind");
+    }
+    const std::vector<int> column_of =
+        AssignPositions(ctx, draft, positions, columns, ctx.assignment);
+    for (size_t r = 0; r < positions.size(); ++r) {
+      const auto [k, j] = positions[r];
+      draft.pipelines[k].nodes[j] = columns[column_of[r]];
+    }
+    return absl::OkStatus();
+  };
+  // Pipelines with a node set: within the set, type by type.
+  for (size_t k = 0; k < draft.pipelines.size(); ++k) {
+    DraftPipeline& p = draft.pipelines[k];
+    if (p.bound || p.nodes.empty()) continue;
+    const std::vector<int> set = p.nodes;
+    p.nodes.assign(p.tmpl->num_nodes(), -1);
+    for (int t = 0; t < T; ++t) {
+      std::vector<std::pair<int, int>> positions;
+      for (int j = 0; j < p.tmpl->num_nodes(); ++j) {
+        if (p.tmpl->node_order[j] == t) positions.push_back({static_cast<int>(k), j});
+      }
+      std::vector<int> columns;
+      for (int s : set) {
+        if (ctx.survivors[s].type == t) columns.push_back(s);
+      }
+      if (positions.empty()) continue;
+      if (absl::Status s = assign(positions, columns); !s.ok()) return s;
+    }
+    p.bound = true;
+  }
+  // Pipelines from the pool of survivors nobody uses yet.
+  std::vector<bool> used(N, false);
+  for (const DraftPipeline& p : draft.pipelines) {
+    if (!p.bound) continue;
+    for (int s : p.nodes) used[s] = true;
+  }
+  for (int t = 0; t < T; ++t) {
+    std::vector<std::pair<int, int>> positions;
+    for (size_t k = 0; k < draft.pipelines.size(); ++k) {
+      DraftPipeline& p = draft.pipelines[k];
+      if (p.bound) continue;
+      if (p.nodes.empty()) p.nodes.assign(p.tmpl->num_nodes(), -1);
+      for (int j = 0; j < p.tmpl->num_nodes(); ++j) {
+        if (p.tmpl->node_order[j] == t) positions.push_back({static_cast<int>(k), j});
+      }
+    }
+    std::vector<int> columns;
+    for (int s = 0; s < N; ++s) {
+      if (!used[s] && ctx.survivors[s].type == t) columns.push_back(s);
+    }
+    if (positions.empty()) continue;
+    if (absl::Status s = assign(positions, columns); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace oobleck::replan_internal

@@ -1,0 +1,251 @@
+#include "core/replan/context.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <string_view>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace oobleck::replan_internal {
+namespace {
+
+absl::Status CheckOptions(const ReplanOptions& options) {
+  if (options.tolerance.has_value() && !(*options.tolerance >= 0 && *options.tolerance <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("tolerance must be in [0, 1] (got %g)", *options.tolerance));
+  }
+  for (const auto& [field, value] : {std::pair{"horizon_iterations", options.horizon_iterations},
+                                     std::pair{"restart_overhead_s", options.restart_overhead_s}}) {
+    if (!(std::isfinite(value) && value >= 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s must be a finite number >= 0 (got %g)", field, value));
+    }
+  }
+  return ValidateFaultTolerance(options.fault_tolerance);
+}
+
+// The event against the old cluster: failed[i] per node, the joined nodes that are new.
+struct EventNodes {
+  std::vector<char> failed;
+  std::vector<std::string> failed_ids;
+  std::vector<ClusterNode> joined;
+};
+
+absl::Status ReadFailures(const std::vector<ClusterNode>& nodes, const NodeIndex& node_at,
+                          const ClusterEvent& event, EventNodes* out, ReplanContext* ctx) {
+  out->failed.assign(nodes.size(), 0);
+  for (size_t i = 0; i < event.failed_node_ids.size(); ++i) {
+    const std::string& id = event.failed_node_ids[i];
+    const std::string field = absl::StrCat("failed_node_ids[", i, "]");
+    if (id.empty()) return absl::InvalidArgumentError(absl::StrCat(field, " is empty"));
+    auto it = node_at.find(id);
+    if (it == node_at.end()) {
+      ctx->ignored_failed.push_back(id);  // already removed by an earlier replan
+      continue;
+    }
+    if (out->failed[it->second]) {
+      return absl::InvalidArgumentError(absl::StrCat(field, " \"", id, "\" is listed twice"));
+    }
+    out->failed[it->second] = 1;
+    out->failed_ids.push_back(id);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadJoins(const CostModel& model, const std::vector<ClusterNode>& nodes,
+                       const NodeIndex& node_at, const ClusterEvent& event, EventNodes* out,
+                       ReplanContext* ctx) {
+  absl::flat_hash_set<std::string_view> joined_ids;
+  for (size_t i = 0; i < event.joined_nodes.size(); ++i) {
+    const ClusterNode& node = event.joined_nodes[i];
+    const std::string field = absl::StrCat("joined_nodes[", i, "]");
+    if (node.id.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ".id is empty"));
+    if (node.type < 0 || node.type >= model.num_types()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, " (\"", node.id, "\") has no valid node type"));
+    }
+    if (!joined_ids.insert(node.id).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".id \"", node.id, "\" is listed twice"));
+    }
+    auto it = node_at.find(node.id);
+    if (it != node_at.end() && out->failed[it->second]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".id \"", node.id, "\" is also in failed_node_ids"));
+    }
+    if (it != node_at.end()) {
+      const int type = nodes[it->second].type;
+      if (type != node.type) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, " \"", node.id, "\" is a ", model.node_type(node.type).name,
+            " node but the cluster already has it as a ", model.node_type(type).name, " node"));
+      }
+      ctx->ignored_joined.push_back(node.id);  // already joined by an earlier replan
+      continue;
+    }
+    out->joined.push_back(node);
+  }
+  return absl::OkStatus();
+}
+
+// Survivors (old nodes in order, then joined ones), what each holds, and per old pipeline
+// its survivors by position.
+absl::Status PlaceSurvivors(const std::vector<ClusterNode>& nodes, const NodeIndex& node_at,
+                            const EventNodes& event, ReplanContext* ctx) {
+  std::vector<LayerRange> held_by(nodes.size());
+  for (const PlannedPipeline& p : ctx->old.pipelines) {
+    for (size_t j = 0; j < p.node_ids.size(); ++j) {
+      held_by[node_at.at(p.node_ids[j])] = LayersOfPosition(p.tmpl, static_cast<int>(j));
+    }
+  }
+  std::vector<int> survivor_of(nodes.size(), -1);
+  ctx->survivors.reserve(nodes.size() + event.joined.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (event.failed[i]) continue;
+    survivor_of[i] = static_cast<int>(ctx->survivors.size());
+    ctx->survivors.push_back(nodes[i]);
+    ctx->held.push_back(held_by[i]);
+    ctx->joined.push_back(false);
+  }
+  for (const ClusterNode& node : event.joined) {
+    ctx->survivors.push_back(node);
+    ctx->held.push_back({});
+    ctx->joined.push_back(true);
+  }
+  if (ctx->survivors.size() > static_cast<size_t>(kMaxClusterNodes)) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "joined_nodes would grow the cluster to %d nodes, more than the limit of %d nodes per plan",
+        ctx->survivors.size(), kMaxClusterNodes));
+  }
+  for (const PlannedPipeline& p : ctx->old.pipelines) {
+    std::vector<int> positions;
+    bool intact = true;
+    for (const std::string& id : p.node_ids) {
+      positions.push_back(survivor_of[node_at.at(id)]);
+      intact &= positions.back() >= 0;
+    }
+    ctx->old_positions.push_back(std::move(positions));
+    ctx->intact.push_back(intact);
+  }
+  return absl::OkStatus();
+}
+
+std::string RangesText(const std::vector<LayerRange>& ranges) {
+  std::vector<std::string> parts;
+  for (const LayerRange& r : ranges) parts.push_back(absl::StrFormat("[%d, %d)", r.begin, r.end));
+  return absl::StrJoin(parts, ", ");
+}
+
+// Every layer needs a surviving replica: nothing else has its trained weights.
+absl::Status CheckEveryLayerHeld(const ReplanContext& ctx, int L,
+                                 std::vector<std::string> failed_ids) {
+  std::vector<LayerRange> lost;
+  std::vector<int> replicas(L + 1, 0);  // a difference array of the held ranges
+  for (const LayerRange& h : ctx.held) {
+    if (h.empty()) continue;
+    ++replicas[std::clamp(h.begin, 0, L)];
+    --replicas[std::clamp(h.end, 0, L)];
+  }
+  for (int l = 0, running = 0; l < L; ++l) {
+    running += replicas[l];
+    if (running > 0) continue;
+    if (!lost.empty() && lost.back().end == l) {
+      lost.back().end = l + 1;
+    } else {
+      lost.push_back({l, l + 1});
+    }
+  }
+  if (!lost.empty()) {
+    std::sort(failed_ids.begin(), failed_ids.end());
+    return absl::FailedPreconditionError(
+        absl::StrCat("layers ", RangesText(lost),
+                     " have no surviving replica (every node that held them "
+                     "failed: ",
+                     absl::StrJoin(failed_ids, ", "), "); restart the job from a checkpoint"));
+  }
+  if (ctx.survivors.empty()) {
+    return absl::FailedPreconditionError("no node survives the event");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+LayerRange LayersOfPosition(const PipelineTemplate& tmpl, int position) {
+  LayerRange r{INT_MAX, INT_MIN};
+  for (const Stage& s : tmpl.stages) {
+    if (s.node_index != position) continue;
+    r.begin = std::min(r.begin, s.layer_begin);
+    r.end = std::max(r.end, s.layer_end);
+  }
+  return r.empty() ? LayerRange{} : r;
+}
+
+bool SameShape(const PipelineTemplate& a, const PipelineTemplate& b) {
+  if (a.mix != b.mix || a.node_order != b.node_order || a.stages.size() != b.stages.size()) {
+    return false;
+  }
+  for (size_t s = 0; s < a.stages.size(); ++s) {
+    const Stage& x = a.stages[s];
+    const Stage& y = b.stages[s];
+    if (x.layer_begin != y.layer_begin || x.layer_end != y.layer_end ||
+        x.node_index != y.node_index || x.node_type != y.node_type || x.gpus != y.gpus) {
+      return false;
+    }
+  }
+  return true;
+}
+
+absl::StatusOr<ReplanContext> Prepare(const CostModel& model, const std::vector<ClusterNode>& nodes,
+                                      ClusterPlan current, const ClusterEvent& event,
+                                      const ReplanOptions& options) {
+  if (absl::Status s = CheckOptions(options); !s.ok()) return s;
+  ReplanContext ctx;
+  ctx.model = &model;
+  ctx.assignment = options.assignment;
+  // The nodes first, so that every EvaluatePlan error below is about the plan.
+  if (absl::Status valid = ValidateNodes(model, nodes); !valid.ok()) return valid;
+  // Entry P is the same whatever the length: one table for the old plan and the new one.
+  std::vector<double> allreduce_ms = CrossPipelineAllreduceMs(
+      model, static_cast<int>(std::min(nodes.size() + event.joined_nodes.size(),
+                                       static_cast<size_t>(kMaxClusterNodes))));
+  const NodeIndex node_at = IndexNodes(nodes);
+  absl::StatusOr<ClusterPlan> old =
+      EvaluatePlanOnValidNodes(model, nodes, node_at, std::move(current), allreduce_ms);
+  if (!old.ok()) {
+    return absl::Status(old.status().code(), absl::StrCat("plan.", old.status().message()));
+  }
+  ctx.old = *std::move(old);
+
+  EventNodes read;
+  if (absl::Status s = ReadFailures(nodes, node_at, event, &read, &ctx); !s.ok()) return s;
+  if (absl::Status s = ReadJoins(model, nodes, node_at, event, &read, &ctx); !s.ok()) return s;
+  ctx.changed = !read.failed_ids.empty() || !read.joined.empty();
+  if (absl::Status s = PlaceSurvivors(nodes, node_at, read, &ctx); !s.ok()) return s;
+  const int L = model.num_layers();
+  if (absl::Status s = CheckEveryLayerHeld(ctx, L, std::move(read.failed_ids)); !s.ok()) {
+    return s;
+  }
+
+  ctx.param_prefix.assign(model.num_types(), std::vector<double>(L + 1, 0));
+  for (int t = 0; t < model.num_types(); ++t) {
+    const ModelProfile& profile = *model.problem().profiles[t];
+    for (int l = 0; l < L; ++l) {
+      ctx.param_prefix[t][l + 1] = ctx.param_prefix[t][l] + profile.layers[l].param_bytes;
+    }
+  }
+  const int N = static_cast<int>(ctx.survivors.size());
+  absl::StatusOr<PipelineSizeLimits> limits = ResolveLimits(options.limits, N);
+  if (!limits.ok()) return limits.status();
+  ctx.limits = *limits;
+  allreduce_ms.resize(std::max(N, 1) + 1);  // as CrossPipelineAllreduceMs(model, N)
+  ctx.allreduce_ms = std::move(allreduce_ms);
+  return ctx;
+}
+
+}  // namespace oobleck::replan_internal

@@ -1,6 +1,6 @@
 // Brute-force reference for the search: every distinct node order, every ordered GPU split
 // of every node, every contiguous layer cut, each scored by CostModel::Evaluate. It shares
-// nothing with search.cc but the cost model, so agreement between the two is evidence.
+// nothing with core/template_search/ but the cost model, so agreement between the two is evidence.
 #include <algorithm>
 #include <functional>
 

@@ -10,6 +10,7 @@
 #include "core/cluster.h"
 #include "core/cost_model.h"
 #include "core/interrupt.h"
+#include "core/template_search/stage_costs.h"
 #include "core/template_search/state_space.h"
 #include "core/template_search/tolerances.h"
 
@@ -27,9 +28,10 @@ namespace oobleck::template_search {
 class PrefixMaxBound {
  public:
   // Stops early, leaving no bound, when `interrupt` fires (the caller then stops too).
-  PrefixMaxBound(const CostModel& model, const StateSpace& space, const std::vector<NodeMix>& mixes,
-                 Interrupt& interrupt)
-      : model_(model), space_(space) {
+  PrefixMaxBound(const StageCosts& costs, const StateSpace& space,
+                 const std::vector<NodeMix>& mixes, Interrupt& interrupt)
+      : model_(costs.model()), costs_(costs), space_(space) {
+    const CostModel& model = model_;
     const int T = model.num_types();
     const int L = model.num_layers();
     // The grid is refined around the bottleneck of the largest requested mixes (a mix
@@ -47,9 +49,9 @@ class PrefixMaxBound {
     double lo = std::numeric_limits<double>::infinity(), hi = 0;
     for (int t = 0; t < T; ++t) {
       for (int g : model.stage_sizes(t)) {
-        hi = std::max(hi, model.ComputeMs(t, g, 0, L));
+        hi = std::max(hi, costs.ComputeMs(t, g, 0, L));
         for (int l = 0; l < L; ++l) {
-          const double c = model.ComputeMs(t, g, l, l + 1);
+          const double c = costs.ComputeMs(t, g, l, l + 1);
           if (c > 0) lo = std::min(lo, c);
         }
       }
@@ -134,7 +136,7 @@ class PrefixMaxBound {
     int lo = p, hi = model_.num_layers();
     while (lo < hi) {
       const int mid = (lo + hi + 1) / 2;
-      if (model_.ComputeMs(t, g, p, mid) <= cap) {
+      if (costs_.ComputeMs(t, g, p, mid) <= cap) {
         lo = mid;
       } else {
         hi = mid - 1;
@@ -143,20 +145,39 @@ class PrefixMaxBound {
     return lo;
   }
   // The farthest layer `gpus` GPUs of one type-t node reach from p, over every split of
-  // them into stages in any order.
+  // them into stages in any order. Many multisets reach the same p, so the answers for
+  // the current cap are memoised (ForgetReaches starts a new cap): each (t, p) is solved
+  // once per cap, for every GPU count at once.
   int NodeReach(int t, int gpus, int p, double cap) const {
-    thread_local std::vector<int> reach;
-    reach.assign(gpus + 1, p);
-    for (int h = 1; h <= gpus; ++h) {
+    int* memo = &memo_[(static_cast<size_t>(t) * (model_.num_layers() + 1) + p) * memo_stride_];
+    if (memo[gpus] >= 0) return memo[gpus];
+    const int G = model_.node_type(t).gpus_per_node;
+    memo[0] = p;
+    for (int h = 1; h <= G; ++h) {
+      int best = p;
       for (int g : model_.stage_sizes(t)) {
-        if (g <= h) reach[h] = std::max(reach[h], Extend(t, g, reach[h - g], cap));
+        if (g <= h) best = std::max(best, Extend(t, g, memo[h - g], cap));
       }
+      memo[h] = best;
     }
-    return reach[gpus];
+    return memo[gpus];
+  }
+  void ForgetReaches() const {
+    if (memo_.empty()) {
+      int most_gpus = 0;
+      for (int t = 0; t < model_.num_types(); ++t) {
+        most_gpus = std::max(most_gpus, model_.node_type(t).gpus_per_node);
+      }
+      memo_stride_ = most_gpus + 1;
+      memo_.resize(static_cast<size_t>(model_.num_types()) * (model_.num_layers() + 1) *
+                   memo_stride_);
+    }
+    std::fill(memo_.begin(), memo_.end(), -1);
   }
   // Per useful node multiset (by dense index), the farthest layer its nodes reach from
   // layer 0, in the best order. A multiset's sub-multisets are useful too, and come first.
   std::vector<int> Reach(double cap) const {
+    ForgetReaches();
     std::vector<int> reach(space_.num_useful(), 0);
     for (int d = 1; d < space_.num_useful(); ++d) {
       const int u = space_.Code(d);
@@ -170,7 +191,12 @@ class PrefixMaxBound {
   }
 
   const CostModel& model_;
+  const StageCosts& costs_;
   const StateSpace& space_;
+  // NodeReach's answers at the current cap: [(t * (L + 1) + p) * memo_stride_ + gpus]
+  // (-1: not known yet). Only the constructor computes reaches, on one thread.
+  mutable std::vector<int> memo_;
+  mutable int memo_stride_ = 0;
   std::vector<double> caps_;    // the grid, ascending
   std::vector<int> reach_;      // [(free multiset * node states + ns) * grid + k]
   std::vector<int> mix_reach_;  // [u * grid + k]: reach of the nodes u alone

@@ -16,38 +16,38 @@
 #include "core/template_search/bottleneck_bound.h"
 #include "core/template_search/label_search.h"
 #include "core/template_search/objectives.h"
+#include "core/template_search/stage_costs.h"
 #include "core/template_search/state_space.h"
 
 namespace oobleck::template_search {
 
 // Labels kept per state by the beam passes that find incumbents.
 inline constexpr int kBeamWidth = 4;
-// From this many layers on, the beam runs in rounds with guessed bounds.
-inline constexpr int kGuessFromLayers = 256;
 
 // Per mix, the time of some template (+inf if none was found: infeasible, or only an
 // unbounded search could tell). Without any bound the beam pass would try every stage of
 // every state. It runs with guessed bounds instead, a little above each mix's lower bound
 // and widening round by round, on the mixes it has not found a template for yet; a mix
 // still without one after the widest guess gets a last unbounded round (which also
-// settles infeasible mixes). On short models an unbounded beam pass is cheap and one pass
-// finds every incumbent; the guessed rounds pay off when stages can span hundreds of
-// layers.
+// settles infeasible mixes). The guessed rounds pay off when stages can span many layers
+// or nodes have many GPU splits (the objective says from how many layers on,
+// kGuessFromLayers); otherwise one unbounded beam pass finds every incumbent.
 template <SearchObjective Objective>
-absl::StatusOr<std::vector<double>> FindIncumbents(const CostModel& model,
+absl::StatusOr<std::vector<double>> FindIncumbents(const StageCosts& costs,
                                                    const std::vector<NodeMix>& mixes,
                                                    const Objective& objective,
                                                    const PrefixMaxBound& prefix_max,
                                                    Interrupt& interrupt,
                                                    const SearchOptions& options) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
-  const std::vector<double> slacks = model.num_layers() >= kGuessFromLayers
+  const CostModel& model = costs.model();
+  const std::vector<double> slacks = model.num_layers() >= Objective::kGuessFromLayers
                                          ? std::vector<double>{0.02, 0.05, 0.1, 0.2, 0.4, -1.0}
                                          : std::vector<double>{-1.0};
   std::vector<double> upper_bounds(mixes.size(), kInf), guesses(mixes.size(), kInf);
   std::vector<bool> found(mixes.size(), false);
   if (slacks.size() > 1) {
-    LabelSearch<Objective> probe(model, mixes, objective, kBeamWidth, upper_bounds, prefix_max,
+    LabelSearch<Objective> probe(costs, mixes, objective, kBeamWidth, upper_bounds, prefix_max,
                                  interrupt);
     for (size_t i = 0; i < mixes.size(); ++i) {
       const double lb = probe.RootLowerBound(mixes[i]);
@@ -69,8 +69,8 @@ absl::StatusOr<std::vector<double>> FindIncumbents(const CostModel& model,
     const bool all = pending.size() == mixes.size();
     const StateSpace round_space(model, round_mixes);
     std::optional<PrefixMaxBound> round_max;
-    if (!all) round_max.emplace(model, round_space, round_mixes, interrupt);
-    LabelSearch<Objective> beam(model, round_mixes, objective, kBeamWidth, round_bounds,
+    if (!all) round_max.emplace(costs, round_space, round_mixes, interrupt);
+    LabelSearch<Objective> beam(costs, round_mixes, objective, kBeamWidth, round_bounds,
                                 all ? prefix_max : *round_max, interrupt);
     auto incumbents = beam.Run(options);
     if (!incumbents.ok()) return incumbents.status();
@@ -92,13 +92,14 @@ absl::StatusOr<std::vector<MixResult>> BranchAndBound(const CostModel& model,
                                                       Objective objective,
                                                       const SearchOptions& options) {
   Interrupt interrupt(options.cancelled);
+  const StageCosts costs(model);
   const StateSpace space(model, mixes);
-  const PrefixMaxBound prefix_max(model, space, mixes, interrupt);
+  const PrefixMaxBound prefix_max(costs, space, mixes, interrupt);
   if (interrupt.stopped()) return Interrupt::Status("template search");
   absl::StatusOr<std::vector<double>> upper_bounds =
-      FindIncumbents(model, mixes, objective, prefix_max, interrupt, options);
+      FindIncumbents(costs, mixes, objective, prefix_max, interrupt, options);
   if (!upper_bounds.ok()) return upper_bounds.status();
-  LabelSearch<Objective> exact(model, mixes, objective, 0, *upper_bounds, prefix_max, interrupt);
+  LabelSearch<Objective> exact(costs, mixes, objective, 0, *upper_bounds, prefix_max, interrupt);
   return exact.Run(options);
 }
 

@@ -27,6 +27,7 @@
 #include "core/template_search/objectives.h"
 #include "core/template_search/prefix_cost_bound.h"
 #include "core/template_search/served_mixes.h"
+#include "core/template_search/stage_costs.h"
 #include "core/template_search/state_space.h"
 #include "core/template_search/tolerances.h"
 #include "tbb/parallel_for.h"
@@ -48,17 +49,19 @@ class LabelSearch {
   // beam_width > 0 keeps only that many labels per state (a heuristic that yields valid
   // templates, used for incumbents); 0 is exact. upper_bounds[i] (may be +inf) is a time
   // some template of mixes[i] achieves: the exact search drops what cannot beat it.
-  LabelSearch(const CostModel& model, const std::vector<NodeMix>& mixes, Objective objective,
+  LabelSearch(const StageCosts& costs, const std::vector<NodeMix>& mixes, Objective objective,
               int beam_width, const std::vector<double>& upper_bounds,
               const PrefixMaxBound& prefix_max, Interrupt& interrupt)
-      : model_(model),
+      : model_(costs.model()),
+        costs_(costs),
         mixes_(mixes),
         objective_(objective),
-        space_(model, mixes),
+        space_(model_, mixes),
         prefix_max_(prefix_max),
-        prefix_cost_(model, space_, interrupt),
+        prefix_cost_(model_, space_, interrupt),
         interrupt_(interrupt),
         beam_width_(beam_width) {
+    const CostModel& model = model_;
     // Oobleck's formula with M is defined for at most M stages (CostModel::Evaluate).
     if (model.kind() == CostModelKind::kOobleckSosp23 && model.problem().microbatches > 0) {
       stage_cap_ = model.problem().microbatches;
@@ -253,7 +256,7 @@ class LabelSearch {
       const Link out = l == L                     ? Link::kNone
                        : source.new_node_at_right ? Link::kInterNode
                                                   : Link::kIntraNode;
-      const double c = model_.StageCostMs(t, g, a, l, source.in, out);
+      const double c = costs_.StageCostMs(t, g, a, l, source.in, out);
       objective_.ForUsefulSources(sources, c, served.rest_max_ms(), [&](int32_t i) {
         if (Objective::Stages(sources[i].label) + 1 > max_after) return;
         Label label = objective_.Extend(sources[i].label, c);
@@ -366,6 +369,7 @@ class LabelSearch {
   }
 
   const CostModel& model_;
+  const StageCosts& costs_;
   const std::vector<NodeMix>& mixes_;
   Objective objective_;
   StateSpace space_;

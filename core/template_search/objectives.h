@@ -47,6 +47,9 @@ concept SearchObjective = requires(const O& o, const typename O::Label& x,
   // only what that function reads).
   { O::kSumPlusMaxBound } -> std::convertible_to<bool>;
   { O::MaxOnly(x) } -> std::same_as<typename O::Label>;
+  // From this many layers on, incumbents come from beam rounds with guessed bounds
+  // (core/template_search/branch_and_bound.h).
+  { O::kGuessFromLayers } -> std::convertible_to<int>;
 };
 
 // 1f1b: T = sum c + (M - 1) max c. Labels (sum, max, stages at or after, capped at M).
@@ -75,6 +78,9 @@ struct OneFOneBObjective {
   // only that max (MaxOnly): the mixes that can use a label set a threshold on its sum that
   // falls as its max grows.
   static constexpr bool kSumPlusMaxBound = true;
+  // The unbounded beam pass is most of the work at any length (98 % of the candidates on
+  // the 80-layer, 8-GPU LLM shape of bench/README.md), and guessed rounds cut it 20x.
+  static constexpr int kGuessFromLayers = 0;
   static Label MaxOnly(const Label& x) { return {0, x.max, 0}; }
   // Lower bounds for branch and bound. `prefix` bounds the cost sum of the stages still to
   // place (PrefixCost), jointly with the final max; a stage of cost c alone forces T >= M c.
@@ -300,6 +306,9 @@ struct Sosp23Objective {
   }
   static double Primary(const Label& x) { return x.total; }
   static constexpr bool kSumPlusMaxBound = false;
+  // The exact pass dominates; below a few hundred layers the looser incumbents of guessed
+  // rounds cost it more than they save (Ditto exp3: 5.48M -> 5.58M candidates).
+  static constexpr int kGuessFromLayers = 256;
   static Label MaxOnly(const Label& x) { return x; }
   double Final(const Label& x) const {
     const int n_k = microbatches > 0 ? microbatches - x.q + 1 : 3 * x.r - x.q + 1;

@@ -58,7 +58,7 @@ class LabelSearch {
         objective_(objective),
         space_(model_, mixes),
         prefix_max_(prefix_max),
-        prefix_cost_(model_, space_, interrupt),
+        prefix_cost_(model_, space_, objective.CommonPrefixCoefficient(), interrupt),
         interrupt_(interrupt),
         beam_width_(beam_width) {
     const CostModel& model = model_;
@@ -185,6 +185,9 @@ class LabelSearch {
     if (a == 0 && ns != 0) return;
     const int L = model_.num_layers();
     if (L - a < space_.size(u)) return;  // every node needs at least one stage
+    // A partial node must be one of u's (checked before the served mixes are listed:
+    // with many types most partial states of a multiset are of types it lacks).
+    if (ns != 0 && space_.count(u, space_.PartialOf(ns).first) == 0) return;
     const double floor_ms = prefix_cost_.floor_ms(a);
     ServedMixes<Objective> served(objective_, a, floor_ms);
     const int NS = space_.num_node_states();
@@ -211,7 +214,6 @@ class LabelSearch {
       }
     } else {
       const auto [t, used] = space_.PartialOf(ns);
-      if (space_.count(u, t) == 0) return;
       for (int g : model_.stage_sizes(t)) {
         if (g == used) {
           PullStages(a, {t, g, u - space_.stride(t), 0, Link::kIntraNode, true}, served,

@@ -50,6 +50,8 @@ concept SearchObjective = requires(const O& o, const typename O::Label& x,
   // From this many layers on, incumbents come from beam rounds with guessed bounds
   // (core/template_search/branch_and_bound.h).
   { O::kGuessFromLayers } -> std::convertible_to<int>;
+  // The k of the prefix.SumPlus(k, ...) most calls use (NaN: none), precomputed per state.
+  { o.CommonPrefixCoefficient() } -> std::same_as<double>;
 };
 
 // 1f1b: T = sum c + (M - 1) max c. Labels (sum, max, stages at or after, capped at M).
@@ -87,6 +89,8 @@ struct OneFOneBObjective {
   double StageCoefficient(int /*min_stages*/, int /*max_stages*/, bool /*may_be_alone*/) const {
     return microbatches;
   }
+  // The coefficient k of every prefix.SumPlus(k, ...) this objective asks for.
+  double CommonPrefixCoefficient() const { return microbatches - 1; }
   template <typename Prefix>
   double LowerBound(const Label& x, const Prefix& prefix, double rest_max_ms,
                     int /*max_stages*/, bool /*complete*/) const {
@@ -315,6 +319,8 @@ struct Sosp23Objective {
     return Sosp23TimeMs(x.total, x.m, x.tail, n_k, x.r);
   }
   static int Stages(const Label& x) { return x.r; }
+  // No coefficient of prefix.SumPlus is common to most calls (it depends on the label).
+  double CommonPrefixCoefficient() const { return std::numeric_limits<double>::quiet_NaN(); }
   // n_k is at least M - S + 1 (M given; S <= max_stages) or 2S + 1 (no M; S >= min_stages).
   // A negative bound on n_k gives no bound at all (-1: do not prune).
   int MinNk(int min_stages, int max_stages) const {

@@ -40,6 +40,18 @@ class PrefixCost {
   PrefixCost() = default;
   PrefixCost(double work, const std::vector<HullSegment>* segments, double floor_ms)
       : work_(work), segments_(segments), floor_ms_(floor_ms) {}
+  static constexpr int kArgMinUnknown = -3;
+  // `argmin` is ArgMinOver(common_k) (or kArgMinUnknown) of these segments at some other amount of work: the
+  // minimising breakpoint does not depend on the work (every cap there is work / end of a
+  // segment, and Sum(C) + k C scales with the work), so SumPlus(common_k, ...) needs to
+  // evaluate only that one breakpoint instead of all of them.
+  PrefixCost(double work, const std::vector<HullSegment>* segments, double floor_ms,
+             double common_k, int argmin)
+      : work_(work),
+        segments_(segments),
+        floor_ms_(floor_ms),
+        common_k_(common_k),
+        common_argmin_(argmin) {}
 
   // min over caps C >= cap_floor of (cost sum of the prefix) + k C, for k >= 0.
   double SumPlus(double k, double cap_floor) const {
@@ -50,7 +62,8 @@ class PrefixCost {
         // Sum(C) + k C is convex in C: remember its minimum over all feasible caps; above
         // that cap the function only grows.
         memo_k_ = k;
-        memo_ = MinOver(k);
+        memo_ = MinAt(k, k == common_k_ && common_argmin_ != kArgMinUnknown ? common_argmin_
+                                                                            : ArgMinOver(k));
       }
       best = cap_floor <= memo_.first ? memo_.second : SumAt(cap_floor) + k * cap_floor;
     }
@@ -61,6 +74,30 @@ class PrefixCost {
     return std::max(segments_ != nullptr && work_ > 0 ? SumAt(cap) : 0.0, floor_ms_);
   }
   double floor_ms() const { return floor_ms_; }
+
+  // Which breakpoint minimises Sum(C) + k C over the feasible caps: -1 the smallest
+  // feasible cap, i >= 0 the cap where work / C is the end of segment i, -2 none (no cap
+  // is feasible). The function is linear between those caps, so the minimum is at one of
+  // them; ties go to the first in this order.
+  int ArgMinOver(double k) const {
+    double capacity = 0;
+    for (const HullSegment& s : *segments_) capacity += s.length;
+    if (!(capacity > 0)) return -2;
+    const double lo = work_ / capacity;
+    int best = -1;
+    double best_value = SumAt(lo) + k * lo;
+    double end = 0;
+    for (int i = 0; i < static_cast<int>(segments_->size()); ++i) {
+      end += (*segments_)[i].length;
+      const double cap = work_ / end;
+      const double value = SumAt(cap) + k * cap;
+      if (cap > lo && value < best_value) {
+        best = i;
+        best_value = value;
+      }
+    }
+    return best;
+  }
 
  private:
   double SumAt(double cap) const {
@@ -76,37 +113,36 @@ class PrefixCost {
     // Rounding must never turn a cap that fits exactly into "impossible".
     return left <= kRelativeSlack * need ? cap * total : std::numeric_limits<double>::infinity();
   }
-  // (argmin, min) over feasible caps of Sum(C) + k C. The function is linear between the
-  // caps where work / C crosses a segment end, so the minimum is at the smallest feasible
-  // cap or at one of those.
-  std::pair<double, double> MinOver(double k) const {
+  // (cap, Sum(cap) + k cap) at the breakpoint `index` of ArgMinOver.
+  std::pair<double, double> MinAt(double k, int index) const {
     constexpr double kInf = std::numeric_limits<double>::infinity();
-    double capacity = 0;
-    for (const HullSegment& s : *segments_) capacity += s.length;
-    if (!(capacity > 0)) return {kInf, kInf};
-    const double lo = work_ / capacity;
-    std::pair<double, double> best = {lo, SumAt(lo) + k * lo};
+    if (index == -2) return {kInf, kInf};
     double end = 0;
-    for (const HullSegment& s : *segments_) {
-      end += s.length;
-      const double cap = work_ / end;
-      const double value = SumAt(cap) + k * cap;
-      if (cap > lo && value < best.second) best = {cap, value};
+    if (index == -1) {
+      for (const HullSegment& s : *segments_) end += s.length;
+    } else {
+      for (int i = 0; i <= index; ++i) end += (*segments_)[i].length;
     }
-    return best;
+    const double cap = work_ / end;
+    return {cap, SumAt(cap) + k * cap};
   }
 
   double work_ = 0;
   const std::vector<HullSegment>* segments_ = nullptr;
   double floor_ms_ = 0;
+  double common_k_ = std::numeric_limits<double>::quiet_NaN();  // NaN: none
+  int common_argmin_ = kArgMinUnknown;
   mutable double memo_k_ = std::numeric_limits<double>::quiet_NaN();
   mutable std::pair<double, double> memo_;  // (argmin, min) of Sum(C) + memo_k_ C
 };
 
 class PrefixCostBound {
  public:
-  PrefixCostBound(const CostModel& model, const StateSpace& space, Interrupt& interrupt)
-      : space_(space) {
+  // `common_k`: the coefficient k of SumPlus most calls use (NaN if none); its minimising
+  // breakpoint is found once per free multiset and node state instead of per layer.
+  PrefixCostBound(const CostModel& model, const StateSpace& space, double common_k,
+                  Interrupt& interrupt)
+      : space_(space), common_k_(common_k) {
     const int T = model.num_types();
     const int L = model.num_layers();
     std::vector<double> unit(L, std::numeric_limits<double>::infinity());
@@ -158,6 +194,7 @@ class PrefixCostBound {
     }
     const int NS = space.num_node_states();
     segments_.assign(static_cast<size_t>(space.num_useful()) * NS, {});
+    common_argmin_.assign(segments_.size(), PrefixCost::kArgMinUnknown);
     for (int d = 0; d < space.num_useful(); ++d) {
       if (interrupt.Every(d)) return;
       const int f = space.Code(d);
@@ -178,6 +215,10 @@ class PrefixCostBound {
         std::stable_sort(
             merged.begin(), merged.end(),
             [](const HullSegment& p, const HullSegment& q) { return p.slope < q.slope; });
+        if (work_prefix_[L] > 0 && std::isfinite(work_prefix_[L]) && !std::isnan(common_k)) {
+          common_argmin_[static_cast<size_t>(d) * NS + ns] =
+              PrefixCost(work_prefix_[L], &merged, 0).ArgMinOver(common_k);
+        }
       }
     }
   }
@@ -185,10 +226,9 @@ class PrefixCostBound {
   // The layers [0, a) on the free nodes `free` and the unused GPUs of partial node ns.
   PrefixCost At(int a, int free, int ns) const {
     if (segments_.empty()) return PrefixCost(0, nullptr, floor_prefix_[a]);
-    return PrefixCost(work_prefix_[a],
-                      &segments_[static_cast<size_t>(space_.Dense(free)) *
-                                     space_.num_node_states() + ns],
-                      floor_prefix_[a]);
+    const size_t i = static_cast<size_t>(space_.Dense(free)) * space_.num_node_states() + ns;
+    return PrefixCost(work_prefix_[a], &segments_[i], floor_prefix_[a], common_k_,
+                      common_argmin_[i]);
   }
   // The cheapest compute of layers [0, a) on any type and stage size: a lower bound on the
   // cost sum of whatever stages hold them.
@@ -245,8 +285,10 @@ class PrefixCostBound {
   }
 
   const StateSpace& space_;
+  const double common_k_;
   std::vector<double> work_prefix_, floor_prefix_;
   std::vector<std::vector<HullSegment>> segments_;  // per (free multiset, ns), by slope
+  std::vector<int> common_argmin_;                   // per (free multiset, ns)
 };
 
 }  // namespace oobleck::template_search

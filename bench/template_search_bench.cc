@@ -236,17 +236,15 @@ void RegisterAll() {
   // 2 GPUs): its single full mix, and every mix of 1..16 of its nodes. Slow: one iteration.
   // Growing pipelines of the same model show how the exact search scales with nodes.
   // The LLM shape of issue 12: 80 layers, 8-GPU nodes of 4 and 6 types, every mix of up
-  // to 4 and 8 nodes (69 and 494 mixes with 4 types; 3002 of up to 8 with 6), M = 16.
+  // to 4 and 8 nodes (69 and 494 mixes with 4 types; 209 and 3002 with 6), 1f1b M = 16.
+  // (oobleck-sosp23 at this shape does not finish: see bench/README.md.)
   constexpr CostSetting kOneFOneBM16{CostModelKind::kOneFOneB, 16};
-  constexpr CostSetting kSosp23M16{CostModelKind::kOobleckSosp23, 16};
-  for (CostSetting cost : {kOneFOneBM16, kSosp23M16}) {
-    for (int types : {4, 6}) {
-      for (int max_nodes : {4, 8}) {
-        Register(absl::StrCat("Llm80x", types, "Types/", cost.Label(), "/8gpu/nodes:1-",
-                              max_nodes),
-                 [=] { return Llm80Case(types, cost, max_nodes); })
-            ->Iterations(1);
-      }
+  for (int types : {4, 6}) {
+    for (int max_nodes : {4, 8}) {
+      Register(absl::StrCat("Llm80x", types, "Types/", kOneFOneBM16.Label(), "/8gpu/nodes:1-",
+                            max_nodes),
+               [=] { return Llm80Case(types, kOneFOneBM16, max_nodes); })
+          ->Iterations(1);
     }
   }
   Register("Synthetic1000x3Types/1f1b-M50/2gpu/full3", [] {

@@ -183,6 +183,29 @@ class PrefixCostBound {
       }
       work_prefix_[l + 1] = work_prefix_[l] + work;
     }
+    MergeHulls(model, rho, interrupt);
+  }
+
+  // The layers [0, a) on the free nodes `free` and the unused GPUs of partial node ns.
+  PrefixCost At(int a, int free, int ns) const {
+    if (segments_.empty()) return PrefixCost(0, nullptr, floor_prefix_[a]);
+    const size_t i = static_cast<size_t>(space_.Dense(free)) * space_.num_node_states() + ns;
+    return PrefixCost(work_prefix_[a], &segments_[i], floor_prefix_[a], common_k_,
+                      common_argmin_[i]);
+  }
+  // The cheapest compute of layers [0, a) on any type and stage size: a lower bound on the
+  // cost sum of whatever stages hold them.
+  double floor_ms(int a) const { return floor_prefix_[a]; }
+
+ private:
+  // Per (free multiset, node state), the hull segments of its free GPUs by slope, and the
+  // minimising breakpoint for common_k_.
+  void MergeHulls(const CostModel& model, const std::vector<std::vector<double>>& rho,
+                  Interrupt& interrupt) {
+    const int T = model.num_types();
+    const int L = model.num_layers();
+    const StateSpace& space = space_;
+    const double common_k = common_k_;
     // hulls[t][f]: the convex hull of f GPUs of a type-t node.
     std::vector<std::vector<std::vector<HullSegment>>> hulls(T);
     for (int t = 0; t < T; ++t) {
@@ -223,18 +246,6 @@ class PrefixCostBound {
     }
   }
 
-  // The layers [0, a) on the free nodes `free` and the unused GPUs of partial node ns.
-  PrefixCost At(int a, int free, int ns) const {
-    if (segments_.empty()) return PrefixCost(0, nullptr, floor_prefix_[a]);
-    const size_t i = static_cast<size_t>(space_.Dense(free)) * space_.num_node_states() + ns;
-    return PrefixCost(work_prefix_[a], &segments_[i], floor_prefix_[a], common_k_,
-                      common_argmin_[i]);
-  }
-  // The cheapest compute of layers [0, a) on any type and stage size: a lower bound on the
-  // cost sum of whatever stages hold them.
-  double floor_ms(int a) const { return floor_prefix_[a]; }
-
- private:
   // The lower convex hull of the points (most work j stages of f GPUs hold, j).
   static std::vector<HullSegment> NodeHull(const std::vector<std::pair<int, double>>& stages,
                                            int f) {

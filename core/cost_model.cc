@@ -294,10 +294,9 @@ double CostModel::PipelineTimeMs(const std::vector<double>& stage_costs, int mic
   if (stage_costs.empty()) return 0;
   if (kind() == CostModelKind::kOneFOneB) {
     const double max_cost = *std::max_element(stage_costs.begin(), stage_costs.end());
-    return sum + (microbatches - 1) * max_cost;
+    return OneFOneBTimeMs(sum, max_cost, microbatches);
   }
   const int S = static_cast<int>(stage_costs.size());
-  if (S == 1) return 4 * stage_costs[0];  // Oobleck's base case: t1 + t2 + t3 = c + 2c + c.
   int kstar = 0;
   for (int i = 1; i < S; ++i) {
     if (stage_costs[i] >= stage_costs[kstar]) kstar = i;
@@ -306,7 +305,7 @@ double CostModel::PipelineTimeMs(const std::vector<double>& stage_costs, int mic
   const int n_k = M > 0 ? M - S + kstar + 1 : 2 * S + kstar + 1;
   double tail = 0;
   for (int i = kstar; i < S; ++i) tail += stage_costs[i];
-  return sum + n_k * stage_costs[kstar] + tail;
+  return Sosp23TimeMs(sum, stage_costs[kstar], tail, n_k, S);
 }
 
 absl::StatusOr<PipelineTemplate> CostModel::Evaluate(PipelineTemplate tmpl) const {

@@ -50,6 +50,19 @@ struct PlanningProblem {
 
 enum class Link { kNone, kIntraNode, kInterNode };
 
+// The pipeline-time formulas themselves, from a pipeline's summary figures; the template
+// search's objectives (core/template_search/objectives.h) evaluate labels with them too.
+// 1f1b: T = sum c + (M - 1) max c.
+inline double OneFOneBTimeMs(double sum_ms, double max_ms, int microbatches) {
+  return sum_ms + (microbatches - 1) * max_ms;
+}
+// oobleck-sosp23: T = sum c + n_k c_k* + (sum of c_i from k* to the end), with the max
+// c_k* at the last argmax k*; Oobleck's base case 4c for a single stage.
+inline double Sosp23TimeMs(double sum_ms, double max_ms, double tail_ms, int n_k, int stages) {
+  if (stages == 1) return 4 * max_ms;  // t1 + t2 + t3 = c + 2c + c
+  return sum_ms + n_k * max_ms + tail_ms;
+}
+
 class CostModel {
  public:
   // Validates the problem (errors name the field) and precomputes prefix sums.

@@ -294,7 +294,7 @@ absl::StatusOr<PipelineSizeLimits> ResolveLimits(const PipelineSizeLimits& limit
 namespace {
 
 // The template search's state space is a box over each type's largest count among the
-// mixes it is given (core/search.cc), so its size is exponential in the number of types:
+// mixes it is given (core/template_search/), so its size is exponential in the number of types:
 // 8 types of mixes of up to 4 nodes make 5^8 multisets, where only 495 matter. Each mix of
 // few nodes uses few types, so mixes are searched in groups whose types are a subset of one
 // another's, each group's box over its own types only. (Each template is optimal whatever

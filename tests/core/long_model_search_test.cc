@@ -1,12 +1,14 @@
 // The search on a 1000-layer model, where the incumbent comes from beam rounds with guessed
-// bounds and the prefix bounds prune hardest: its optima must equal those the earlier
-// search (plain beam incumbent, weaker bounds) computed for the same problems.
+// bounds and the prefix bounds prune hardest: its optima must equal those of the previous
+// search (tests/reference_search) on the same problems. (Before, the optima of the search
+// at commit 3a9a1d1 were pinned here: 1847882.57 and 1002546.29 ms.)
 #include <memory>
 #include <vector>
 
 #include "bench/bench_problems.h"
 #include "core/search.h"
 #include "gtest/gtest.h"
+#include "tests/reference_search/search_reference.h"
 
 namespace oobleck {
 namespace {
@@ -33,14 +35,16 @@ absl::StatusOr<bench::SearchCase> LongModelCase(const NodeMix& nodes, int min_no
                          MissingAllreduce::kRing, min_nodes > 0 ? min_nodes : size, size);
 }
 
+// The optimum of `mix` by the previous search (tests/reference_search), the oracle.
+double OracleMs(const CostModel& model, const NodeMix& mix) {
+  auto results = reference_search::SearchTemplates(model, {mix});
+  if (!results.ok() || results->size() != 1 || !results->front().feasible) return -1;
+  return results->front().best.iteration_time_ms;
+}
+
 TEST(LongModelSearchTest, MatchesTheEarlierSearchOnOneAndTwoNodesOfEachType) {
-  // Values of the search before the prefix bounds (commit 3a9a1d1), to the printed cent.
-  const struct {
-    NodeMix nodes;
-    double expected_ms;
-  } cases[] = {{{1, 1, 1}, 1847882.57}, {{2, 2, 2}, 1002546.29}};
-  for (const auto& c : cases) {
-    auto problem = LongModelCase(c.nodes);
+  for (const NodeMix& nodes : {NodeMix{1, 1, 1}, NodeMix{2, 2, 2}}) {
+    auto problem = LongModelCase(nodes);
     ASSERT_TRUE(problem.ok()) << problem.status();
     auto model = CostModel::Create(problem->problem);
     ASSERT_TRUE(model.ok()) << model.status();
@@ -49,8 +53,9 @@ TEST(LongModelSearchTest, MatchesTheEarlierSearchOnOneAndTwoNodesOfEachType) {
     ASSERT_EQ(results->size(), 1u);
     const MixResult& r = results->front();
     ASSERT_TRUE(r.feasible) << r.infeasible_reason;
-    EXPECT_NEAR(r.best.iteration_time_ms, c.expected_ms, 0.01);
-    EXPECT_EQ(r.best.num_nodes(), MixSize(c.nodes));
+    const double expected_ms = OracleMs(*model, nodes);
+    EXPECT_NEAR(r.best.iteration_time_ms, expected_ms, 1e-9 * expected_ms);
+    EXPECT_EQ(r.best.num_nodes(), MixSize(nodes));
   }
 }
 
@@ -78,8 +83,9 @@ TEST(LongModelSearchTest, EveryMixInOneRequestEqualsEachMixAlone) {
         << "mix " << i;
   }
   EXPECT_GE(feasible, 20);
-  // The largest mix is the one the test above pins.
-  EXPECT_NEAR(together->back().best.iteration_time_ms, 1002546.29, 0.01);
+  // And the largest mix the oracle's.
+  const double oracle_ms = OracleMs(*model, problem->mixes.back());
+  EXPECT_NEAR(together->back().best.iteration_time_ms, oracle_ms, 1e-9 * oracle_ms);
 }
 
 }  // namespace

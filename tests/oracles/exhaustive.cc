@@ -1,7 +1,7 @@
 // Brute-force reference for the search: every distinct node order, every ordered GPU split
 // of every node, every contiguous layer cut, each scored by CostModel::Evaluate. It shares
-// nothing with search.cc but the cost model, so agreement between the two is evidence.
-// Test-only (oobleck_test_oracles).
+// nothing with core/template_search/ but the cost model, so agreement between the two is
+// evidence. Test-only (oobleck_test_oracles).
 #include "tests/oracles/exhaustive.h"
 
 #include <algorithm>

@@ -1,15 +1,8 @@
-// Exact template search: a label-setting dynamic program over pipeline suffixes.
-//
-// A state is (a, U, node state): the layers [a, L) are already placed on the node multiset
-// U, and the leftmost node of that suffix is either complete ("boundary") or of type t with
-// u of its GPUs used ("partial"). Stages are added right to left, so the number of stages
-// at or after a stage (which memory needs) and the links on both sides of a stage are known
-// when it is placed. Each state keeps the Pareto front of labels that no other label at that
-// state can beat for any completion (the dominance rules below are proved in
-// docs/ARCHITECTURE.md#search); the terminal state (0, mix, boundary) then holds the optimum
-// of every mix at once. Targets of one position are independent, so they are computed in
-// parallel, each by one thread in a fixed order: results do not depend on thread count.
-#include "core/search.h"
+// The template search as it was before the LLM-shape speed-ups (commit 2da6fdb's
+// core/search.cc, unchanged but for this namespace), kept as a test-only oracle: the tests
+// compare the new search's optima with it on random mid-size instances
+// (tests/core/search_oracle_test.cc). Remove once the new search has earned trust.
+#include "tests/reference_search/search_reference.h"
 
 #include <algorithm>
 #include <atomic>
@@ -25,7 +18,7 @@
 #include "core/search_size.h"
 #include "tbb/parallel_for.h"
 
-namespace oobleck {
+namespace oobleck::reference_search {
 namespace {
 
 // --- Objectives -------------------------------------------------------------------------
@@ -1481,9 +1474,9 @@ absl::StatusOr<std::vector<MixResult>> SearchTemplates(const CostModel& model,
   if (!results.ok()) return results;
   for (MixResult& r : *results) {
     if (!r.feasible && r.infeasible_reason.empty())
-      r.infeasible_reason = ExplainInfeasible(model, r.mix);
+      r.infeasible_reason = reference_search::ExplainInfeasible(model, r.mix);
   }
   return results;
 }
 
-}  // namespace oobleck
+}  // namespace oobleck::reference_search

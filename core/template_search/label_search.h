@@ -1,0 +1,393 @@
+// The label DP of the template search (docs/ARCHITECTURE.md#states): one pass over the
+// layers right to left, keeping at each state (a, U, node state) the Pareto front of
+// suffix labels under the objective's dominance, pruned by the incumbents of the mixes the
+// state serves. The terminal state (0, mix, boundary) holds the optimum of every mix at
+// once. Targets of one position are independent, so they are computed in parallel, each
+// by one thread in a fixed order: results do not depend on the thread count.
+#ifndef OOBLECK_CORE_TEMPLATE_SEARCH_LABEL_SEARCH_H_
+#define OOBLECK_CORE_TEMPLATE_SEARCH_LABEL_SEARCH_H_
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "core/cost_model.h"
+#include "core/interrupt.h"
+#include "core/search.h"
+#include "core/template_search/bottleneck_bound.h"
+#include "core/template_search/objectives.h"
+#include "core/template_search/prefix_cost_bound.h"
+#include "core/template_search/served_mixes.h"
+#include "core/template_search/stage_costs.h"
+#include "core/template_search/state_space.h"
+#include "core/template_search/tolerances.h"
+#include "tbb/parallel_for.h"
+
+namespace oobleck::template_search {
+
+template <SearchObjective Objective>
+class LabelSearch {
+ public:
+  using Label = typename Objective::Label;
+  struct Entry {
+    Label label;
+    int64_t from_state;  // -1 for the empty suffix
+    int32_t from_entry;
+    int16_t type;
+    int16_t gpus;
+  };
+
+  // beam_width > 0 keeps only that many labels per state (a heuristic that yields valid
+  // templates, used for incumbents); 0 is exact. upper_bounds[i] (may be +inf) is a time
+  // some template of mixes[i] achieves: the exact search drops what cannot beat it.
+  LabelSearch(const StageCosts& costs, const std::vector<NodeMix>& mixes, Objective objective,
+              int beam_width, const std::vector<double>& upper_bounds,
+              const PrefixMaxBound& prefix_max, Interrupt& interrupt)
+      : model_(costs.model()),
+        costs_(costs),
+        mixes_(mixes),
+        objective_(objective),
+        space_(model_, mixes),
+        prefix_max_(prefix_max),
+        prefix_cost_(model_, space_, objective.CommonPrefixCoefficient(), interrupt),
+        interrupt_(interrupt),
+        beam_width_(beam_width) {
+    const CostModel& model = model_;
+    // Oobleck's formula with M is defined for at most M stages (CostModel::Evaluate).
+    if (model.kind() == CostModelKind::kOobleckSosp23 && model.problem().microbatches > 0) {
+      stage_cap_ = model.problem().microbatches;
+    }
+    const int L = model.num_layers();
+    compute_prefix_.resize(model.num_types());
+    for (int t = 0; t < model.num_types(); ++t) {
+      compute_prefix_[t].resize(model.node_type(t).gpus_per_node + 1);
+      for (int g : model.stage_sizes(t)) {
+        compute_prefix_[t][g].resize(L + 1);
+        for (int l = 0; l <= L; ++l) compute_prefix_[t][g][l] = model.ComputeMs(t, g, 0, l);
+      }
+    }
+    targets_.assign(space_.num_useful(), {});
+    for (size_t i = 0; i < mixes.size(); ++i) {
+      AddTargetMix(mixes[i], i < upper_bounds.size() ? upper_bounds[i]
+                                                     : std::numeric_limits<double>::infinity());
+    }
+  }
+
+  // A lower bound on the time of every pipeline over `mix`.
+  double RootLowerBound(const NodeMix& mix) const {
+    const int L = model_.num_layers();
+    const PrefixCost prefix = prefix_cost_.At(L, space_.Encode(mix), 0);
+    return objective_.LowerBound(Label{}, prefix, prefix_max_.ForMix(mix),
+                                 std::min(L, MixGpus(mix)), false);
+  }
+
+  absl::StatusOr<std::vector<MixResult>> Run(const SearchOptions& options) {
+    if (interrupt_.stopped()) return Interrupt::Status("template search");
+    const int L = model_.num_layers();
+    fronts_.assign(space_.num_states(), {});
+    fronts_[space_.Index(L, 0, 0)].push_back({Label{}, -1, -1, -1, 0});
+    const int NS = space_.num_node_states();
+    const int num_targets = space_.num_useful() * NS;
+    for (int a = L - 1; a >= 0; --a) {
+      if (interrupt_.Poll()) return Interrupt::Status("template search");
+      PrepareLayer(a);
+      tbb::parallel_for(0, num_targets, [&](int target) {
+        if (interrupt_.Every(target)) return;
+        ComputeTarget(a, space_.Code(target / NS), target % NS);
+      });
+      if (interrupt_.stopped()) return Interrupt::Status("template search");
+      if (options.progress) options.progress(phase_name(), L - a, L);
+    }
+    std::vector<MixResult> results;
+    results.reserve(mixes_.size());
+    for (const NodeMix& mix : mixes_) results.push_back(Extract(mix));
+    if (options.stats != nullptr) {
+      options.stats->candidates += candidates_;
+      options.stats->labels += labels_;
+    }
+    return results;
+  }
+
+ private:
+  int MixGpus(const NodeMix& mix) const {
+    int gpus = 0;
+    for (int t = 0; t < model_.num_types(); ++t) gpus += mix[t] * model_.node_type(t).gpus_per_node;
+    return gpus;
+  }
+
+  // Lists `mix` at every multiset u inside it, with the nodes it leaves for the layers
+  // before a state on u and its incumbent: a state serves all the mixes listed at its u.
+  void AddTargetMix(const NodeMix& mix, double upper_bound) {
+    const int T = model_.num_types();
+    const int code = space_.Encode(mix);
+    const TargetMix entry{0, WithSlack(upper_bound), MixSize(mix),
+                          std::min(model_.num_layers(), MixGpus(mix))};
+    // Every sub-multiset u of the mix, in increasing code order (an odometer on counts).
+    std::vector<int> counts(T, 0);
+    for (int u = 0;;) {
+      targets_[space_.Dense(u)].push_back(entry);
+      targets_[space_.Dense(u)].back().free = code - u;
+      int t = 0;
+      while (t < T && counts[t] == mix[t]) {
+        u -= counts[t] * space_.stride(t);
+        counts[t] = 0;
+        ++t;
+      }
+      if (t == T) break;
+      ++counts[t];
+      u += space_.stride(t);
+    }
+  }
+
+  // The bounds on what the layers [0, a) cost on each free multiset and partial node; they
+  // do not depend on the state's own nodes, so the states of a layer share them.
+  void PrepareLayer(int a) {
+    const int NS = space_.num_node_states();
+    layer_.resize(static_cast<size_t>(space_.num_useful()) * NS);
+    tbb::parallel_for(0, static_cast<int>(layer_.size()), [&](int i) {
+      if (interrupt_.Every(i)) return;
+      LayerBound& b = layer_[i];
+      b.rest_max_ms = prefix_max_.At(a, space_.Code(i / NS), i % NS);
+      b.prefix = prefix_cost_.At(a, space_.Code(i / NS), i % NS);
+      b.empty_stage_bound = std::isinf(b.rest_max_ms)
+                                ? b.rest_max_ms
+                                : objective_.StageBound(0.0, 0.0, b.prefix, b.rest_max_ms);
+    });
+  }
+
+  // The best two labels of a state so far (by final time and by primary cost): most
+  // candidates lose to one of them, and checking those first keeps the sort small.
+  struct Sentinels {
+    Label best_final{}, best_primary{};
+    bool have = false;
+  };
+
+  // Stages [a, l) of `gpus` GPUs on type `type` whose right neighbour state is
+  // (l, u_src, ns_src), entered over `in`.
+  struct StageSource {
+    int type, gpus, u_src, ns_src;
+    Link in;
+    bool new_node_at_right;
+  };
+
+  void ComputeTarget(int a, int u, int ns) {
+    if (!space_.within(u) || space_.size(u) == 0) return;
+    if (a > 0 && ns == 0 && !space_.strictly_within(u)) return;
+    if (a == 0 && ns != 0) return;
+    const int L = model_.num_layers();
+    if (L - a < space_.size(u)) return;  // every node needs at least one stage
+    // A partial node must be one of u's (checked before the served mixes are listed:
+    // with many types most partial states of a multiset are of types it lacks).
+    if (ns != 0 && space_.count(u, space_.PartialOf(ns).first) == 0) return;
+    const double floor_ms = prefix_cost_.floor_ms(a);
+    ServedMixes<Objective> served(objective_, a, floor_ms);
+    const int NS = space_.num_node_states();
+    for (const TargetMix& mix : targets_[space_.Dense(u)]) {
+      if (a == 0 ? mix.free != 0 : ns == 0 && mix.free == 0) continue;  // nodes must match
+      served.Add(mix, layer_[static_cast<size_t>(space_.Dense(mix.free)) * NS + ns],
+                 prefix_cost_.floor_ms(L) - floor_ms);
+    }
+    if (served.empty()) return;
+    thread_local std::vector<Entry> candidates;
+    candidates.clear();
+    Sentinels sentinels;
+    const Link in_boundary = a == 0 ? Link::kNone : Link::kInterNode;
+    if (ns == 0) {
+      for (int t = 0; t < model_.num_types(); ++t) {
+        if (space_.count(u, t) == 0) continue;
+        const int G = model_.node_type(t).gpus_per_node;
+        for (int g : model_.stage_sizes(t)) {
+          const StageSource source =
+              g == G ? StageSource{t, g, u - space_.stride(t), 0, in_boundary, true}
+                     : StageSource{t, g, u, space_.PartialState(t, G - g), in_boundary, false};
+          PullStages(a, source, served, sentinels, candidates);
+        }
+      }
+    } else {
+      const auto [t, used] = space_.PartialOf(ns);
+      for (int g : model_.stage_sizes(t)) {
+        if (g == used) {
+          PullStages(a, {t, g, u - space_.stride(t), 0, Link::kIntraNode, true}, served,
+                     sentinels, candidates);
+        } else if (g < used) {
+          PullStages(a, {t, g, u, space_.PartialState(t, used - g), Link::kIntraNode, false},
+                     served, sentinels, candidates);
+        }
+      }
+    }
+    candidates_ += static_cast<int64_t>(candidates.size());
+    std::vector<Entry>& front = fronts_[space_.Index(a, u, ns)];
+    Reduce(candidates, front, a);
+    labels_ += static_cast<int64_t>(front.size());
+  }
+
+  // Appends to `candidates` the labels of every stage [a, l) from `source` that some served
+  // mix could still use.
+  void PullStages(int a, const StageSource& source, ServedMixes<Objective>& served,
+                  Sentinels& sentinels, std::vector<Entry>& candidates) {
+    const int L = model_.num_layers();
+    const int t = source.type, g = source.gpus;
+    const std::vector<double>& compute_ms = compute_prefix_[t][g];
+    const bool may_break = served.may_break();
+    for (int l = a + 1; l <= L; ++l) {
+      if (l == L && (!source.new_node_at_right || source.u_src != 0)) continue;
+      // Compute grows with l, so once one stage cannot beat the incumbent no longer stage
+      // can either (with the weakest coefficient any longer stage may have).
+      // (From the tables: equal to ComputeMs up to rounding, far inside the bound's slack.)
+      const double compute = compute_ms[l] - compute_ms[a];
+      if (may_break && served.TooCostly(compute)) break;
+      const int64_t src = space_.Index(l, source.u_src, source.ns_src);
+      const std::vector<Entry>& sources = fronts_[src];
+      if (sources.empty()) continue;
+      // The labels are tested mix by mix below; here only what no mix can use goes,
+      // before its sources are read.
+      if (served.HopelessForAll(compute, prefix_cost_.floor_ms(L) - prefix_cost_.floor_ms(l))) {
+        continue;
+      }
+      const int max_after = std::min(model_.MaxStagesFromEnd(t, g, a, l), stage_cap_);
+      if (max_after < 1) continue;
+      const Link out = l == L                     ? Link::kNone
+                       : source.new_node_at_right ? Link::kInterNode
+                                                  : Link::kIntraNode;
+      const double c = costs_.StageCostMs(t, g, a, l, source.in, out);
+      objective_.ForUsefulSources(sources, c, served.rest_max_ms(), [&](int32_t i) {
+        if (Objective::Stages(sources[i].label) + 1 > max_after) return;
+        Label label = objective_.Extend(sources[i].label, c);
+        objective_.Clamp(label, served.rest_max_ms());
+        if (a > 0 && sentinels.have &&
+            (objective_.Dominates(sentinels.best_final, label) ||
+             objective_.Dominates(sentinels.best_primary, label))) {
+          return;
+        }
+        if (!served.SomeFits(label)) return;
+        if (a > 0) Remember(label, sentinels);
+        candidates.push_back({label, src, i, static_cast<int16_t>(t), static_cast<int16_t>(g)});
+      });
+    }
+  }
+
+  void Remember(const Label& label, Sentinels& sentinels) const {
+    if (!sentinels.have || objective_.Final(label) < objective_.Final(sentinels.best_final)) {
+      sentinels.best_final = label;
+    }
+    if (!sentinels.have ||
+        Objective::Primary(label) < Objective::Primary(sentinels.best_primary)) {
+      sentinels.best_primary = label;
+    }
+    sentinels.have = true;
+  }
+
+  // A complete pipeline (a = 0: no layers left) has no future: only its final time
+  // matters, and one entry suffices. Otherwise keep the Pareto front under the objective's
+  // dominance (the beam keeps only its best few by final time).
+  void Reduce(std::vector<Entry>& candidates, std::vector<Entry>& front, int a) {
+    if (candidates.empty()) return;
+    if (a == 0) {
+      auto best = std::min_element(candidates.begin(), candidates.end(),
+                                   [&](const Entry& x, const Entry& y) {
+                                     return objective_.Final(x.label) < objective_.Final(y.label);
+                                   });
+      front.push_back(*best);
+      return;
+    }
+    objective_.ParetoFilter(candidates, front);
+    if (beam_width_ > 0 && static_cast<int>(front.size()) > beam_width_) {
+      std::stable_sort(front.begin(), front.end(), [&](const Entry& x, const Entry& y) {
+        return objective_.Final(x.label) < objective_.Final(y.label);
+      });
+      front.resize(beam_width_);
+    }
+    front.shrink_to_fit();
+  }
+
+  std::string_view phase_name() const {
+    return beam_width_ > 0 ? "incumbent search (layers)" : "exact search (layers)";
+  }
+
+  // The optimal template of `mix` (or none, then the caller explains why), traced back
+  // from its terminal state and evaluated by the cost model.
+  MixResult Extract(const NodeMix& mix) const {
+    MixResult result;
+    result.mix = mix;
+    const int64_t terminal = space_.Index(0, space_.Encode(mix), 0);
+    const std::vector<Entry>& front = fronts_[terminal];
+    int best = -1;
+    double best_value = std::numeric_limits<double>::infinity();
+    for (int i = 0; i < static_cast<int>(front.size()); ++i) {
+      const double v = objective_.Final(front[i].label);
+      if (v < best_value) {
+        best_value = v;
+        best = i;
+      }
+    }
+    if (best < 0) return result;
+    auto evaluated = model_.Evaluate(TraceBack(mix, terminal, best));
+    if (evaluated.ok()) {
+      result.feasible = true;
+      result.best = *std::move(evaluated);
+    } else {
+      // Unreachable for a correct search; surfaced rather than hidden.
+      result.infeasible_reason = absl::StrCat(
+          "internal error: search produced an invalid template: ", evaluated.status().message());
+    }
+    return result;
+  }
+
+  // The stages of the label `entry` at `state`, in pipeline order.
+  PipelineTemplate TraceBack(const NodeMix& mix, int64_t state, int32_t entry) const {
+    PipelineTemplate tmpl;
+    tmpl.mix = mix;
+    int node = -1;
+    const int per_position = space_.num_useful() * space_.num_node_states();
+    while (fronts_[state][entry].from_state >= 0) {
+      const Entry& e = fronts_[state][entry];
+      const int a = static_cast<int>(state / per_position);
+      const int l = static_cast<int>(e.from_state / per_position);
+      const bool starts_node = state % space_.num_node_states() == 0;  // boundary target
+      if (starts_node) {
+        ++node;
+        tmpl.node_order.push_back(e.type);
+      }
+      Stage stage;
+      stage.layer_begin = a;
+      stage.layer_end = l;
+      stage.node_index = node;
+      stage.node_type = e.type;
+      stage.gpus = e.gpus;
+      tmpl.stages.push_back(stage);
+      state = e.from_state;
+      entry = e.from_entry;
+    }
+    return tmpl;
+  }
+
+  const CostModel& model_;
+  const StageCosts& costs_;
+  const std::vector<NodeMix>& mixes_;
+  Objective objective_;
+  StateSpace space_;
+  const PrefixMaxBound& prefix_max_;
+  PrefixCostBound prefix_cost_;
+  Interrupt& interrupt_;
+  int beam_width_;
+  int stage_cap_ = INT_MAX;  // most stages a pipeline may have
+  std::atomic<int64_t> candidates_{0}, labels_{0};
+  std::vector<std::vector<std::vector<double>>>
+      compute_prefix_;  // [t][g][l]: ComputeMs(t, g, 0, l)
+  std::vector<std::vector<TargetMix>> targets_;  // per multiset u
+  std::vector<LayerBound> layer_;                // per (free multiset, ns) at the current a
+  std::vector<std::vector<Entry>> fronts_;
+};
+
+}  // namespace oobleck::template_search
+
+#endif  // OOBLECK_CORE_TEMPLATE_SEARCH_LABEL_SEARCH_H_

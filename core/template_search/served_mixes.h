@@ -1,0 +1,204 @@
+// The requested mixes one state of the template search serves, with the bounds each puts
+// on what the state may keep (docs/ARCHITECTURE.md#branch-and-bound): a stage or label is
+// kept if some served mix could still use it. Tests that hold for every served mix at once
+// (the weakest of each part) settle most candidates in O(1) before the mixes are tried one
+// by one, and answers known from earlier calls at the same state settle most of the rest.
+#ifndef OOBLECK_CORE_TEMPLATE_SEARCH_SERVED_MIXES_H_
+#define OOBLECK_CORE_TEMPLATE_SEARCH_SERVED_MIXES_H_
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <iterator>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "core/template_search/objectives.h"
+#include "core/template_search/prefix_cost_bound.h"
+
+namespace oobleck::template_search {
+
+// A requested mix as seen from the states on one multiset u.
+struct TargetMix {
+  int free;          // the mix minus u: the nodes left for the layers before the state
+  double bound;      // its incumbent, with the slack (may be +inf)
+  int min_stages;    // fewest and most stages a pipeline over it can have
+  int max_stages;
+};
+
+// The bounds on the layers [0, a) for one (free multiset, partial node state).
+struct LayerBound {
+  PrefixCost prefix;
+  double rest_max_ms = 0;
+  double empty_stage_bound = 0;  // StageBound of a stage of no compute
+};
+
+// The mixes served at one state (layer a), built by Add and then queried while the state's
+// candidates are generated. Not thread-safe: one per computing thread and state.
+template <SearchObjective Objective>
+class ServedMixes {
+ public:
+  using Label = typename Objective::Label;
+
+  ServedMixes(const Objective& objective, int a, double floor_ms)
+      : objective_(objective), a_(a), floor_ms_(floor_ms), floor_only_(0, nullptr, floor_ms) {
+    targets().clear();
+    sum_limits().clear();
+  }
+
+  // Serves `mix` unless the bounds `b` on its free nodes plus the cheapest compute of the
+  // layers after a (`suffix_floor_ms`) already exceed its incumbent.
+  void Add(const TargetMix& mix, const LayerBound& b, double suffix_floor_ms) {
+    if (std::isinf(b.rest_max_ms)) return;  // no node left for the layers before a
+    if (b.empty_stage_bound + suffix_floor_ms > mix.bound) return;
+    const Target& target = targets().emplace_back(
+        Target{&mix, b.prefix, b.rest_max_ms,
+               objective_.StageCoefficient(mix.min_stages, mix.max_stages, a_ == 0),
+               objective_.StageCoefficient(mix.min_stages, mix.max_stages, true)});
+    rest_max_ms_ = std::min(rest_max_ms_, target.rest_max_ms);
+    loosest_bound_ = std::max(loosest_bound_, mix.bound);
+    weakest_coeff_ = std::min({weakest_coeff_, target.break_coeff, target.alone_coeff});
+    most_stages_ = std::max(most_stages_, mix.max_stages);
+    most_primary_ = std::max(
+        most_primary_,
+        mix.bound - objective_.PrimaryBound(b.empty_stage_bound, floor_ms_, mix.max_stages));
+  }
+
+  bool empty() const { return targets().empty(); }
+  // The least rest_max over the served mixes: what clamping and source filtering may use.
+  double rest_max_ms() const { return rest_max_ms_; }
+  // Whether stage bounds may prune at all (false when some coefficient gives no bound).
+  bool may_break() const { return weakest_coeff_ >= 0; }
+
+  // Whether a stage of this compute, whose end leaves `after_ms` of cheapest compute,
+  // cannot be part of a pipeline that beats any served mix's incumbent, by the bound that
+  // holds for all of them at once (O(1)).
+  bool HopelessForAll(double compute, double after_ms) const {
+    return may_break() &&
+           objective_.StageBound(compute, weakest_coeff_, floor_only_, rest_max_ms_) + after_ms >
+               loosest_bound_;
+  }
+
+  // Whether no served mix can use a stage (not alone) of this compute. Monotone in compute,
+  // so known answers settle most calls.
+  bool TooCostly(double compute) {
+    if (compute <= ok_up_to_) return false;
+    if (compute >= too_costly_from_) return true;
+    if (NoTargetFits(compute)) {
+      too_costly_from_ = compute;
+      return true;
+    }
+    ok_up_to_ = compute;
+    return false;
+  }
+
+  // Whether some served mix could still use this label; the mix that last did is tried
+  // first.
+  bool SomeFits(const Label& label) {
+    if (Objective::Primary(label) > most_primary_ ||
+        objective_.LowerBound(label, floor_only_, rest_max_ms_, most_stages_, a_ == 0) >
+            loosest_bound_) {
+      return false;
+    }
+    if constexpr (Objective::kSumPlusMaxBound) {
+      if (targets().size() > 2) return FitsBySumLimit(label);
+    }
+    const std::vector<Target>& all = targets();
+    for (size_t k = 0, i = last_fit_; k < all.size(); ++k, i = i + 1 == all.size() ? 0 : i + 1) {
+      const Target& target = all[i];
+      if (objective_.LowerBound(label, target.prefix, target.rest_max_ms, target.mix->max_stages,
+                                a_ == 0) <= target.mix->bound) {
+        last_fit_ = i;
+        return true;
+      }
+    }
+    return false;
+  }
+
+ private:
+  // A mix served at the state, with its bounds there.
+  struct Target {
+    const TargetMix* mix;
+    PrefixCost prefix;  // a copy: its memo is per thread
+    double rest_max_ms;
+    double break_coeff;  // StageCoefficient for a stage that is not alone, and one that is
+    double alone_coeff;
+  };
+  // Scratch reused by every state a thread computes.
+  static std::vector<Target>& targets() {
+    thread_local std::vector<Target> v;
+    return v;
+  }
+  // (max, G(max)) by max: known values of the largest sum some mix accepts at a max.
+  static std::vector<std::pair<double, double>>& sum_limits() {
+    thread_local std::vector<std::pair<double, double>> v;
+    return v;
+  }
+
+  // The same test as TooCostly, mix by mix; the mix that fitted last is tried first.
+  bool NoTargetFits(double compute) {
+    if (HopelessForAll(compute, 0)) return true;
+    const std::vector<Target>& all = targets();
+    for (size_t k = 0, i = stage_fit_; k < all.size(); ++k, i = i + 1 == all.size() ? 0 : i + 1) {
+      const Target& target = all[i];
+      if (target.break_coeff < 0 ||
+          objective_.StageBound(compute, target.break_coeff, target.prefix,
+                                target.rest_max_ms) <= target.mix->bound) {
+        stage_fit_ = i;
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // With kSumPlusMaxBound, the largest sum some mix accepts at a given max, G(max), is
+  // nonincreasing: known values of G at maxima on both sides of a label's settle most
+  // labels without trying the mixes.
+  bool FitsBySumLimit(const Label& label) {
+    constexpr size_t kMaxLimits = 64;
+    std::vector<std::pair<double, double>>& limits = sum_limits();
+    const double max = label.max, sum = Objective::Primary(label);
+    auto above = std::lower_bound(
+        limits.begin(), limits.end(), max,
+        [](const std::pair<double, double>& p, double m) { return p.first < m; });
+    if (above != limits.end() && sum <= above->second) return true;
+    if (above != limits.end() && above->first == max) return false;
+    if (above != limits.begin() && sum > std::prev(above)->second) return false;
+    const double limit = SumLimit(label);
+    if (limits.size() < kMaxLimits) limits.insert(above, {max, limit});
+    return sum <= limit;
+  }
+
+  // G(label's max) over every served mix.
+  double SumLimit(const Label& label) const {
+    const Label probe = Objective::MaxOnly(label);
+    double limit = -std::numeric_limits<double>::infinity();
+    for (const Target& target : targets()) {
+      limit = std::max(limit, target.mix->bound -
+                                  objective_.LowerBound(probe, target.prefix, target.rest_max_ms,
+                                                        target.mix->max_stages, a_ == 0));
+    }
+    return limit;
+  }
+
+  const Objective& objective_;
+  const int a_;
+  const double floor_ms_;
+  const PrefixCost floor_only_;  // the prefix's cheapest compute alone
+  // The weakest of each bound part over the served mixes.
+  double rest_max_ms_ = std::numeric_limits<double>::infinity();
+  double loosest_bound_ = -std::numeric_limits<double>::infinity();
+  double weakest_coeff_ = std::numeric_limits<double>::infinity();
+  double most_primary_ = -std::numeric_limits<double>::infinity();
+  int most_stages_ = 0;
+  // What TooCostly and SomeFits learnt so far.
+  double ok_up_to_ = -std::numeric_limits<double>::infinity();
+  double too_costly_from_ = std::numeric_limits<double>::infinity();
+  size_t stage_fit_ = 0;
+  size_t last_fit_ = 0;
+};
+
+}  // namespace oobleck::template_search
+
+#endif  // OOBLECK_CORE_TEMPLATE_SEARCH_SERVED_MIXES_H_

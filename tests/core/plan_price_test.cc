@@ -13,6 +13,7 @@
 #include "core/plan.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/core/test_planner.h"
 #include "tests/core/test_problems.h"
 
 namespace oobleck {
@@ -32,23 +33,8 @@ std::vector<ClusterNode> NodesOf(const NodeMix& counts) {
   return nodes;
 }
 
-struct Planned {
-  std::unique_ptr<CostModel> model;
-  std::unique_ptr<TemplateCache> cache;
-  std::unique_ptr<TemplatePlanner> templates;
-  std::unique_ptr<ClusterPlanner> planner;
-};
-
-Planned MakePlanner(PlanningProblem problem) {
-  Planned p;
-  absl::StatusOr<CostModel> model = CostModel::Create(std::move(problem));
-  EXPECT_TRUE(model.ok()) << model.status();
-  p.model = std::make_unique<CostModel>(*std::move(model));
-  p.cache = std::make_unique<TemplateCache>(64 << 20);
-  p.templates = std::make_unique<TemplatePlanner>(p.cache.get(), 1);
-  p.planner = std::make_unique<ClusterPlanner>(p.templates.get(), 1);
-  return p;
-}
+using ::oobleck::testing::MakePlanner;
+using ::oobleck::testing::Planned;
 
 // Prices in whole cents, so that the search's price steps are exact.
 std::vector<double> RandomPrices(std::mt19937& rng, int types) {

@@ -15,6 +15,7 @@
 #include "core/replan.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/core/test_planner.h"
 #include "tests/core/test_problems.h"
 
 namespace oobleck {
@@ -105,23 +106,8 @@ double BruteForcePlan(const CostModel& model, const TemplateSet& set,
 
 // --- fixtures ---------------------------------------------------------------------------
 
-struct Planned {
-  std::unique_ptr<CostModel> model;
-  std::unique_ptr<TemplateCache> cache;
-  std::unique_ptr<TemplatePlanner> templates;
-  std::unique_ptr<ClusterPlanner> planner;
-};
-
-Planned MakePlanner(PlanningProblem problem) {
-  Planned p;
-  absl::StatusOr<CostModel> model = CostModel::Create(std::move(problem));
-  EXPECT_TRUE(model.ok()) << model.status();
-  p.model = std::make_unique<CostModel>(*std::move(model));
-  p.cache = std::make_unique<TemplateCache>(64 << 20);
-  p.templates = std::make_unique<TemplatePlanner>(p.cache.get(), 1);
-  p.planner = std::make_unique<ClusterPlanner>(p.templates.get(), 1);
-  return p;
-}
+using ::oobleck::testing::MakePlanner;
+using ::oobleck::testing::Planned;
 
 // The plan of `nodes` for one global batch size; empty (and a failed expectation) when
 // there is none.

@@ -14,6 +14,7 @@
 #include "core/plan.h"
 #include "core/replan.h"
 #include "gtest/gtest.h"
+#include "tests/core/test_planner.h"
 #include "tests/core/test_problems.h"
 
 namespace oobleck {
@@ -21,23 +22,8 @@ namespace {
 
 bool Near(double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(1.0, std::abs(b)); }
 
-struct Planner {
-  std::unique_ptr<CostModel> model;
-  std::unique_ptr<TemplateCache> cache;
-  std::unique_ptr<TemplatePlanner> templates;
-  std::unique_ptr<ClusterPlanner> planner;
-};
-
-Planner MakePlanner(PlanningProblem problem) {
-  Planner p;
-  absl::StatusOr<CostModel> model = CostModel::Create(std::move(problem));
-  EXPECT_TRUE(model.ok()) << model.status();
-  p.model = std::make_unique<CostModel>(*std::move(model));
-  p.cache = std::make_unique<TemplateCache>(64 << 20);
-  p.templates = std::make_unique<TemplatePlanner>(p.cache.get(), 1);
-  p.planner = std::make_unique<ClusterPlanner>(p.templates.get(), 1);
-  return p;
-}
+using ::oobleck::testing::MakePlanner;
+using ::oobleck::testing::Planned;
 
 // GPT-2 XL on three node types of 2 GPUs (layer times by relative speed).
 PlanningProblem ThreeTypeProblem() {
@@ -93,7 +79,7 @@ struct Tally {
 
 // Replans `event` both ways; with the deprecated tolerance the answer depends only on
 // iteration times, bytes and pipelines kept, so it must be the same plan by those figures.
-void ExpectSameAnswer(const Planner& p, const std::vector<ClusterNode>& nodes,
+void ExpectSameAnswer(const Planned& p, const std::vector<ClusterNode>& nodes,
                       const ClusterPlan& plan, const ClusterEvent& event, double tolerance,
                       uint32_t seed, Tally* tally) {
   ReplanOptions fast;
@@ -120,7 +106,7 @@ void ExpectSameAnswer(const Planner& p, const std::vector<ClusterNode>& nodes,
 }
 
 TEST(ReplanOracleTest, ClassAssignmentMatchesHungarianOnGpt2XlClusters) {
-  Planner p = MakePlanner(ThreeTypeProblem());
+  Planned p = MakePlanner(ThreeTypeProblem());
   Tally tally;
   for (uint32_t seed = 0; seed < 120; ++seed) {
     std::mt19937 rng(seed);
@@ -143,7 +129,7 @@ TEST(ReplanOracleTest, ClassAssignmentMatchesHungarianOnRandomSmallInstances) {
     const CostModelKind kind =
         seed % 4 == 3 ? CostModelKind::kOobleckSosp23 : CostModelKind::kOneFOneB;
     testing::RandomInstance inst = testing::MakeRandomInstance(5000 + seed, kind, 9, 8);
-    Planner p = MakePlanner(inst.problem);
+    Planned p = MakePlanner(inst.problem);
     std::mt19937 rng(seed);
     std::vector<ClusterNode> nodes;
     for (int t = 0; t < static_cast<int>(inst.available.size()); ++t) {

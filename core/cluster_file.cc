@@ -251,21 +251,10 @@ const ClusterFileGpuType* ClusterFile::FindGpuType(std::string_view name) const 
   return nullptr;
 }
 
-absl::StatusOr<ClusterFile> ParseClusterFile(std::string_view json, const std::string& base_dir) {
-  Json root;
-  try {
-    root = Json::parse(json.begin(), json.end());
-  } catch (const Json::exception& e) {  // parse_error, and out_of_range for 1e999
-    return absl::InvalidArgumentError(absl::StrCat("not valid JSON: ", e.what()));
-  }
-  if (!root.is_object()) return Invalid("the cluster file", "must be a JSON object", root);
-  RETURN_IF_ERROR(CheckKeys(
-      root, "",
-      {"name", "note", "model", "profile", "profile_measured_on", "microbatch_size",
-       "microbatches_per_pipeline", "inter_node_bytes_per_s", "optimizer_state_multiplier",
-       "missing_allreduce_in_node", "gpu_types", "node_groups"}));
+namespace {
 
-  ClusterFile file;
+// The job's keys: name, model, micro-batches, bandwidth, optimizer multiplier, all-reduce.
+absl::Status ParseJob(const Json& root, ClusterFile& file) {
   if (root.contains("name")) {
     absl::StatusOr<std::string> name = NonEmptyString(root["name"], "name");
     if (!name.ok()) return name.status();
@@ -288,10 +277,10 @@ absl::StatusOr<ClusterFile> ParseClusterFile(std::string_view json, const std::s
     file.microbatches_per_pipeline = m;
   }
   if (!root.contains("inter_node_bytes_per_s")) return Missing("inter_node_bytes_per_s");
-  absl::Status s = OptionalPositive(root, "inter_node_bytes_per_s", &file.inter_node_bytes_per_s);
-  if (!s.ok()) return s;
-  s = OptionalPositive(root, "optimizer_state_multiplier", &file.optimizer_state_multiplier);
-  if (!s.ok()) return s;
+  RETURN_IF_ERROR(
+      OptionalPositive(root, "inter_node_bytes_per_s", &file.inter_node_bytes_per_s));
+  RETURN_IF_ERROR(
+      OptionalPositive(root, "optimizer_state_multiplier", &file.optimizer_state_multiplier));
 
   if (root.contains("missing_allreduce_in_node")) {
     const Json& v = root["missing_allreduce_in_node"];
@@ -301,6 +290,12 @@ absl::StatusOr<ClusterFile> ParseClusterFile(std::string_view json, const std::s
     file.missing_allreduce_ring = true;
   }
 
+  return absl::OkStatus();
+}
+
+// The top-level profile and the GPU type it was measured on: both or neither.
+absl::Status ParseTopLevelProfile(const Json& root, const std::string& base_dir,
+                                  ClusterFile& file) {
   if (root.contains("profile")) {
     ASSIGN_OR_RETURN(std::string dir, NonEmptyString(root["profile"], "profile"));
     file.profile_dir = ResolvePath(dir, base_dir);
@@ -322,6 +317,10 @@ absl::StatusOr<ClusterFile> ParseClusterFile(std::string_view json, const std::s
                      file.profile_measured_on, "\" but no top-level profile)"));
   }
 
+  return absl::OkStatus();
+}
+
+absl::Status ParseGpuTypes(const Json& root, const std::string& base_dir, ClusterFile& file) {
   if (!root.contains("gpu_types")) return Missing("gpu_types");
   const Json& gpu_types = root["gpu_types"];
   if (!gpu_types.is_object() || gpu_types.empty()) {
@@ -347,6 +346,10 @@ absl::StatusOr<ClusterFile> ParseClusterFile(std::string_view json, const std::s
     file.gpu_types.push_back(std::move(gpu));
   }
 
+  return absl::OkStatus();
+}
+
+absl::Status ParseNodeGroups(const Json& root, ClusterFile& file) {
   if (!root.contains("node_groups")) return Missing("node_groups");
   const Json& groups = root["node_groups"];
   if (!groups.is_array() || groups.empty()) {
@@ -359,6 +362,11 @@ absl::StatusOr<ClusterFile> ParseClusterFile(std::string_view json, const std::s
     file.node_groups.push_back(std::move(*group));
   }
 
+  return absl::OkStatus();
+}
+
+// Node ids: the given ones, else generated; unique across the file.
+absl::Status AssignNodeIds(ClusterFile& file) {
   // Generated ids number the nodes of each GPU type in file order, counting nodes with
   // explicit ids too, so a node's generated id does not depend on other groups' ids.
   std::map<std::string, int> next_index_by_gpu;
@@ -378,6 +386,30 @@ absl::StatusOr<ClusterFile> ParseClusterFile(std::string_view json, const std::s
       }
     }
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ClusterFile> ParseClusterFile(std::string_view json, const std::string& base_dir) {
+  Json root;
+  try {
+    root = Json::parse(json.begin(), json.end());
+  } catch (const Json::exception& e) {  // parse_error, and out_of_range for 1e999
+    return absl::InvalidArgumentError(absl::StrCat("not valid JSON: ", e.what()));
+  }
+  if (!root.is_object()) return Invalid("the cluster file", "must be a JSON object", root);
+  RETURN_IF_ERROR(CheckKeys(
+      root, "",
+      {"name", "note", "model", "profile", "profile_measured_on", "microbatch_size",
+       "microbatches_per_pipeline", "inter_node_bytes_per_s", "optimizer_state_multiplier",
+       "missing_allreduce_in_node", "gpu_types", "node_groups"}));
+  ClusterFile file;
+  RETURN_IF_ERROR(ParseJob(root, file));
+  RETURN_IF_ERROR(ParseTopLevelProfile(root, base_dir, file));
+  RETURN_IF_ERROR(ParseGpuTypes(root, base_dir, file));
+  RETURN_IF_ERROR(ParseNodeGroups(root, file));
+  RETURN_IF_ERROR(AssignNodeIds(file));
   return file;
 }
 

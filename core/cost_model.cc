@@ -90,15 +90,13 @@ absl::Status CostModel::CheckFinite(const PlanningProblem& problem, const CostMo
   return absl::OkStatus();
 }
 
-absl::StatusOr<CostModel> CostModel::Create(PlanningProblem problem) {
-  absl::Status s = ValidateNodeTypes(problem.node_types);
-  if (!s.ok()) return s;
+absl::Status CostModel::ValidateScalarsAndProfiles(const PlanningProblem& problem) {
+  RETURN_IF_ERROR(ValidateNodeTypes(problem.node_types));
   const size_t num_types = problem.node_types.size();
   if (problem.profiles.size() != num_types) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%d node types but %d profiles", num_types, problem.profiles.size()));
   }
-  problem.derived_from.resize(num_types);
   // oobleck-sosp23 ignores transfers, so only 1f1b needs a network bandwidth.
   if (!std::isfinite(problem.inter_node_bytes_per_s) || problem.inter_node_bytes_per_s < 0 ||
       (problem.cost_model == CostModelKind::kOneFOneB && problem.inter_node_bytes_per_s == 0)) {
@@ -118,63 +116,79 @@ absl::StatusOr<CostModel> CostModel::Create(PlanningProblem problem) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "optimizer_state_multiplier must be >= 0 (got %g)", problem.optimizer_state_multiplier));
   }
-  CostModel model;
+  int layers = 0;
   for (size_t t = 0; t < num_types; ++t) {
     const auto& profile = problem.profiles[t];
     if (!profile) {
       return absl::InvalidArgumentError(absl::StrCat("node_types[", t, "] has no profile"));
     }
-    if (t == 0) model.num_layers_ = profile->num_layers();
-    if (profile->num_layers() != model.num_layers_ || model.num_layers_ == 0) {
+    if (t == 0) layers = profile->num_layers();
+    if (profile->num_layers() != layers || layers == 0) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "node_types[%d] (%s): profile %s has %d layers, node_types[0] has %d", t,
-          problem.node_types[t].name, profile->key.ToString(), profile->num_layers(),
-          model.num_layers_));
+          problem.node_types[t].name, profile->key.ToString(), profile->num_layers(), layers));
     }
   }
+  return absl::OkStatus();
+}
+
+CostModel::TypeTables CostModel::BuildTypeTables(const NodeType& type,
+                                                 const ModelProfile& profile,
+                                                 MissingAllreduce missing) {
+  const int L = profile.num_layers();
+  TypeTables tables;
+  for (int g = 1; g <= type.gpus_per_node; ++g) {
+    bool measured = true;
+    for (const LayerProfile& layer : profile.layers) {
+      measured &= g == 1 || layer.allreduce_in_node_ms.count(g) > 0;
+    }
+    if (!measured && missing != MissingAllreduce::kRing) continue;
+    std::vector<double> fwd(L + 1, 0), bwd(L + 1, 0);
+    for (int l = 0; l < L; ++l) {
+      const LayerProfile& layer = profile.layers[l];
+      double allreduce_ms = 0;
+      if (g > 1) {
+        auto it = layer.allreduce_in_node_ms.find(g);
+        allreduce_ms = it != layer.allreduce_in_node_ms.end()
+                           ? it->second
+                           : 2.0 * (g - 1) / g * layer.param_bytes /
+                                 type.intra_node_bytes_per_s * 1e3;
+      }
+      fwd[l + 1] = fwd[l] + layer.forward_ms / g + allreduce_ms;
+      bwd[l + 1] = bwd[l] + layer.backward_ms / g + allreduce_ms;
+    }
+    tables.sizes.push_back(g);
+    tables.forward_prefix.push_back(std::move(fwd));
+    tables.backward_prefix.push_back(std::move(bwd));
+  }
+  tables.param_prefix.assign(L + 1, 0);
+  tables.activation_prefix.assign(L + 1, 0);
+  for (int l = 0; l < L; ++l) {
+    tables.param_prefix[l + 1] = tables.param_prefix[l] + profile.layers[l].param_bytes;
+    tables.activation_prefix[l + 1] =
+        tables.activation_prefix[l] + profile.layers[l].activation_bytes;
+  }
+  return tables;
+}
+
+absl::StatusOr<CostModel> CostModel::Create(PlanningProblem problem) {
+  RETURN_IF_ERROR(ValidateScalarsAndProfiles(problem));
+  const size_t num_types = problem.node_types.size();
+  problem.derived_from.resize(num_types);
+  CostModel model;
+  model.num_layers_ = problem.profiles[0]->num_layers();
   const int L = model.num_layers_;
   model.boundary_bytes_.assign(L, 0);
   for (const auto& profile : problem.profiles) {
     for (int l = 0; l < L; ++l) {
-      model.boundary_bytes_[l] = std::max(model.boundary_bytes_[l], profile->layers[l].activation_bytes);
+      model.boundary_bytes_[l] =
+          std::max(model.boundary_bytes_[l], profile->layers[l].activation_bytes);
     }
   }
-  model.types_.resize(num_types);
+  model.types_.reserve(num_types);
   for (size_t t = 0; t < num_types; ++t) {
-    const NodeType& type = problem.node_types[t];
-    const ModelProfile& profile = *problem.profiles[t];
-    TypeTables& tables = model.types_[t];
-    for (int g = 1; g <= type.gpus_per_node; ++g) {
-      bool measured = true;
-      for (const LayerProfile& layer : profile.layers) {
-        measured &= g == 1 || layer.allreduce_in_node_ms.count(g) > 0;
-      }
-      if (!measured && problem.missing_allreduce != MissingAllreduce::kRing) continue;
-      std::vector<double> fwd(L + 1, 0), bwd(L + 1, 0);
-      for (int l = 0; l < L; ++l) {
-        const LayerProfile& layer = profile.layers[l];
-        double allreduce_ms = 0;
-        if (g > 1) {
-          auto it = layer.allreduce_in_node_ms.find(g);
-          allreduce_ms = it != layer.allreduce_in_node_ms.end()
-                             ? it->second
-                             : 2.0 * (g - 1) / g * layer.param_bytes /
-                                   type.intra_node_bytes_per_s * 1e3;
-        }
-        fwd[l + 1] = fwd[l] + layer.forward_ms / g + allreduce_ms;
-        bwd[l + 1] = bwd[l] + layer.backward_ms / g + allreduce_ms;
-      }
-      tables.sizes.push_back(g);
-      tables.forward_prefix.push_back(std::move(fwd));
-      tables.backward_prefix.push_back(std::move(bwd));
-    }
-    tables.param_prefix.assign(L + 1, 0);
-    tables.activation_prefix.assign(L + 1, 0);
-    for (int l = 0; l < L; ++l) {
-      tables.param_prefix[l + 1] = tables.param_prefix[l] + profile.layers[l].param_bytes;
-      tables.activation_prefix[l + 1] =
-          tables.activation_prefix[l] + profile.layers[l].activation_bytes;
-    }
+    model.types_.push_back(
+        BuildTypeTables(problem.node_types[t], *problem.profiles[t], problem.missing_allreduce));
   }
   RETURN_IF_ERROR(CheckFinite(problem, model));
   model.problem_ = std::move(problem);

@@ -126,6 +126,11 @@ class CostModel {
     std::vector<std::vector<double>> forward_prefix, backward_prefix;
     std::vector<double> param_prefix, activation_prefix;  // this type's profile
   };
+  // The problem's scalars (bandwidth, M, optimizer multiplier) and its profiles' layer counts.
+  static absl::Status ValidateScalarsAndProfiles(const PlanningProblem& problem);
+  // One type's tables: the stage sizes it can use and the prefix sums over its layers.
+  static TypeTables BuildTypeTables(const NodeType& type, const ModelProfile& profile,
+                                    MissingAllreduce missing);
   CostModel() = default;
   int SizeIndex(int t, int gpus) const;
   // k * params / g + activations * in_flight: the one memory expression.

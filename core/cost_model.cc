@@ -322,7 +322,7 @@ double CostModel::PipelineTimeMs(const std::vector<double>& stage_costs, int mic
   return Sosp23TimeMs(sum, stage_costs[kstar], tail, n_k, S);
 }
 
-absl::StatusOr<PipelineTemplate> CostModel::Evaluate(PipelineTemplate tmpl) const {
+absl::Status CostModel::CheckTemplateShape(const PipelineTemplate& tmpl) const {
   const int n = tmpl.num_nodes();
   NodeMix counts(num_types(), 0);
   for (int i = 0; i < n; ++i) {
@@ -394,6 +394,12 @@ absl::StatusOr<PipelineTemplate> CostModel::Evaluate(PipelineTemplate tmpl) cons
         "oobleck-sosp23 with M = %d micro-batches allows at most %d stages; the template has %d",
         problem_.microbatches, problem_.microbatches, S));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PipelineTemplate> CostModel::Evaluate(PipelineTemplate tmpl) const {
+  RETURN_IF_ERROR(CheckTemplateShape(tmpl));
+  const int S = static_cast<int>(tmpl.stages.size());
   std::vector<double> costs(S);
   for (int s = 0; s < S; ++s) {
     Stage& st = tmpl.stages[s];

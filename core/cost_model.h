@@ -131,6 +131,8 @@ class CostModel {
   // One type's tables: the stage sizes it can use and the prefix sums over its layers.
   static TypeTables BuildTypeTables(const NodeType& type, const ModelProfile& profile,
                                     MissingAllreduce missing);
+  // Evaluate's structural checks: node order, contiguous stages, GPUs, the stage limit.
+  absl::Status CheckTemplateShape(const PipelineTemplate& tmpl) const;
   CostModel() = default;
   int SizeIndex(int t, int gpus) const;
   // k * params / g + activations * in_flight: the one memory expression.

@@ -32,6 +32,7 @@
 #include "core/plan_search/dp_rows.h"
 #include "core/plan_search/load_curve.h"
 #include "core/plan_search/packing_lp.h"
+#include "core/status_macros.h"
 #include "tbb/blocked_range.h"
 #include "tbb/parallel_for.h"
 
@@ -268,14 +269,7 @@ class PlanSearch {
     if (problem_.objective == PlanObjective::kCost) return SolveCost();
     const int num_fixed = static_cast<int>(fixed_.size());
     const double top = TopTau();
-    if (use_ilp_) {
-      if (absl::Status s = CheckBatch(); !s.ok()) return s;
-      absl::StatusOr<bool> fits = IlpFeasible(top);
-      if (!fits.ok()) return fits.status();
-      if (!*fits) return NoPlanError();
-    } else if (absl::Status s = CheckCapacity(); !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(CheckSolvable(top));
     const int max_pipelines_free = std::min(B_ - num_fixed, MaxFreePipelines());
     int pipelines_bound = max_pipelines_free;  // P_min at the smallest tau is at most this
     auto exact = [&](double tau) -> absl::StatusOr<bool> {
@@ -290,14 +284,40 @@ class PlanSearch {
       pipelines_bound = std::min(max_pipelines_free, free->pipelines);
       return true;
     };
+    double bad = -kInf, good = top;
+    RETURN_IF_ERROR(Bracket(exact, bad, good));
+    ASSIGN_OR_RETURN(const double tau_inf, SmallestFeasible(all_, bad, good, exact));
+    if (!use_ilp_ && int64_t{num_states_} * (pipelines_bound + 1) > kMaxTableEntries) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "the exact plan search over this cluster needs a table of %d node-count states x %d "
+          "pipeline counts, more than the limit of %d entries; raise min_nodes_per_pipeline "
+          "or plan fewer nodes or node types at once",
+          num_states_, pipelines_bound + 1, kMaxTableEntries));
+    }
+
+    RETURN_IF_ERROR(SearchFromSmallest(tau_inf, pipelines_bound));
+    return Reconstruct();
+  }
+
+  // OK when some plan can run the batch at all (FAILED_PRECONDITION naming why not).
+  absl::Status CheckSolvable(double top) {
+    if (!use_ilp_) return CheckCapacity();
+    RETURN_IF_ERROR(CheckBatch());
+    ASSIGN_OR_RETURN(const bool fits, IlpFeasible(top));
+    return fits ? absl::OkStatus() : NoPlanError();
+  }
+
+  // Narrows (bad, good], the makespans where the smallest feasible one lies, before the
+  // bisection of Solve: from the LP bound up, or around a replan's hint.
+  template <typename Exact>
+  absl::Status Bracket(const Exact& exact, double& bad, double& good) {
+    const double hint = problem_.makespan_hint_ms;
     // The LP relaxation bounds what the pipelines absorb from above, so no tau below its
     // smallest feasible one is feasible; the exact optimum is usually a few candidates on.
     // (Small clusters skip it: there the exact DP costs less than the LP's bisection.)
-    double bad = -kInf, good = top;
-    const double hint = problem_.makespan_hint_ms;
     if (use_ilp_ || num_states_ * static_cast<int64_t>(shapes_.size()) > kSmallSearch) {
       absl::StatusOr<double> tau_lp = SmallestFeasible(
-          all_, -kInf, top,
+          all_, -kInf, good,  // good is still the largest candidate here
           [&](double tau) -> absl::StatusOr<bool> { return RelaxedFeasible(tau); });
       if (!tau_lp.ok()) return tau_lp.status();
       bad = std::nextafter(*tau_lp, -kInf);
@@ -340,22 +360,18 @@ class PlanSearch {
         }
       }
     }
-    absl::StatusOr<double> tau_inf = SmallestFeasible(all_, bad, good, exact);
-    if (!tau_inf.ok()) return tau_inf.status();
-    if (!use_ilp_ && int64_t{num_states_} * (pipelines_bound + 1) > kMaxTableEntries) {
-      return absl::ResourceExhaustedError(absl::StrFormat(
-          "the exact plan search over this cluster needs a table of %d node-count states x %d "
-          "pipeline counts, more than the limit of %d entries; raise min_nodes_per_pipeline "
-          "or plan fewer nodes or node types at once",
-          num_states_, pipelines_bound + 1, kMaxTableEntries));
-    }
+    return absl::OkStatus();
+  }
 
-    absl::StatusOr<int> p_inf = MinPipelines(*tau_inf, pipelines_bound);
+  // From the smallest feasible makespan up: its fewest pipelines, then the branch and bound
+  // over the makespans whose smaller all-reduce could still win.
+  absl::Status SearchFromSmallest(double tau_inf, int pipelines_bound) {
+    absl::StatusOr<int> p_inf = MinPipelines(tau_inf, pipelines_bound);
     if (!p_inf.ok()) return p_inf.status();
     if (*p_inf < 0)
       return absl::InternalError("plan search: no pipeline count at the smallest makespan");
-    best_ = *tau_inf + Allreduce(*p_inf);
-    best_tau_ = *tau_inf;
+    best_ = tau_inf + Allreduce(*p_inf);
+    best_tau_ = tau_inf;
     best_p_ = *p_inf;
     std::swap(best_table_, table_);
     std::swap(best_counts_, ilp_counts_);
@@ -363,7 +379,7 @@ class PlanSearch {
     // Candidates at or above best cannot improve on it (the all-reduce is >= 0). The
     // largest one below needs the fewest pipelines of all, which bounds the rest.
     const double top_tau = AtOrBelow(all_, std::nextafter(best_, -kInf));
-    if (top_tau > *tau_inf) {
+    if (top_tau > tau_inf) {
       absl::StatusOr<int> p_top = MinPipelines(top_tau, *p_inf);
       if (!p_top.ok()) return p_top.status();
       if (*p_top < 0 && !inexact_) {
@@ -371,11 +387,11 @@ class PlanSearch {
       }
       if (*p_top >= 0) {  // (else an unsolved integer program: the gap says so)
         Consider(top_tau, *p_top);
-        absl::Status s = Search(*tau_inf, *p_inf, top_tau, *p_top);
+        absl::Status s = Search(tau_inf, *p_inf, top_tau, *p_top);
         if (!s.ok()) return s;
       }
     }
-    return Reconstruct();
+    return absl::OkStatus();
   }
 
   // The most pipelines (kept + chosen) of any solution, capped at `at_most`; 0 when there

@@ -257,13 +257,12 @@ int64_t PriceSteps(double price_per_hour) {
 double PlanPricePerHour(const ClusterPlan& plan, const std::vector<ClusterNode>& nodes,
                         const std::vector<double>& price_per_hour) {
   if (price_per_hour.empty()) return 0;
-  std::map<std::string_view, int> type_of;
-  for (const ClusterNode& node : nodes) type_of[node.id] = node.type;
+  const NodeIndex index = IndexNodes(nodes);
   double price = 0;
   for (const PlannedPipeline& p : plan.pipelines) {
     for (const std::string& id : p.node_ids) {
-      auto it = type_of.find(id);
-      if (it != type_of.end()) price += price_per_hour[it->second];
+      auto it = index.find(id);
+      if (it != index.end()) price += price_per_hour[nodes[it->second].type];
     }
   }
   return price;

@@ -21,6 +21,7 @@
 #include "server/planner_server.h"
 #include "server/planner_service.h"
 #include "tests/service/test_load_root.h"
+#include "tests/service/three_type_request.h"
 
 namespace oobleck::server {
 namespace {
@@ -29,43 +30,15 @@ namespace pb = ::oobleck::planner::v1;
 using ::testing::HasSubstr;
 
 constexpr char kExampleDir[] = OOBLECK_SOURCE_DIR "/examples/profiles/gpt2-xl/rtx4090";
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-pb::NodeType Type(const std::string& name, double memory_gib, double relative_speed,
-                  double price_per_hour) {
-  pb::NodeType type;
-  type.set_name(name);
-  type.set_gpu_type(name);
-  type.set_gpus_per_node(2);
-  type.set_gpu_memory_bytes(memory_gib * kGiB);
-  type.set_intra_node_bytes_per_s(25e9);
-  type.set_price_per_hour(price_per_hour);
-  if (relative_speed != 1) {
-    type.mutable_derive()->set_measured_gpu_type("rtx4090");
-    type.mutable_derive()->set_relative_speed(relative_speed);
-  }
-  return type;
-}
-
-// GPT-2 XL on three nodes each of V100, RTX 3090 and RTX 4090 (2 GPUs per node), priced so
-// that the fast nodes cost more per hour than they save.
+// The Plan tests' three-type cluster (one global batch of 64), priced so that the fast
+// nodes cost more per hour than they save.
 pb::PlanRequest PricedRequest() {
-  pb::PlanRequest request;
-  request.set_model("gpt2-xl");
-  request.set_microbatches(16);
-  request.set_missing_allreduce_in_node(pb::MISSING_ALLREDUCE_RING);
-  pb::Cluster* cluster = request.mutable_cluster();
-  cluster->set_inter_node_bytes_per_s(12.5e9);
-  *cluster->add_node_types() = Type("v100", 16, 1 / 2.94, 0.9);
-  *cluster->add_node_types() = Type("rtx3090", 24, 1.8 / 2.94, 1.1);
-  *cluster->add_node_types() = Type("rtx4090", 24, 1, 4.0);
-  const char* types[] = {"v100", "rtx3090", "rtx4090"};
-  for (int i = 0; i < 9; ++i) {
-    pb::Node* node = request.add_nodes();
-    node->set_id("10.0.0." + std::to_string(i + 1));
-    node->set_node_type(types[i / 3]);
+  pb::PlanRequest request = testing::ThreeTypeRequest({64});
+  const double prices[] = {0.9, 1.1, 4.0};  // v100, rtx3090, rtx4090
+  for (int t = 0; t < 3; ++t) {
+    request.mutable_cluster()->mutable_node_types(t)->set_price_per_hour(prices[t]);
   }
-  request.add_global_batch(64);
   return request;
 }
 

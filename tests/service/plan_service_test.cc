@@ -23,6 +23,7 @@
 #include "server/planner_server.h"
 #include "server/planner_service.h"
 #include "tests/service/test_load_root.h"
+#include "tests/service/three_type_request.h"
 
 namespace oobleck::server {
 namespace {
@@ -34,42 +35,8 @@ using ::testing::HasSubstr;
 constexpr char kExampleDir[] = OOBLECK_SOURCE_DIR "/examples/profiles/gpt2-xl/rtx4090";
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-pb::NodeType Type(const std::string& name, double memory_gib, double relative_speed) {
-  pb::NodeType type;
-  type.set_name(name);
-  type.set_gpu_type(name);
-  type.set_gpus_per_node(2);
-  type.set_gpu_memory_bytes(memory_gib * kGiB);
-  type.set_intra_node_bytes_per_s(25e9);
-  if (relative_speed != 1) {
-    type.mutable_derive()->set_measured_gpu_type("rtx4090");
-    type.mutable_derive()->set_relative_speed(relative_speed);
-  }
-  return type;
-}
-
-// GPT-2 XL on V100, RTX 3090 and RTX 4090 nodes of 2 GPUs (speeds relative to the measured
-// RTX 4090 as in the ditto cluster files), three nodes of each with IP-like ids.
-pb::PlanRequest ThreeTypeRequest() {
-  pb::PlanRequest request;
-  request.set_model("gpt2-xl");
-  request.set_microbatches(16);
-  request.set_missing_allreduce_in_node(pb::MISSING_ALLREDUCE_RING);
-  pb::Cluster* cluster = request.mutable_cluster();
-  cluster->set_inter_node_bytes_per_s(12.5e9);
-  *cluster->add_node_types() = Type("v100", 16, 1 / 2.94);
-  *cluster->add_node_types() = Type("rtx3090", 24, 1.8 / 2.94);
-  *cluster->add_node_types() = Type("rtx4090", 24, 1);
-  const char* types[] = {"v100", "rtx3090", "rtx4090"};
-  for (int i = 0; i < 9; ++i) {
-    pb::Node* node = request.add_nodes();
-    node->set_id("10.0.0." + std::to_string(i + 1));
-    node->set_node_type(types[i / 3]);
-  }
-  request.add_global_batch(64);
-  request.add_global_batch(128);
-  return request;
-}
+using testing::Type;
+pb::PlanRequest ThreeTypeRequest() { return testing::ThreeTypeRequest({64, 128}); }
 
 // The plan covers exactly the cluster's nodes, each once, and its shares add up.
 void ExpectPlanOver(const pb::PlanRequest& request, const pb::ClusterPlan& plan) {

@@ -28,8 +28,42 @@ int64_t SaturatingAdd(int64_t a, int64_t b) {
   return a >= kMax - b ? kMax : a + b;
 }
 
+int64_t CountMultisetsInsideMixes(const std::vector<int>& caps,
+                                  const std::vector<NodeMix>& mixes) {
+  const int T = static_cast<int>(caps.size());
+  std::vector<int64_t> strides(T, 1);
+  int64_t box = 1;
+  for (int t = 0; t < T; ++t) {
+    strides[t] = box;
+    box *= caps[t] + 1;
+  }
+  // u is inside a mix iff it is one, or u plus one node is inside one: downwards through
+  // the box in decreasing code order, as core/template_search/state_space.h does.
+  std::vector<bool> inside(box, false);
+  for (const NodeMix& mix : mixes) {
+    int64_t code = 0;
+    for (int t = 0; t < T && t < static_cast<int>(mix.size()); ++t) code += mix[t] * strides[t];
+    inside[code] = true;
+  }
+  std::vector<int> counts = caps;  // of u, stepped down like an odometer
+  int64_t count = 0;
+  for (int64_t u = box - 1; u >= 0; --u) {
+    if (u < box - 1) {
+      int t = 0;
+      for (; counts[t] == 0; ++t) counts[t] = caps[t];
+      --counts[t];
+    }
+    for (int t = 0; t < T && !inside[u]; ++t) {
+      if (counts[t] < caps[t] && inside[u + strides[t]]) inside[u] = true;
+    }
+    count += inside[u] ? 1 : 0;
+  }
+  return count;
+}
+
 TemplateSearchSize EstimateTemplateSearch(const CostModel& model,
-                                          const std::vector<NodeMix>& mixes) {
+                                          const std::vector<NodeMix>& mixes,
+                                          const TemplateSearchLimits& limits) {
   const int T = model.num_types();
   TemplateSearchSize size;
   std::vector<int64_t> caps(T, 0);
@@ -45,6 +79,9 @@ TemplateSearchSize EstimateTemplateSearch(const CostModel& model,
   for (int64_t cap : caps) size.box = SaturatingMul(size.box, cap + 1);
   size.box_work = SaturatingMul(size.box, std::max(T, 1));
   size.useful = std::min(size.box, size.mix_entries);
+  if (size.box_work <= limits.max_box_work) {
+    size.useful = CountMultisetsInsideMixes(std::vector<int>(caps.begin(), caps.end()), mixes);
+  }
   size.node_states = 1;
   for (int t = 0; t < T; ++t) {
     size.node_states = SaturatingAdd(size.node_states, model.node_type(t).gpus_per_node - 1);

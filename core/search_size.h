@@ -22,7 +22,9 @@ struct TemplateSearchSize {
   int64_t box = 0;
   int64_t box_work = 0;      // box x node types
   int64_t mix_entries = 0;   // sum over mixes of their sub-multisets: per-state mix lists
-  // States exist only on multisets inside some mix: at most min(box, mix_entries).
+  // States exist only on multisets inside some mix: counted exactly by one walk over the
+  // box when the box passes its limit (the search walks it the same way), else the upper
+  // bound min(box, mix_entries).
   int64_t useful = 0;
   int64_t node_states = 0;   // boundary + partial states of every node type's GPUs
   int64_t states = 0;        // (layers + 1) x useful x node_states: one Pareto front each
@@ -36,8 +38,16 @@ struct TemplateSearchLimits {
   int64_t max_mix_entries = int64_t{1} << 24;
 };
 
+// The box is walked (box_work steps) only when box_work <= limits.max_box_work, so a
+// request whose box is too large is still estimated, and refused, in O(mixes x types).
 TemplateSearchSize EstimateTemplateSearch(const CostModel& model,
-                                          const std::vector<NodeMix>& mixes);
+                                          const std::vector<NodeMix>& mixes,
+                                          const TemplateSearchLimits& limits = {});
+
+// How many multisets of the box `caps` (prod (cap_t + 1) of them) are inside at least one
+// of `mixes` (each mix within the box): the multisets a template search keeps states for.
+int64_t CountMultisetsInsideMixes(const std::vector<int>& caps,
+                                  const std::vector<NodeMix>& mixes);
 
 // OK, or RESOURCE_EXHAUSTED naming the first limit the search would pass, its value and
 // the estimate.

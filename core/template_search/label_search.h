@@ -97,6 +97,8 @@ class LabelSearch {
     fronts_[space_.Index(L, 0, 0)].push_back({Label{}, -1, -1, -1, 0});
     const int NS = space_.num_node_states();
     const int num_targets = space_.num_useful() * NS;
+    label_positions_.assign(num_targets, {});
+    label_positions_[space_.Dense(0) * NS].push_back(L);  // the empty suffix
     for (int a = L - 1; a >= 0; --a) {
       if (interrupt_.Poll()) return Interrupt::Status("template search");
       PrepareLayer(a);
@@ -105,6 +107,11 @@ class LabelSearch {
         ComputeTarget(a, space_.Code(target / NS), target % NS);
       });
       if (interrupt_.stopped()) return Interrupt::Status("template search");
+      for (int target = 0; target < num_targets; ++target) {
+        if (!fronts_[static_cast<int64_t>(a) * num_targets + target].empty()) {
+          label_positions_[target].push_back(a);
+        }
+      }
       if (options.progress) options.progress(phase_name(), L - a, L);
     }
     std::vector<MixResult> results;
@@ -188,6 +195,16 @@ class LabelSearch {
     // A partial node must be one of u's (checked before the served mixes are listed:
     // with many types most partial states of a multiset are of types it lacks).
     if (ns != 0 && space_.count(u, space_.PartialOf(ns).first) == 0) return;
+    // A state none of whose sources holds a label at any later position has no candidate:
+    // it returns before listing its served mixes (most states of a tightly bounded pass).
+    bool has_source = false;
+    ForEachSource(a, u, ns, [&](const StageSource& source) {
+      has_source = has_source || !label_positions_[space_.Dense(source.u_src) *
+                                                       space_.num_node_states() +
+                                                   source.ns_src]
+                                      .empty();
+    });
+    if (!has_source) return;
     const double floor_ms = prefix_cost_.floor_ms(a);
     ServedMixes<Objective> served(objective_, a, floor_ms);
     const int NS = space_.num_node_states();
@@ -200,34 +217,39 @@ class LabelSearch {
     thread_local std::vector<Entry> candidates;
     candidates.clear();
     Sentinels sentinels;
-    const Link in_boundary = a == 0 ? Link::kNone : Link::kInterNode;
-    if (ns == 0) {
-      for (int t = 0; t < model_.num_types(); ++t) {
-        if (space_.count(u, t) == 0) continue;
-        const int G = model_.node_type(t).gpus_per_node;
-        for (int g : model_.stage_sizes(t)) {
-          const StageSource source =
-              g == G ? StageSource{t, g, u - space_.stride(t), 0, in_boundary, true}
-                     : StageSource{t, g, u, space_.PartialState(t, G - g), in_boundary, false};
-          PullStages(a, source, served, sentinels, candidates);
-        }
-      }
-    } else {
-      const auto [t, used] = space_.PartialOf(ns);
-      for (int g : model_.stage_sizes(t)) {
-        if (g == used) {
-          PullStages(a, {t, g, u - space_.stride(t), 0, Link::kIntraNode, true}, served,
-                     sentinels, candidates);
-        } else if (g < used) {
-          PullStages(a, {t, g, u, space_.PartialState(t, used - g), Link::kIntraNode, false},
-                     served, sentinels, candidates);
-        }
-      }
-    }
+    ForEachSource(a, u, ns, [&](const StageSource& source) {
+      PullStages(a, source, served, sentinels, candidates);
+    });
     candidates_ += static_cast<int64_t>(candidates.size());
     std::vector<Entry>& front = fronts_[space_.Index(a, u, ns)];
     Reduce(candidates, front, a);
     labels_ += static_cast<int64_t>(front.size());
+  }
+
+  // Calls f(source) for every stage size the state (a, u, ns) can place at a, in a fixed
+  // order: on a new node of each type u holds (ns = 0), or on its partial node.
+  template <typename F>
+  void ForEachSource(int a, int u, int ns, F&& f) const {
+    if (ns == 0) {
+      const Link in_boundary = a == 0 ? Link::kNone : Link::kInterNode;
+      for (int t = 0; t < model_.num_types(); ++t) {
+        if (space_.count(u, t) == 0) continue;
+        const int G = model_.node_type(t).gpus_per_node;
+        for (int g : model_.stage_sizes(t)) {
+          f(g == G ? StageSource{t, g, u - space_.stride(t), 0, in_boundary, true}
+                   : StageSource{t, g, u, space_.PartialState(t, G - g), in_boundary, false});
+        }
+      }
+      return;
+    }
+    const auto [t, used] = space_.PartialOf(ns);
+    for (int g : model_.stage_sizes(t)) {
+      if (g == used) {
+        f(StageSource{t, g, u - space_.stride(t), 0, Link::kIntraNode, true});
+      } else if (g < used) {
+        f(StageSource{t, g, u, space_.PartialState(t, used - g), Link::kIntraNode, false});
+      }
+    }
   }
 
   // Appends to `candidates` the labels of every stage [a, l) from `source` that some served
@@ -238,7 +260,12 @@ class LabelSearch {
     const int t = source.type, g = source.gpus;
     const std::vector<double>& compute_ms = compute_prefix_[t][g];
     const bool may_break = served.may_break();
-    for (int l = a + 1; l <= L; ++l) {
+    // Only the positions where the source state holds labels, in increasing order (they
+    // were recorded right to left); all are after a.
+    const std::vector<int32_t>& positions =
+        label_positions_[space_.Dense(source.u_src) * space_.num_node_states() + source.ns_src];
+    for (auto it = positions.rbegin(); it != positions.rend(); ++it) {
+      const int l = *it;
       if (l == L && (!source.new_node_at_right || source.u_src != 0)) continue;
       // Compute grows with l, so once one stage cannot beat the incumbent no longer stage
       // can either (with the weakest coefficient any longer stage may have).
@@ -247,7 +274,6 @@ class LabelSearch {
       if (may_break && served.TooCostly(compute)) break;
       const int64_t src = space_.Index(l, source.u_src, source.ns_src);
       const std::vector<Entry>& sources = fronts_[src];
-      if (sources.empty()) continue;
       // The labels are tested mix by mix below; here only what no mix can use goes,
       // before its sources are read.
       if (served.HopelessForAll(compute, prefix_cost_.floor_ms(L) - prefix_cost_.floor_ms(l))) {
@@ -386,6 +412,9 @@ class LabelSearch {
   std::vector<std::vector<TargetMix>> targets_;  // per multiset u
   std::vector<LayerBound> layer_;                // per (free multiset, ns) at the current a
   std::vector<std::vector<Entry>> fronts_;
+  // Per (u, ns), densely: the positions after the current one where the state holds
+  // labels, in decreasing order.
+  std::vector<std::vector<int32_t>> label_positions_;
 };
 
 }  // namespace oobleck::template_search

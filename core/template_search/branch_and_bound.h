@@ -1,5 +1,6 @@
 // The branch-and-bound driver of the template search (docs/ARCHITECTURE.md#branch-and-
-// bound): beam passes find incumbents, whose times bound the exact label DP.
+// bound): exact passes with guessed bounds settle most mixes; a beam pass finds incumbents
+// for the rest, whose times bound the last exact pass.
 #ifndef OOBLECK_CORE_TEMPLATE_SEARCH_BRANCH_AND_BOUND_H_
 #define OOBLECK_CORE_TEMPLATE_SEARCH_BRANCH_AND_BOUND_H_
 
@@ -21,17 +22,15 @@
 
 namespace oobleck::template_search {
 
-// Labels kept per state by the beam passes that find incumbents.
+// Labels kept per state by the beam pass that finds incumbents.
 inline constexpr int kBeamWidth = 4;
+// The guessed rounds' bounds: each mix's root lower bound times 1 + these, one round each.
+// At the LLM shape the optima are 1.02-1.10 times the lower bound (bench/README.md): a
+// round whose guesses are too low for most mixes costs a whole pass and settles few.
+inline constexpr double kGuessSlacks[] = {0.06, 0.1, 0.2, 0.4};
 
-// Per mix, the time of some template (+inf if none was found: infeasible, or only an
-// unbounded search could tell). Without any bound the beam pass would try every stage of
-// every state. It runs with guessed bounds instead, a little above each mix's lower bound
-// and widening round by round, on the mixes it has not found a template for yet; a mix
-// still without one after the widest guess gets a last unbounded round (which also
-// settles infeasible mixes). The guessed rounds pay off when stages can span many layers
-// or nodes have many GPU splits (the objective says from how many layers on,
-// kGuessFromLayers); otherwise one unbounded beam pass finds every incumbent.
+// Per mix, the time of some template found by one unbounded beam pass (+inf if none:
+// the mix is infeasible).
 template <SearchObjective Objective>
 absl::StatusOr<std::vector<double>> FindIncumbents(const StageCosts& costs,
                                                    const std::vector<NodeMix>& mixes,
@@ -40,52 +39,99 @@ absl::StatusOr<std::vector<double>> FindIncumbents(const StageCosts& costs,
                                                    Interrupt& interrupt,
                                                    const SearchOptions& options) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
-  const CostModel& model = costs.model();
-  const std::vector<double> slacks = model.num_layers() >= Objective::kGuessFromLayers
-                                         ? std::vector<double>{0.02, 0.05, 0.1, 0.2, 0.4, -1.0}
-                                         : std::vector<double>{-1.0};
-  std::vector<double> upper_bounds(mixes.size(), kInf), guesses(mixes.size(), kInf);
-  std::vector<bool> found(mixes.size(), false);
-  if (slacks.size() > 1) {
-    LabelSearch<Objective> probe(costs, mixes, objective, kBeamWidth, upper_bounds, prefix_max,
-                                 interrupt);
-    for (size_t i = 0; i < mixes.size(); ++i) {
-      const double lb = probe.RootLowerBound(mixes[i]);
-      if (lb > 0 && std::isfinite(lb)) guesses[i] = lb;
-    }
-  }
-  for (double slack : slacks) {
-    std::vector<size_t> pending;
-    for (size_t i = 0; i < mixes.size(); ++i) {
-      if (!found[i]) pending.push_back(i);
-    }
-    if (pending.empty()) break;
-    std::vector<NodeMix> round_mixes;
-    std::vector<double> round_bounds;
-    for (size_t i : pending) {
-      round_mixes.push_back(mixes[i]);
-      round_bounds.push_back(slack < 0 ? kInf : guesses[i] * (1 + slack));
-    }
-    const bool all = pending.size() == mixes.size();
-    const StateSpace round_space(model, round_mixes);
-    std::optional<PrefixMaxBound> round_max;
-    if (!all) round_max.emplace(costs, round_space, round_mixes, interrupt);
-    LabelSearch<Objective> beam(costs, round_mixes, objective, kBeamWidth, round_bounds,
-                                all ? prefix_max : *round_max, interrupt);
-    auto incumbents = beam.Run(options);
-    if (!incumbents.ok()) return incumbents.status();
-    for (size_t j = 0; j < pending.size(); ++j) {
-      if ((*incumbents)[j].feasible) {
-        found[pending[j]] = true;
-        upper_bounds[pending[j]] = (*incumbents)[j].best.iteration_time_ms;
-      }
-    }
+  std::vector<double> upper_bounds(mixes.size(), kInf);
+  LabelSearch<Objective> beam(costs, mixes, objective, kBeamWidth, upper_bounds, prefix_max,
+                              interrupt);
+  absl::StatusOr<std::vector<MixResult>> incumbents = beam.Run(options);
+  if (!incumbents.ok()) return incumbents.status();
+  for (size_t i = 0; i < mixes.size(); ++i) {
+    if ((*incumbents)[i].feasible) upper_bounds[i] = (*incumbents)[i].best.iteration_time_ms;
   }
   return upper_bounds;
 }
 
-// A narrow beam pass finds good templates fast; their times bound the exact pass, which
-// then skips every stage and label that provably cannot beat them.
+// The exact pass run with a bound B per mix keeps every stage and label that could lead
+// to a time <= B (the same argument as with an incumbent: nothing it drops can reach B).
+// So a mix whose optimum is <= B gets its optimum, and a template it returns with a time
+// <= B is optimal. Rounds with guessed bounds a little above each mix's root lower bound,
+// widening (kGuessSlacks), each over the mixes not yet settled, settle most mixes without
+// any incumbent; a mix left over (`results[i]` still empty: its optimum is far above its
+// lower bound, or it is infeasible) goes to the beam and the exact pass.
+template <SearchObjective Objective>
+absl::Status SettleByGuessedRounds(const StageCosts& costs, const std::vector<NodeMix>& mixes,
+                                   const Objective& objective, const PrefixMaxBound& prefix_max,
+                                   Interrupt& interrupt, const SearchOptions& options,
+                                   std::vector<std::optional<MixResult>>& results) {
+  const CostModel& model = costs.model();
+  std::vector<double> guesses(mixes.size(), 0);
+  {
+    const std::vector<double> none(mixes.size(), std::numeric_limits<double>::infinity());
+    const LabelSearch<Objective> probe(costs, mixes, objective, 0, none, prefix_max, interrupt);
+    for (size_t i = 0; i < mixes.size(); ++i) guesses[i] = probe.RootLowerBound(mixes[i]);
+  }
+  for (double slack : kGuessSlacks) {
+    std::vector<size_t> pending;
+    std::vector<NodeMix> round_mixes;
+    std::vector<double> round_bounds;
+    for (size_t i = 0; i < mixes.size(); ++i) {
+      if (results[i] || !(guesses[i] > 0 && std::isfinite(guesses[i]))) continue;
+      pending.push_back(i);
+      round_mixes.push_back(mixes[i]);
+      round_bounds.push_back(guesses[i] * (1 + slack));
+    }
+    if (pending.empty()) break;
+    const bool all = pending.size() == mixes.size();
+    const StateSpace round_space(model, round_mixes);
+    std::optional<PrefixMaxBound> round_max;
+    if (!all) round_max.emplace(costs, round_space, round_mixes, interrupt);
+    LabelSearch<Objective> exact(costs, round_mixes, objective, 0, round_bounds,
+                                 all ? prefix_max : *round_max, interrupt);
+    absl::StatusOr<std::vector<MixResult>> round = exact.Run(options);
+    if (!round.ok()) return round.status();
+    for (size_t j = 0; j < pending.size(); ++j) {
+      MixResult& r = (*round)[j];
+      if (r.feasible && r.best.iteration_time_ms <= round_bounds[j]) {
+        results[pending[j]] = std::move(r);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The mixes not settled by the guessed rounds: a narrow beam pass finds templates fast;
+// their times bound the exact pass, which then skips every stage and label that provably
+// cannot beat them.
+template <SearchObjective Objective>
+absl::Status SettleWithIncumbents(const StageCosts& costs, const std::vector<NodeMix>& mixes,
+                                  const Objective& objective, const PrefixMaxBound& prefix_max,
+                                  Interrupt& interrupt, const SearchOptions& options,
+                                  std::vector<std::optional<MixResult>>& results) {
+  std::vector<size_t> rest;
+  std::vector<NodeMix> rest_mixes;
+  for (size_t i = 0; i < mixes.size(); ++i) {
+    if (!results[i]) {
+      rest.push_back(i);
+      rest_mixes.push_back(mixes[i]);
+    }
+  }
+  if (rest.empty()) return absl::OkStatus();
+  const bool all = rest.size() == mixes.size();
+  const StateSpace rest_space(costs.model(), rest_mixes);
+  std::optional<PrefixMaxBound> rest_max;
+  if (!all) rest_max.emplace(costs, rest_space, rest_mixes, interrupt);
+  const PrefixMaxBound& bound = all ? prefix_max : *rest_max;
+  absl::StatusOr<std::vector<double>> upper_bounds =
+      FindIncumbents(costs, rest_mixes, objective, bound, interrupt, options);
+  if (!upper_bounds.ok()) return upper_bounds.status();
+  LabelSearch<Objective> exact(costs, rest_mixes, objective, 0, *upper_bounds, bound, interrupt);
+  absl::StatusOr<std::vector<MixResult>> found = exact.Run(options);
+  if (!found.ok()) return found.status();
+  for (size_t j = 0; j < rest.size(); ++j) results[rest[j]] = std::move((*found)[j]);
+  return absl::OkStatus();
+}
+
+// Guessed exact rounds where the objective guesses (kGuessFromLayers), then the beam's
+// incumbents and the exact pass for whatever is left.
 template <SearchObjective Objective>
 absl::StatusOr<std::vector<MixResult>> BranchAndBound(const CostModel& model,
                                                       const std::vector<NodeMix>& mixes,
@@ -96,11 +142,19 @@ absl::StatusOr<std::vector<MixResult>> BranchAndBound(const CostModel& model,
   const StateSpace space(model, mixes);
   const PrefixMaxBound prefix_max(costs, space, mixes, interrupt);
   if (interrupt.stopped()) return Interrupt::Status("template search");
-  absl::StatusOr<std::vector<double>> upper_bounds =
-      FindIncumbents(costs, mixes, objective, prefix_max, interrupt, options);
-  if (!upper_bounds.ok()) return upper_bounds.status();
-  LabelSearch<Objective> exact(costs, mixes, objective, 0, *upper_bounds, prefix_max, interrupt);
-  return exact.Run(options);
+  std::vector<std::optional<MixResult>> settled(mixes.size());
+  if (model.num_layers() >= Objective::kGuessFromLayers) {
+    absl::Status status =
+        SettleByGuessedRounds(costs, mixes, objective, prefix_max, interrupt, options, settled);
+    if (!status.ok()) return status;
+  }
+  absl::Status status =
+      SettleWithIncumbents(costs, mixes, objective, prefix_max, interrupt, options, settled);
+  if (!status.ok()) return status;
+  std::vector<MixResult> results;
+  results.reserve(mixes.size());
+  for (std::optional<MixResult>& r : settled) results.push_back(*std::move(r));
+  return results;
 }
 
 }  // namespace oobleck::template_search

@@ -47,8 +47,8 @@ concept SearchObjective = requires(const O& o, const typename O::Label& x,
   // only what that function reads).
   { O::kSumPlusMaxBound } -> std::convertible_to<bool>;
   { O::MaxOnly(x) } -> std::same_as<typename O::Label>;
-  // From this many layers on, incumbents come from beam rounds with guessed bounds
-  // (core/template_search/branch_and_bound.h).
+  // From this many layers on, exact rounds with guessed bounds settle the mixes before any
+  // beam pass (core/template_search/branch_and_bound.h).
   { O::kGuessFromLayers } -> std::convertible_to<int>;
   // The k of the prefix.SumPlus(k, ...) most calls use (NaN: none), precomputed per state.
   { o.CommonPrefixCoefficient() } -> std::same_as<double>;
@@ -81,7 +81,7 @@ struct OneFOneBObjective {
   // falls as its max grows.
   static constexpr bool kSumPlusMaxBound = true;
   // The unbounded beam pass is most of the work at any length (98 % of the candidates on
-  // the 80-layer, 8-GPU LLM shape of bench/README.md), and guessed rounds cut it 20x.
+  // the 80-layer, 8-GPU LLM shape of bench/README.md); guessed rounds avoid it.
   static constexpr int kGuessFromLayers = 0;
   static Label MaxOnly(const Label& x) { return {0, x.max, 0}; }
   // Lower bounds for branch and bound. `prefix` bounds the cost sum of the stages still to

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -98,7 +99,8 @@ class LabelSearch {
     const int NS = space_.num_node_states();
     const int num_targets = space_.num_useful() * NS;
     label_positions_.assign(num_targets, {});
-    label_positions_[space_.Dense(0) * NS].push_back(L);  // the empty suffix
+    label_positions_[space_.Dense(0) * NS].push_back(  // the empty suffix
+        {L, fronts_[space_.Index(L, 0, 0)]});
     for (int a = L - 1; a >= 0; --a) {
       if (interrupt_.Poll()) return Interrupt::Status("template search");
       PrepareLayer(a);
@@ -108,9 +110,8 @@ class LabelSearch {
       });
       if (interrupt_.stopped()) return Interrupt::Status("template search");
       for (int target = 0; target < num_targets; ++target) {
-        if (!fronts_[static_cast<int64_t>(a) * num_targets + target].empty()) {
-          label_positions_[target].push_back(a);
-        }
+        const std::vector<Entry>& front = fronts_[static_cast<int64_t>(a) * num_targets + target];
+        if (!front.empty()) label_positions_[target].push_back({a, front});
       }
       if (options.progress) options.progress(phase_name(), L - a, L);
     }
@@ -262,10 +263,10 @@ class LabelSearch {
     const bool may_break = served.may_break();
     // Only the positions where the source state holds labels, in increasing order (they
     // were recorded right to left); all are after a.
-    const std::vector<int32_t>& positions =
+    const std::vector<Held>& positions =
         label_positions_[space_.Dense(source.u_src) * space_.num_node_states() + source.ns_src];
     for (auto it = positions.rbegin(); it != positions.rend(); ++it) {
-      const int l = *it;
+      const int l = it->position;
       if (l == L && (!source.new_node_at_right || source.u_src != 0)) continue;
       // Compute grows with l, so once one stage cannot beat the incumbent no longer stage
       // can either (with the weakest coefficient any longer stage may have).
@@ -273,7 +274,7 @@ class LabelSearch {
       const double compute = compute_ms[l] - compute_ms[a];
       if (may_break && served.TooCostly(compute)) break;
       const int64_t src = space_.Index(l, source.u_src, source.ns_src);
-      const std::vector<Entry>& sources = fronts_[src];
+      const std::span<const Entry> sources = it->labels;
       // The labels are tested mix by mix below; here only what no mix can use goes,
       // before its sources are read.
       if (served.HopelessForAll(compute, prefix_cost_.floor_ms(L) - prefix_cost_.floor_ms(l))) {
@@ -413,8 +414,13 @@ class LabelSearch {
   std::vector<LayerBound> layer_;                // per (free multiset, ns) at the current a
   std::vector<std::vector<Entry>> fronts_;
   // Per (u, ns), densely: the positions after the current one where the state holds
-  // labels, in decreasing order.
-  std::vector<std::vector<int32_t>> label_positions_;
+  // labels, in decreasing order, with those labels (fronts_ is not changed after its
+  // position is done): the scan over stage ends reads them without touching fronts_.
+  struct Held {
+    int position;
+    std::span<const Entry> labels;
+  };
+  std::vector<std::vector<Held>> label_positions_;
 };
 
 }  // namespace oobleck::template_search

@@ -10,6 +10,7 @@
 #include <concepts>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <vector>
 
 #include "core/cost_model.h"
@@ -47,8 +48,8 @@ concept SearchObjective = requires(const O& o, const typename O::Label& x,
   // only what that function reads).
   { O::kSumPlusMaxBound } -> std::convertible_to<bool>;
   { O::MaxOnly(x) } -> std::same_as<typename O::Label>;
-  // From this many layers on, exact rounds with guessed bounds settle the mixes before any
-  // beam pass (core/template_search/branch_and_bound.h).
+  // From this many layers on, the search uses guessed bounds: exact rounds on short models,
+  // beam rounds for incumbents on long ones (core/template_search/branch_and_bound.h).
   { O::kGuessFromLayers } -> std::convertible_to<int>;
   // The k of the prefix.SumPlus(k, ...) most calls use (NaN: none), precomputed per state.
   { o.CommonPrefixCoefficient() } -> std::same_as<double>;
@@ -81,7 +82,7 @@ struct OneFOneBObjective {
   // falls as its max grows.
   static constexpr bool kSumPlusMaxBound = true;
   // The unbounded beam pass is most of the work at any length (98 % of the candidates on
-  // the 80-layer, 8-GPU LLM shape of bench/README.md); guessed rounds avoid it.
+  // the 80-layer, 8-GPU LLM shape of bench/README.md), and guessed rounds cut it 20x.
   static constexpr int kGuessFromLayers = 0;
   static Label MaxOnly(const Label& x) { return {0, x.max, 0}; }
   // Lower bounds for branch and bound. `prefix` bounds the cost sum of the stages still to
@@ -111,7 +112,7 @@ struct OneFOneBObjective {
   // Where the new max is max(c, rest_max) whatever the source's max, the extension differs
   // only in sum and stages, so of those sources only the (sum, stages)-minimal ones count.
   template <typename E, typename Use>
-  void ForUsefulSources(const std::vector<E>& sources, double c, double rest_max_ms,
+  void ForUsefulSources(std::span<const E> sources, double c, double rest_max_ms,
                         Use use) const {
     const double floor = std::max(c, rest_max_ms);
     thread_local std::vector<int32_t> cheapest;  // per stage count, the min-sum low source
@@ -235,7 +236,7 @@ struct Sosp23Objective {
   // A stage above the source's m becomes the new k*: the extension then depends only on
   // the source's total and r, and per r the smallest total dominates the rest.
   template <typename E, typename Use>
-  void ForUsefulSources(const std::vector<E>& sources, double c, double /*rest_max_ms*/,
+  void ForUsefulSources(std::span<const E> sources, double c, double /*rest_max_ms*/,
                         Use use) const {
     thread_local std::vector<int32_t> best_by_r;
     best_by_r.clear();

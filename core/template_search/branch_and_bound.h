@@ -22,30 +22,74 @@
 
 namespace oobleck::template_search {
 
-// Labels kept per state by the beam pass that finds incumbents.
+// Labels kept per state by the beam passes that find incumbents.
 inline constexpr int kBeamWidth = 4;
-// The guessed rounds' bounds: each mix's root lower bound times 1 + these, one round each.
-// At the LLM shape the optima are 1.02-1.10 times the lower bound (bench/README.md): a
-// round whose guesses are too low for most mixes costs a whole pass and settles few.
-inline constexpr double kGuessSlacks[] = {0.06, 0.1, 0.2, 0.4};
+// The exact guessed rounds' bounds: each mix's root lower bound times 1 + these, one round
+// each. At the LLM shape the optima are 1.02-1.10 times the lower bound (bench/README.md):
+// a round whose guesses are too low for most mixes costs a whole pass and settles few.
+inline constexpr double kExactGuessSlacks[] = {0.06, 0.1, 0.2, 0.4};
+// Exact guessed rounds run below this many layers. On long models the optima are far
+// above the lower bounds and an exact pass bounded by a loose guess explores far more than
+// one bounded by the beam's incumbent: every mix of 1-16 nodes on 1000 layers
+// (Synthetic1000x3Types all-mixes:1-16) took over 3x the CPU. There the beam rounds below
+// give the incumbents, as before.
+inline constexpr int kExactGuessesBelowLayers = 256;
 
-// Per mix, the time of some template found by one unbounded beam pass (+inf if none:
-// the mix is infeasible).
+// Per mix, the time of some template (+inf if none was found: infeasible, or only an
+// unbounded search could tell). Without any bound the beam pass would try every stage of
+// every state. With `guess` it runs with guessed bounds instead, a little above each mix's
+// lower bound and widening round by round, on the mixes it has not found a template for
+// yet; a mix still without one after the widest guess gets a last unbounded round (which
+// also settles infeasible mixes). The guessed rounds pay off when stages can span many
+// layers or nodes have many GPU splits; otherwise one unbounded beam pass finds every
+// incumbent.
 template <SearchObjective Objective>
 absl::StatusOr<std::vector<double>> FindIncumbents(const StageCosts& costs,
                                                    const std::vector<NodeMix>& mixes,
                                                    const Objective& objective,
                                                    const PrefixMaxBound& prefix_max,
-                                                   Interrupt& interrupt,
+                                                   bool guess, Interrupt& interrupt,
                                                    const SearchOptions& options) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
-  std::vector<double> upper_bounds(mixes.size(), kInf);
-  LabelSearch<Objective> beam(costs, mixes, objective, kBeamWidth, upper_bounds, prefix_max,
-                              interrupt);
-  absl::StatusOr<std::vector<MixResult>> incumbents = beam.Run(options);
-  if (!incumbents.ok()) return incumbents.status();
-  for (size_t i = 0; i < mixes.size(); ++i) {
-    if ((*incumbents)[i].feasible) upper_bounds[i] = (*incumbents)[i].best.iteration_time_ms;
+  const CostModel& model = costs.model();
+  const std::vector<double> slacks =
+      guess ? std::vector<double>{0.02, 0.05, 0.1, 0.2, 0.4, -1.0} : std::vector<double>{-1.0};
+  std::vector<double> upper_bounds(mixes.size(), kInf), guesses(mixes.size(), kInf);
+  std::vector<bool> found(mixes.size(), false);
+  if (slacks.size() > 1) {
+    LabelSearch<Objective> probe(costs, mixes, objective, kBeamWidth, upper_bounds, prefix_max,
+                                 interrupt);
+    for (size_t i = 0; i < mixes.size(); ++i) {
+      const double lb = probe.RootLowerBound(mixes[i]);
+      if (lb > 0 && std::isfinite(lb)) guesses[i] = lb;
+    }
+  }
+  for (double slack : slacks) {
+    std::vector<size_t> pending;
+    for (size_t i = 0; i < mixes.size(); ++i) {
+      if (!found[i]) pending.push_back(i);
+    }
+    if (pending.empty()) break;
+    std::vector<NodeMix> round_mixes;
+    std::vector<double> round_bounds;
+    for (size_t i : pending) {
+      round_mixes.push_back(mixes[i]);
+      round_bounds.push_back(slack < 0 ? kInf : guesses[i] * (1 + slack));
+    }
+    const bool all = pending.size() == mixes.size();
+    const StateSpace round_space(model, round_mixes);
+    std::optional<PrefixMaxBound> round_max;
+    if (!all) round_max.emplace(costs, round_space, round_mixes, interrupt);
+    LabelSearch<Objective> beam(costs, round_mixes, objective, kBeamWidth, round_bounds,
+                                all ? prefix_max : *round_max, interrupt);
+    auto incumbents = beam.Run(options);
+    if (!incumbents.ok()) return incumbents.status();
+    for (size_t j = 0; j < pending.size(); ++j) {
+      if ((*incumbents)[j].feasible) {
+        found[pending[j]] = true;
+        upper_bounds[pending[j]] = (*incumbents)[j].best.iteration_time_ms;
+      }
+    }
   }
   return upper_bounds;
 }
@@ -54,7 +98,7 @@ absl::StatusOr<std::vector<double>> FindIncumbents(const StageCosts& costs,
 // to a time <= B (the same argument as with an incumbent: nothing it drops can reach B).
 // So a mix whose optimum is <= B gets its optimum, and a template it returns with a time
 // <= B is optimal. Rounds with guessed bounds a little above each mix's root lower bound,
-// widening (kGuessSlacks), each over the mixes not yet settled, settle most mixes without
+// widening (kExactGuessSlacks), each over the mixes not yet settled, settle most mixes without
 // any incumbent; a mix left over (`results[i]` still empty: its optimum is far above its
 // lower bound, or it is infeasible) goes to the beam and the exact pass.
 template <SearchObjective Objective>
@@ -69,7 +113,7 @@ absl::Status SettleByGuessedRounds(const StageCosts& costs, const std::vector<No
     const LabelSearch<Objective> probe(costs, mixes, objective, 0, none, prefix_max, interrupt);
     for (size_t i = 0; i < mixes.size(); ++i) guesses[i] = probe.RootLowerBound(mixes[i]);
   }
-  for (double slack : kGuessSlacks) {
+  for (double slack : kExactGuessSlacks) {
     std::vector<size_t> pending;
     std::vector<NodeMix> round_mixes;
     std::vector<double> round_bounds;
@@ -98,13 +142,12 @@ absl::Status SettleByGuessedRounds(const StageCosts& costs, const std::vector<No
   return absl::OkStatus();
 }
 
-// The mixes not settled by the guessed rounds: a narrow beam pass finds templates fast;
-// their times bound the exact pass, which then skips every stage and label that provably
-// cannot beat them.
+// The mixes not settled yet: narrow beam passes find templates fast; their times bound the
+// exact pass, which then skips every stage and label that provably cannot beat them.
 template <SearchObjective Objective>
 absl::Status SettleWithIncumbents(const StageCosts& costs, const std::vector<NodeMix>& mixes,
                                   const Objective& objective, const PrefixMaxBound& prefix_max,
-                                  Interrupt& interrupt, const SearchOptions& options,
+                                  bool guess, Interrupt& interrupt, const SearchOptions& options,
                                   std::vector<std::optional<MixResult>>& results) {
   std::vector<size_t> rest;
   std::vector<NodeMix> rest_mixes;
@@ -121,7 +164,7 @@ absl::Status SettleWithIncumbents(const StageCosts& costs, const std::vector<Nod
   if (!all) rest_max.emplace(costs, rest_space, rest_mixes, interrupt);
   const PrefixMaxBound& bound = all ? prefix_max : *rest_max;
   absl::StatusOr<std::vector<double>> upper_bounds =
-      FindIncumbents(costs, rest_mixes, objective, bound, interrupt, options);
+      FindIncumbents(costs, rest_mixes, objective, bound, guess, interrupt, options);
   if (!upper_bounds.ok()) return upper_bounds.status();
   LabelSearch<Objective> exact(costs, rest_mixes, objective, 0, *upper_bounds, bound, interrupt);
   absl::StatusOr<std::vector<MixResult>> found = exact.Run(options);
@@ -130,8 +173,10 @@ absl::Status SettleWithIncumbents(const StageCosts& costs, const std::vector<Nod
   return absl::OkStatus();
 }
 
-// Guessed exact rounds where the objective guesses (kGuessFromLayers), then the beam's
-// incumbents and the exact pass for whatever is left.
+// Where the objective guesses (kGuessFromLayers): below kExactGuessesBelowLayers exact
+// rounds with guessed bounds, then the beam's incumbents and the exact pass for whatever is
+// left; from there on beam rounds with guessed bounds give the incumbents of the exact
+// pass, as before.
 template <SearchObjective Objective>
 absl::StatusOr<std::vector<MixResult>> BranchAndBound(const CostModel& model,
                                                       const std::vector<NodeMix>& mixes,
@@ -143,13 +188,18 @@ absl::StatusOr<std::vector<MixResult>> BranchAndBound(const CostModel& model,
   const PrefixMaxBound prefix_max(costs, space, mixes, interrupt);
   if (interrupt.stopped()) return Interrupt::Status("template search");
   std::vector<std::optional<MixResult>> settled(mixes.size());
-  if (model.num_layers() >= Objective::kGuessFromLayers) {
+  const int L = model.num_layers();
+  const bool guess = L >= Objective::kGuessFromLayers;
+  const bool exact_guesses = guess && L < kExactGuessesBelowLayers;
+  if (exact_guesses) {
     absl::Status status =
         SettleByGuessedRounds(costs, mixes, objective, prefix_max, interrupt, options, settled);
     if (!status.ok()) return status;
   }
-  absl::Status status =
-      SettleWithIncumbents(costs, mixes, objective, prefix_max, interrupt, options, settled);
+  // After exact rounds, the mixes left have optima far above the guesses: beam rounds with
+  // guesses would find nothing.
+  absl::Status status = SettleWithIncumbents(costs, mixes, objective, prefix_max,
+                                             guess && !exact_guesses, interrupt, options, settled);
   if (!status.ok()) return status;
   std::vector<MixResult> results;
   results.reserve(mixes.size());

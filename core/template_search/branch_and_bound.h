@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <limits>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -34,6 +35,8 @@ inline constexpr double kExactGuessSlacks[] = {0.06, 0.1, 0.2, 0.4};
 // (Synthetic1000x3Types all-mixes:1-16) took over 3x the CPU. There the beam rounds below
 // give the incumbents, as before.
 inline constexpr int kExactGuessesBelowLayers = 256;
+// The progress phase of the exact guessed rounds (proto SearchProgress, docs/API.md).
+inline constexpr char kGuessedExactPhase[] = "guessed exact search (layers)";
 
 // Per mix, the time of some template (+inf if none was found: infeasible, or only an
 // unbounded search could tell). Without any bound the beam pass would try every stage of
@@ -113,6 +116,12 @@ absl::Status SettleByGuessedRounds(const StageCosts& costs, const std::vector<No
     const LabelSearch<Objective> probe(costs, mixes, objective, 0, none, prefix_max, interrupt);
     for (size_t i = 0; i < mixes.size(); ++i) guesses[i] = probe.RootLowerBound(mixes[i]);
   }
+  SearchOptions round_options = options;
+  if (options.progress) {
+    round_options.progress = [&options](std::string_view, int64_t done, int64_t total) {
+      options.progress(kGuessedExactPhase, done, total);
+    };
+  }
   for (double slack : kExactGuessSlacks) {
     std::vector<size_t> pending;
     std::vector<NodeMix> round_mixes;
@@ -130,7 +139,7 @@ absl::Status SettleByGuessedRounds(const StageCosts& costs, const std::vector<No
     if (!all) round_max.emplace(costs, round_space, round_mixes, interrupt);
     LabelSearch<Objective> exact(costs, round_mixes, objective, 0, round_bounds,
                                  all ? prefix_max : *round_max, interrupt);
-    absl::StatusOr<std::vector<MixResult>> round = exact.Run(options);
+    absl::StatusOr<std::vector<MixResult>> round = exact.Run(round_options);
     if (!round.ok()) return round.status();
     for (size_t j = 0; j < pending.size(); ++j) {
       MixResult& r = (*round)[j];

@@ -28,8 +28,7 @@ int64_t SaturatingAdd(int64_t a, int64_t b) {
   return a >= kMax - b ? kMax : a + b;
 }
 
-int64_t CountMultisetsInsideMixes(const std::vector<int>& caps,
-                                  const std::vector<NodeMix>& mixes) {
+int64_t CountMultisetsInsideMixes(const std::vector<int>& caps, const std::vector<NodeMix>& mixes) {
   const int T = static_cast<int>(caps.size());
   std::vector<int64_t> strides(T, 1);
   int64_t box = 1;
@@ -61,8 +60,7 @@ int64_t CountMultisetsInsideMixes(const std::vector<int>& caps,
   return count;
 }
 
-TemplateSearchSize EstimateTemplateSearch(const CostModel& model,
-                                          const std::vector<NodeMix>& mixes,
+TemplateSearchSize EstimateTemplateSearch(const CostModel& model, const std::vector<NodeMix>& mixes,
                                           const TemplateSearchLimits& limits) {
   const int T = model.num_types();
   TemplateSearchSize size;
@@ -86,8 +84,8 @@ TemplateSearchSize EstimateTemplateSearch(const CostModel& model,
   for (int t = 0; t < T; ++t) {
     size.node_states = SaturatingAdd(size.node_states, model.node_type(t).gpus_per_node - 1);
   }
-  size.states = SaturatingMul(SaturatingMul(int64_t{model.num_layers()} + 1, size.useful),
-                              size.node_states);
+  size.states =
+      SaturatingMul(SaturatingMul(int64_t{model.num_layers()} + 1, size.useful), size.node_states);
   return size;
 }
 

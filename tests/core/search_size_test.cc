@@ -84,9 +84,9 @@ TEST(SearchSizeTest, SixLlmTypesWithEveryMixOfUpToEightNodesAreAdmitted) {
   const std::vector<NodeMix> mixes = EnumerateMixes(NodeMix(6, 8), 1, 8);
   ASSERT_EQ(mixes.size(), 3002u);
   const TemplateSearchSize size = EstimateTemplateSearch(model, mixes);
-  EXPECT_EQ(size.box, 531441);                    // 9^6
-  EXPECT_EQ(size.useful, 3003);                   // C(14, 6): the empty multiset too
-  EXPECT_EQ(size.node_states, 43);                // boundary + 6 x 7 partial
+  EXPECT_EQ(size.box, 531441);      // 9^6
+  EXPECT_EQ(size.useful, 3003);     // C(14, 6): the empty multiset too
+  EXPECT_EQ(size.node_states, 43);  // boundary + 6 x 7 partial
   EXPECT_EQ(size.states, int64_t{81} * 3003 * 43);
   EXPECT_TRUE(CheckTemplateSearchSize(size).ok()) << CheckTemplateSearchSize(size);
 }

@@ -259,7 +259,9 @@ class LabelSearch {
                        : source.new_node_at_right ? Link::kInterNode
                                                   : Link::kIntraNode;
       const double c = costs_.StageCostMs(t, g, a, l, source.in, out);
-      objective_.ForUsefulSources(sources, c, served.rest_max_ms(), [&](int32_t i) {
+      // Exact fronts are in ParetoFilter's order (1f1b: by sum); a beam front is by final.
+      const bool by_sum = beam_width_ == 0 && Objective::kFrontsByPrimary;
+      const auto use = [&](int32_t i) {
         if (Objective::Stages(sources[i].label) + 1 > max_after) return;
         Label label = objective_.Extend(sources[i].label, c);
         objective_.Clamp(label, served.rest_max_ms());
@@ -271,7 +273,9 @@ class LabelSearch {
         if (!served.SomeFits(label)) return;
         if (a > 0) Remember(label, sentinels);
         candidates.push_back({label, src, i, static_cast<int16_t>(t), static_cast<int16_t>(g)});
-      });
+      };
+      objective_.ForUsefulSources(sources, c, served.rest_max_ms(), served.most_primary(), by_sum,
+                                  use);
     }
   }
 

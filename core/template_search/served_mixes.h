@@ -66,6 +66,9 @@ class ServedMixes {
   }
 
   bool empty() const { return targets().empty(); }
+  // The largest Primary a label may have and still fit some served mix (SomeFits rejects
+  // every label above it first).
+  double most_primary() const { return most_primary_; }
   // The least rest_max over the served mixes: what clamping and source filtering may use.
   double rest_max_ms() const { return rest_max_ms_; }
   // Whether stage bounds may prune at all (false when some coefficient gives no bound).

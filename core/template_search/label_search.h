@@ -40,7 +40,7 @@ class LabelSearch {
   using Label = typename Objective::Label;
   struct Entry {
     Label label;
-    int64_t from_state;  // -1 for the empty suffix
+    int64_t from_state;  // FrontIndex of the source state; -1 for the empty suffix
     int32_t from_entry;
     int16_t type;
     int16_t gpus;
@@ -94,7 +94,7 @@ class LabelSearch {
     if (interrupt_.stopped()) return Interrupt::Status("template search");
     const int L = model_.num_layers();
     fronts_.assign(space_.num_states(), {});
-    fronts_[space_.Index(L, 0, 0)].push_back({Label{}, -1, -1, -1, 0});
+    fronts_[FrontIndex(L, 0, 0)].push_back({Label{}, -1, -1, -1, 0});
     const int NS = space_.num_node_states();
     const int num_targets = space_.num_useful() * NS;
     for (int a = L - 1; a >= 0; --a) {
@@ -225,7 +225,7 @@ class LabelSearch {
       }
     }
     candidates_ += static_cast<int64_t>(candidates.size());
-    std::vector<Entry>& front = fronts_[space_.Index(a, u, ns)];
+    std::vector<Entry>& front = fronts_[FrontIndex(a, u, ns)];
     Reduce(candidates, front, a);
     labels_ += static_cast<int64_t>(front.size());
   }
@@ -238,6 +238,7 @@ class LabelSearch {
     const int t = source.type, g = source.gpus;
     const std::vector<double>& compute_ms = compute_prefix_[t][g];
     const bool may_break = served.may_break();
+    const int64_t source_fronts = FrontIndex(0, source.u_src, source.ns_src);
     for (int l = a + 1; l <= L; ++l) {
       if (l == L && (!source.new_node_at_right || source.u_src != 0)) continue;
       // Compute grows with l, so once one stage cannot beat the incumbent no longer stage
@@ -245,7 +246,7 @@ class LabelSearch {
       // (From the tables: equal to ComputeMs up to rounding, far inside the bound's slack.)
       const double compute = compute_ms[l] - compute_ms[a];
       if (may_break && served.TooCostly(compute)) break;
-      const int64_t src = space_.Index(l, source.u_src, source.ns_src);
+      const int64_t src = source_fronts + l;
       const std::vector<Entry>& sources = fronts_[src];
       if (sources.empty()) continue;
       // The labels are tested mix by mix below; here only what no mix can use goes,
@@ -313,6 +314,15 @@ class LabelSearch {
     front.shrink_to_fit();
   }
 
+  // The front of state (a, u, ns). The layers of one (u, ns) are adjacent: a target reads
+  // the fronts at every stage end l of one source (u, ns) in turn, and with the layer
+  // outermost each of those reads was a cache miss.
+  int64_t FrontIndex(int a, int u, int ns) const {
+    return (int64_t{space_.Dense(u)} * space_.num_node_states() + ns) *
+               (model_.num_layers() + 1) +
+           a;
+  }
+
   std::string_view phase_name() const {
     return beam_width_ > 0 ? "incumbent search (layers)" : "exact search (layers)";
   }
@@ -322,7 +332,7 @@ class LabelSearch {
   MixResult Extract(const NodeMix& mix) const {
     MixResult result;
     result.mix = mix;
-    const int64_t terminal = space_.Index(0, space_.Encode(mix), 0);
+    const int64_t terminal = FrontIndex(0, space_.Encode(mix), 0);
     const std::vector<Entry>& front = fronts_[terminal];
     int best = -1;
     double best_value = std::numeric_limits<double>::infinity();
@@ -351,12 +361,12 @@ class LabelSearch {
     PipelineTemplate tmpl;
     tmpl.mix = mix;
     int node = -1;
-    const int per_position = space_.num_useful() * space_.num_node_states();
+    const int positions = model_.num_layers() + 1;
     while (fronts_[state][entry].from_state >= 0) {
       const Entry& e = fronts_[state][entry];
-      const int a = static_cast<int>(state / per_position);
-      const int l = static_cast<int>(e.from_state / per_position);
-      const bool starts_node = state % space_.num_node_states() == 0;  // boundary target
+      const int a = static_cast<int>(state % positions);
+      const int l = static_cast<int>(e.from_state % positions);
+      const bool starts_node = state / positions % space_.num_node_states() == 0;  // boundary
       if (starts_node) {
         ++node;
         tmpl.node_order.push_back(e.type);
@@ -389,7 +399,7 @@ class LabelSearch {
       compute_prefix_;  // [t][g][l]: ComputeMs(t, g, 0, l)
   std::vector<std::vector<TargetMix>> targets_;  // per multiset u
   std::vector<LayerBound> layer_;                // per (free multiset, ns) at the current a
-  std::vector<std::vector<Entry>> fronts_;
+  std::vector<std::vector<Entry>> fronts_;  // per state, by FrontIndex
 };
 
 }  // namespace oobleck::template_search

@@ -159,7 +159,7 @@ class ServedMixes {
   // nonincreasing: known values of G at maxima on both sides of a label's settle most
   // labels without trying the mixes.
   bool FitsBySumLimit(const Label& label) {
-    constexpr size_t kMaxLimits = 64;
+    constexpr size_t kMaxLimits = 1024;
     std::vector<std::pair<double, double>>& limits = sum_limits();
     const double max = label.max, sum = Objective::Primary(label);
     auto above = std::lower_bound(

@@ -41,7 +41,7 @@ class LabelSearch {
   using Label = typename Objective::Label;
   struct Entry {
     Label label;
-    int64_t from_state;  // -1 for the empty suffix
+    int64_t from_state;  // FrontIndex of the source state; -1 for the empty suffix
     int32_t from_entry;
     int16_t type;
     int16_t gpus;
@@ -95,12 +95,12 @@ class LabelSearch {
     if (interrupt_.stopped()) return Interrupt::Status("template search");
     const int L = model_.num_layers();
     fronts_.assign(space_.num_states(), {});
-    fronts_[space_.Index(L, 0, 0)].push_back({Label{}, -1, -1, -1, 0});
+    fronts_[FrontIndex(L, 0, 0)].push_back({Label{}, -1, -1, -1, 0});
     const int NS = space_.num_node_states();
     const int num_targets = space_.num_useful() * NS;
     label_positions_.assign(num_targets, {});
     label_positions_[space_.Dense(0) * NS].push_back(  // the empty suffix
-        {L, fronts_[space_.Index(L, 0, 0)]});
+        {L, fronts_[FrontIndex(L, 0, 0)]});
     for (int a = L - 1; a >= 0; --a) {
       if (interrupt_.Poll()) return Interrupt::Status("template search");
       PrepareLayer(a);
@@ -110,7 +110,7 @@ class LabelSearch {
       });
       if (interrupt_.stopped()) return Interrupt::Status("template search");
       for (int target = 0; target < num_targets; ++target) {
-        const std::vector<Entry>& front = fronts_[static_cast<int64_t>(a) * num_targets + target];
+        const std::vector<Entry>& front = fronts_[int64_t{target} * (L + 1) + a];  // FrontIndex
         if (!front.empty()) label_positions_[target].push_back({a, front});
       }
       if (options.progress) options.progress(phase_name(), L - a, L);
@@ -222,7 +222,7 @@ class LabelSearch {
       PullStages(a, source, served, sentinels, candidates);
     });
     candidates_ += static_cast<int64_t>(candidates.size());
-    std::vector<Entry>& front = fronts_[space_.Index(a, u, ns)];
+    std::vector<Entry>& front = fronts_[FrontIndex(a, u, ns)];
     Reduce(candidates, front, a);
     labels_ += static_cast<int64_t>(front.size());
   }
@@ -273,7 +273,7 @@ class LabelSearch {
       // (From the tables: equal to ComputeMs up to rounding, far inside the bound's slack.)
       const double compute = compute_ms[l] - compute_ms[a];
       if (may_break && served.TooCostly(compute)) break;
-      const int64_t src = space_.Index(l, source.u_src, source.ns_src);
+      const int64_t src = FrontIndex(l, source.u_src, source.ns_src);
       const std::span<const Entry> sources = it->labels;
       // The labels are tested mix by mix below; here only what no mix can use goes,
       // before its sources are read.
@@ -286,7 +286,9 @@ class LabelSearch {
                        : source.new_node_at_right ? Link::kInterNode
                                                   : Link::kIntraNode;
       const double c = costs_.StageCostMs(t, g, a, l, source.in, out);
-      objective_.ForUsefulSources(sources, c, served.rest_max_ms(), [&](int32_t i) {
+      // Exact fronts are in ParetoFilter's order (1f1b: by sum); a beam front is by final.
+      const bool by_sum = beam_width_ == 0 && Objective::kFrontsByPrimary;
+      const auto use = [&](int32_t i) {
         if (Objective::Stages(sources[i].label) + 1 > max_after) return;
         Label label = objective_.Extend(sources[i].label, c);
         objective_.Clamp(label, served.rest_max_ms());
@@ -298,7 +300,9 @@ class LabelSearch {
         if (!served.SomeFits(label)) return;
         if (a > 0) Remember(label, sentinels);
         candidates.push_back({label, src, i, static_cast<int16_t>(t), static_cast<int16_t>(g)});
-      });
+      };
+      objective_.ForUsefulSources(sources, c, served.rest_max_ms(), served.most_primary(), by_sum,
+                                  use);
     }
   }
 
@@ -336,6 +340,15 @@ class LabelSearch {
     front.shrink_to_fit();
   }
 
+  // The front of state (a, u, ns). The layers of one (u, ns) are adjacent: a target reads
+  // the fronts at every stage end l of one source (u, ns) in turn, and with the layer
+  // outermost each of those reads was a cache miss.
+  int64_t FrontIndex(int a, int u, int ns) const {
+    return (int64_t{space_.Dense(u)} * space_.num_node_states() + ns) *
+               (model_.num_layers() + 1) +
+           a;
+  }
+
   std::string_view phase_name() const {
     return beam_width_ > 0 ? "incumbent search (layers)" : "exact search (layers)";
   }
@@ -345,7 +358,7 @@ class LabelSearch {
   MixResult Extract(const NodeMix& mix) const {
     MixResult result;
     result.mix = mix;
-    const int64_t terminal = space_.Index(0, space_.Encode(mix), 0);
+    const int64_t terminal = FrontIndex(0, space_.Encode(mix), 0);
     const std::vector<Entry>& front = fronts_[terminal];
     int best = -1;
     double best_value = std::numeric_limits<double>::infinity();
@@ -374,12 +387,12 @@ class LabelSearch {
     PipelineTemplate tmpl;
     tmpl.mix = mix;
     int node = -1;
-    const int per_position = space_.num_useful() * space_.num_node_states();
+    const int positions = model_.num_layers() + 1;
     while (fronts_[state][entry].from_state >= 0) {
       const Entry& e = fronts_[state][entry];
-      const int a = static_cast<int>(state / per_position);
-      const int l = static_cast<int>(e.from_state / per_position);
-      const bool starts_node = state % space_.num_node_states() == 0;  // boundary target
+      const int a = static_cast<int>(state % positions);
+      const int l = static_cast<int>(e.from_state % positions);
+      const bool starts_node = state / positions % space_.num_node_states() == 0;  // boundary
       if (starts_node) {
         ++node;
         tmpl.node_order.push_back(e.type);
@@ -412,7 +425,7 @@ class LabelSearch {
       compute_prefix_;  // [t][g][l]: ComputeMs(t, g, 0, l)
   std::vector<std::vector<TargetMix>> targets_;  // per multiset u
   std::vector<LayerBound> layer_;                // per (free multiset, ns) at the current a
-  std::vector<std::vector<Entry>> fronts_;
+  std::vector<std::vector<Entry>> fronts_;  // per state, by FrontIndex
   // Per (u, ns), densely: the positions after the current one where the state holds
   // labels, in decreasing order, with those labels (fronts_ is not changed after its
   // position is done): the scan over stage ends reads them without touching fronts_.

@@ -48,6 +48,9 @@ concept SearchObjective = requires(const O& o, const typename O::Label& x,
   // only what that function reads).
   { O::kSumPlusMaxBound } -> std::convertible_to<bool>;
   { O::MaxOnly(x) } -> std::same_as<typename O::Label>;
+  // Whether ParetoFilter leaves a front in order of Primary (a scan over it may stop at
+  // the first source that is too costly).
+  { O::kFrontsByPrimary } -> std::convertible_to<bool>;
   // From this many layers on, the search uses guessed bounds: exact rounds on short models,
   // beam rounds for incumbents on long ones (core/template_search/branch_and_bound.h).
   { O::kGuessFromLayers } -> std::convertible_to<int>;
@@ -81,6 +84,8 @@ struct OneFOneBObjective {
   // only that max (MaxOnly): the mixes that can use a label set a threshold on its sum that
   // falls as its max grows.
   static constexpr bool kSumPlusMaxBound = true;
+  // ParetoFilter leaves a front in order of sum (Primary).
+  static constexpr bool kFrontsByPrimary = true;
   // The unbounded beam pass is most of the work at any length (98 % of the candidates on
   // the 80-layer, 8-GPU LLM shape of bench/README.md), and guessed rounds cut it 20x.
   static constexpr int kGuessFromLayers = 0;
@@ -111,14 +116,21 @@ struct OneFOneBObjective {
   // Calls use(i) for the source labels whose extension by a stage of cost c may survive.
   // Where the new max is max(c, rest_max) whatever the source's max, the extension differs
   // only in sum and stages, so of those sources only the (sum, stages)-minimal ones count.
+  // An extension whose sum exceeds primary_limit cannot survive (the caller's test); when
+  // `by_sum` says the sources are in order of sum (an exact front, ParetoFilter's order),
+  // the first such source ends the scan, as every later one has at least its sum.
   template <typename E, typename Use>
   void ForUsefulSources(std::span<const E> sources, double c, double rest_max_ms,
-                        Use use) const {
+                        double primary_limit, bool by_sum, Use use) const {
     const double floor = std::max(c, rest_max_ms);
     thread_local std::vector<int32_t> cheapest;  // per stage count, the min-sum low source
     cheapest.clear();
     for (int32_t i = 0; i < static_cast<int32_t>(sources.size()); ++i) {
       const Label& x = sources[i].label;
+      if (x.sum + c > primary_limit) {  // the sum Extend gives, by the same addition
+        if (by_sum) break;
+        continue;
+      }
       if (x.max > floor) {
         use(i);
         continue;
@@ -234,14 +246,17 @@ struct Sosp23Objective {
     return true;
   }
   // A stage above the source's m becomes the new k*: the extension then depends only on
-  // the source's total and r, and per r the smallest total dominates the rest.
+  // the source's total and r, and per r the smallest total dominates the rest. Fronts are
+  // in order of K, not of total, so an extension whose total exceeds primary_limit is
+  // skipped, never the scan ended (`by_sum` is ignored).
   template <typename E, typename Use>
   void ForUsefulSources(std::span<const E> sources, double c, double /*rest_max_ms*/,
-                        Use use) const {
+                        double primary_limit, bool /*by_sum*/, Use use) const {
     thread_local std::vector<int32_t> best_by_r;
     best_by_r.clear();
     for (int32_t i = 0; i < static_cast<int32_t>(sources.size()); ++i) {
       const Label& x = sources[i].label;
+      if (x.total + c > primary_limit) continue;  // the total Extend gives
       if (!(c > x.m)) {
         use(i);
         continue;
@@ -311,6 +326,8 @@ struct Sosp23Objective {
   }
   static double Primary(const Label& x) { return x.total; }
   static constexpr bool kSumPlusMaxBound = false;
+  // ParetoFilter leaves a front in order of K, not of total.
+  static constexpr bool kFrontsByPrimary = false;
   // The exact pass dominates; below a few hundred layers the looser incumbents of guessed
   // rounds cost it more than they save (Ditto exp3: 5.48M -> 5.58M candidates).
   static constexpr int kGuessFromLayers = 256;

@@ -66,6 +66,9 @@ class ServedMixes {
   }
 
   bool empty() const { return targets().empty(); }
+  // The largest Primary a label may have and still fit some served mix (SomeFits rejects
+  // every label above it first).
+  double most_primary() const { return most_primary_; }
   // The least rest_max over the served mixes: what clamping and source filtering may use.
   double rest_max_ms() const { return rest_max_ms_; }
   // Whether stage bounds may prune at all (false when some coefficient gives no bound).
@@ -156,7 +159,7 @@ class ServedMixes {
   // nonincreasing: known values of G at maxima on both sides of a label's settle most
   // labels without trying the mixes.
   bool FitsBySumLimit(const Label& label) {
-    constexpr size_t kMaxLimits = 64;
+    constexpr size_t kMaxLimits = 1024;
     std::vector<std::pair<double, double>>& limits = sum_limits();
     const double max = label.max, sum = Objective::Primary(label);
     auto above = std::lower_bound(

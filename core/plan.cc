@@ -593,17 +593,16 @@ absl::StatusOr<PlanResult> ClusterPlanner::Plan(const CostModel& model,
   const int N = static_cast<int>(nodes.size());
   NodeMix counts(T, 0);
   for (const ClusterNode& node : nodes) ++counts[node.type];
-  absl::StatusOr<PipelineSizeLimits> limits = ResolveLimits(options.limits, N);
-  if (!limits.ok()) return limits.status();
+  ASSIGN_OR_RETURN(const PipelineSizeLimits limits, ResolveLimits(options.limits, N));
   ASSIGN_OR_RETURN(TemplateSet set,
-                   PlanTemplateSet(*templates_, model, counts, *limits, options.search));
-  const std::vector<PipelineShape> shapes = FeasibleShapes(model, set, *limits);
+                   PlanTemplateSet(*templates_, model, counts, limits, options.search));
+  const std::vector<PipelineShape> shapes = FeasibleShapes(model, set, limits);
   const std::vector<std::string> type_reasons =
-      UnusableTypeReasons(model, set, shapes, counts, *limits);
+      UnusableTypeReasons(model, set, shapes, counts, limits);
   const std::vector<double> allreduce_ms = CrossPipelineAllreduceMs(model, N);
 
   PlanResult result;
-  result.limits = *limits;
+  result.limits = limits;
   result.mixes_planned = static_cast<int>(set.mixes.size());
   result.mixes_from_cache = set.from_cache;
   result.sizes.resize(global_batches.size());

@@ -136,7 +136,7 @@ absl::StatusOr<std::vector<PlannedMix>> TemplatePlanner::PlanTemplates(
   } else {
     results = SearchTemplates(model, missing, options);
   }
-  if (!results.ok()) return results.status();
+  RETURN_IF_ERROR(results.status());
   for (size_t j = 0; j < missing.size(); ++j) {
     auto value = std::make_shared<const MixResult>(std::move((*results)[j]));
     cache_->Insert(keys[missing_index[j]], value);

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "core/plan.h"
 #include "core/plan_search/load_curve.h"
+#include "core/status_macros.h"
 
 namespace oobleck {
 
@@ -146,11 +147,9 @@ absl::StatusOr<std::vector<int>> SplitBatch(const CostModel& model,
     }
     return sum;
   };
-  absl::StatusOr<double> tau = SmallestFeasible(
-      curves, -kInf, top,
-      [&](double t) -> absl::StatusOr<bool> { return absorbed(t) >= global_batch; });
-  if (!tau.ok()) return tau.status();
-  return SplitAt(curves, groups.group, *tau, global_batch);
+  auto feasible = [&](double t) -> absl::StatusOr<bool> { return absorbed(t) >= global_batch; };
+  ASSIGN_OR_RETURN(const double tau, SmallestFeasible(curves, -kInf, top, feasible));
+  return SplitAt(curves, groups.group, tau, global_batch);
 }
 
 }  // namespace oobleck

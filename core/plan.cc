@@ -26,28 +26,21 @@ NodeMix SingleNode(int num_types, int t) {
   return mix;
 }
 
-// Why no pipeline of the template set can use a node of type t ("" if some can).
+// UnusedTypeReasons with, for a type whose single node has a template, why that one fails.
 std::vector<std::string> UnusableTypeReasons(const CostModel& model, const TemplateSet& set,
                                              const std::vector<PipelineShape>& shapes,
                                              const NodeMix& available,
                                              const PipelineSizeLimits& limits) {
   const int T = model.num_types();
-  std::vector<std::string> reasons(T);
+  std::vector<std::string> reasons = UnusedTypeReasons(model, shapes, available, limits);
   for (int t = 0; t < T; ++t) {
-    if (available[t] == 0) continue;
-    bool used = false;
-    for (const PipelineShape& s : shapes) used |= s.mix[t] > 0;
-    if (used) continue;
-    std::string reason =
-        absl::StrFormat("no feasible pipeline template of %d..%d nodes includes a %s node",
-                        limits.min_nodes, limits.max_nodes, model.node_type(t).name);
+    if (reasons[t].empty()) continue;
     const MixResult* single = set.Find(SingleNode(T, t));
     if (single != nullptr && !single->feasible) {
-      absl::StrAppend(&reason, " (one node alone: ", single->infeasible_reason, ")");
+      absl::StrAppend(&reasons[t], " (one node alone: ", single->infeasible_reason, ")");
     } else if (single != nullptr && model.MaxMicrobatches(single->best) < 1) {
-      absl::StrAppend(&reason, " (one node alone cannot hold a micro-batch in GPU memory)");
+      absl::StrAppend(&reasons[t], " (one node alone cannot hold a micro-batch in GPU memory)");
     }
-    reasons[t] = std::move(reason);
   }
   return reasons;
 }
@@ -401,6 +394,22 @@ std::vector<PipelineShape> FeasibleShapes(const CostModel& model, const Template
     shapes.push_back({set.mixes[i], &r.best, StageCosts(r.best), max_microbatches});
   }
   return shapes;
+}
+
+std::vector<std::string> UnusedTypeReasons(const CostModel& model,
+                                           const std::vector<PipelineShape>& shapes,
+                                           const NodeMix& available,
+                                           const PipelineSizeLimits& limits) {
+  std::vector<std::string> reasons(model.num_types());
+  for (int t = 0; t < model.num_types(); ++t) {
+    if (available[t] == 0) continue;
+    bool used = false;
+    for (const PipelineShape& s : shapes) used |= s.mix[t] > 0;
+    if (used) continue;
+    reasons[t] = absl::StrFormat("no feasible pipeline template of %d..%d nodes includes a %s node",
+                                 limits.min_nodes, limits.max_nodes, model.node_type(t).name);
+  }
+  return reasons;
 }
 
 absl::StatusOr<ClusterPlan> EvaluatePlan(const CostModel& model,

@@ -250,6 +250,13 @@ struct PipelineShape {
 // one micro-batch are left out).
 std::vector<PipelineShape> FeasibleShapes(const CostModel& model, const TemplateSet& set,
                                           const PipelineSizeLimits& limits);
+// Per node type t: why no pipeline of `shapes` includes a t node ("no feasible pipeline
+// template of a..b nodes includes a <type> node"), "" when one does or available[t] == 0.
+// The reason Plan and Replan give for such idle nodes.
+std::vector<std::string> UnusedTypeReasons(const CostModel& model,
+                                           const std::vector<PipelineShape>& shapes,
+                                           const NodeMix& available,
+                                           const PipelineSizeLimits& limits);
 
 // How SolvePipelineSet decides, for one makespan, which pipelines to use
 // (docs/ARCHITECTURE.md#plan-search). Both are exact.

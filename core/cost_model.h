@@ -95,6 +95,11 @@ class CostModel {
   double ForwardMs(int t, int gpus, int begin, int end) const;
   double BackwardMs(int t, int gpus, int begin, int end) const;
   double ComputeMs(int t, int gpus, int begin, int end) const;  // F + B
+  // Parameter bytes of layers [begin, end) in node type t's profile (what a node must hold,
+  // or receive when it takes the layers over, core/replan).
+  double ParamBytes(int t, int begin, int end) const {
+    return types_[t].param_prefix[end] - types_[t].param_prefix[begin];
+  }
   // Transfer of layer `last_layer`'s activations to the next stage over `link` from a
   // node of type t (0 for kNone and for oobleck-sosp23).
   double TransferMs(int t, int last_layer, Link link) const;

@@ -7,6 +7,10 @@
 // exactly with respect to the template set (the optimal template of every mix of
 // min..max nodes); see docs/ARCHITECTURE.md#plan for the algorithm. Replanning after node
 // failures and joins lives in core/replan.h.
+//
+// Implemented in core/plan.cc and, for the search and its numbers, in core/plan_search/:
+// SolvePipelineSet and MaxPipelineCount in pipeline_set_search.cc, SplitBatch and StageCosts
+// in batch_split.cc, CrossPipelineAllreduceMs in allreduce.cc.
 #ifndef OOBLECK_CORE_PLAN_H_
 #define OOBLECK_CORE_PLAN_H_
 

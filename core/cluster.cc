@@ -2,10 +2,10 @@
 
 #include <cmath>
 #include <functional>
-#include <set>
+#include <map>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "core/field_path.h"
 
 namespace oobleck {
 
@@ -47,28 +47,42 @@ std::vector<NodeMix> EnumerateMixes(const NodeMix& available, int min_nodes, int
   return mixes;
 }
 
-absl::Status ValidateNodeTypes(const std::vector<NodeType>& types) {
-  if (types.empty()) return absl::InvalidArgumentError("node_types is empty");
-  std::set<std::string> names;
+namespace {
+
+template <typename Value>
+absl::Status Invalid(absl::string_view field, absl::string_view requirement, Value got) {
+  return InvalidField(field, absl::StrCat(" must be ", requirement, " (got ", got, ")"));
+}
+
+}  // namespace
+
+absl::Status ValidateNodeTypes(const std::vector<NodeType>& types, absl::string_view path) {
+  if (types.empty()) return InvalidField(path, " must not be empty");
+  std::map<std::string, size_t> index_by_name;
   for (size_t i = 0; i < types.size(); ++i) {
     const NodeType& t = types[i];
-    const std::string field = absl::StrCat("node_types[", i, "]");
-    if (t.name.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ".name is empty"));
-    if (!names.insert(t.name).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ".name \"", t.name, "\" is used by another node type"));
+    const std::string field = absl::StrCat(path, "[", i, "]");
+    if (t.name.empty()) return InvalidField(absl::StrCat(field, ".name"), " is required");
+    if (auto [it, inserted] = index_by_name.emplace(t.name, i); !inserted) {
+      return InvalidField(
+          absl::StrCat(field, ".name"),
+          absl::StrCat(" \"", t.name, "\" repeats ", path, "[", it->second, "].name"));
     }
-    if (t.gpus_per_node < 1 || t.gpus_per_node > 64) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ".gpus_per_node must be in [1, 64] (got ", t.gpus_per_node, ")"));
+    if (t.gpus_per_node < 1) {
+      return Invalid(absl::StrCat(field, ".gpus_per_node"), ">= 1", t.gpus_per_node);
     }
+    if (t.gpus_per_node > kMaxGpusPerNode) {
+      return Invalid(absl::StrCat(field, ".gpus_per_node"), absl::StrCat("<= ", kMaxGpusPerNode),
+                     t.gpus_per_node);
+    }
+    // Both cost models divide by the memory and the bandwidth somewhere (1f1b's memory
+    // check, the ring all-reduce estimate, transfers inside a node).
     if (!std::isfinite(t.gpu_memory_bytes) || t.gpu_memory_bytes <= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("%s.gpu_memory_bytes must be > 0 (got %g)", field, t.gpu_memory_bytes));
+      return Invalid(absl::StrCat(field, ".gpu_memory_bytes"), "> 0", t.gpu_memory_bytes);
     }
     if (!std::isfinite(t.intra_node_bytes_per_s) || t.intra_node_bytes_per_s <= 0) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s.intra_node_bytes_per_s must be > 0 (got %g)", field, t.intra_node_bytes_per_s));
+      return Invalid(absl::StrCat(field, ".intra_node_bytes_per_s"), "> 0",
+                     t.intra_node_bytes_per_s);
     }
   }
   return absl::OkStatus();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 namespace oobleck {
 
@@ -32,7 +33,14 @@ std::vector<NodeMix> EnumerateMixes(const NodeMix& available, int min_nodes, int
 // clusters are refused without enumerating them): O(limit x types) work.
 int64_t CountMixes(const NodeMix& available, int64_t min_nodes, int64_t max_nodes, int64_t limit);
 
-absl::Status ValidateNodeTypes(const std::vector<NodeType>& types);
+// GPUs in one node; more is not a node but a malformed input.
+inline constexpr int kMaxGpusPerNode = 64;
+
+// Names present and unique, 1 to kMaxGpusPerNode GPUs, finite memory and bandwidth > 0.
+// INVALID_ARGUMENT naming the field and the value, with its path (core/field_path.h) under
+// `path`, where the caller's input holds the list ("cluster.node_types" in a request).
+absl::Status ValidateNodeTypes(const std::vector<NodeType>& types,
+                               absl::string_view path = "node_types");
 
 }  // namespace oobleck
 

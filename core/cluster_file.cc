@@ -153,16 +153,15 @@ absl::StatusOr<ClusterFileNodeGroup> ParseNodeGroup(int index, const Json& value
 
   ClusterFileNodeGroup group;
   if (!value.contains("gpu")) return Missing(Join(path, "gpu"));
-  absl::StatusOr<std::string> gpu = NonEmptyString(value["gpu"], Join(path, "gpu"));
-  if (!gpu.ok()) return gpu.status();
-  if (file.FindGpuType(*gpu) == nullptr) {
+  ASSIGN_OR_RETURN(const std::string gpu, NonEmptyString(value["gpu"], Join(path, "gpu")));
+  if (file.FindGpuType(gpu) == nullptr) {
     std::vector<std::string> known;
     for (const ClusterFileGpuType& t : file.gpu_types) known.push_back(t.name);
     return absl::InvalidArgumentError(
-        absl::StrCat(path, ".gpu \"", *gpu,
+        absl::StrCat(path, ".gpu \"", gpu,
                      "\" is not a key of gpu_types (known: ", absl::StrJoin(known, ", "), ")"));
   }
-  group.gpu = *gpu;
+  group.gpu = gpu;
 
   for (auto [key, out] : {std::pair<const char*, int*>{"nodes", &group.nodes},
                           std::pair<const char*, int*>{"gpus_per_node", &group.gpus_per_node}}) {
@@ -256,19 +255,13 @@ namespace {
 // The job's keys: name, model, micro-batches, bandwidth, optimizer multiplier, all-reduce.
 absl::Status ParseJob(const Json& root, ClusterFile& file) {
   if (root.contains("name")) {
-    absl::StatusOr<std::string> name = NonEmptyString(root["name"], "name");
-    if (!name.ok()) return name.status();
-    file.name = *name;
+    ASSIGN_OR_RETURN(file.name, NonEmptyString(root["name"], "name"));
   }
   if (!root.contains("model")) return Missing("model");
-  absl::StatusOr<std::string> model = NonEmptyString(root["model"], "model");
-  if (!model.ok()) return model.status();
-  file.model = *model;
+  ASSIGN_OR_RETURN(file.model, NonEmptyString(root["model"], "model"));
 
   if (root.contains("microbatch_size")) {
-    absl::StatusOr<int> m = PositiveInt(root["microbatch_size"], "microbatch_size");
-    if (!m.ok()) return m.status();
-    file.microbatch_size = *m;
+    ASSIGN_OR_RETURN(file.microbatch_size, PositiveInt(root["microbatch_size"], "microbatch_size"));
   }
   // Optional: a client may supply M itself (oobleck-plan --microbatches).
   if (root.contains("microbatches_per_pipeline")) {
@@ -356,10 +349,9 @@ absl::Status ParseNodeGroups(const Json& root, ClusterFile& file) {
     return Invalid("node_groups", "must be a non-empty list", groups);
   }
   for (size_t i = 0; i < groups.size(); ++i) {
-    absl::StatusOr<ClusterFileNodeGroup> group =
-        ParseNodeGroup(static_cast<int>(i), groups[i], file);
-    if (!group.ok()) return group.status();
-    file.node_groups.push_back(std::move(*group));
+    ASSIGN_OR_RETURN(ClusterFileNodeGroup group,
+                     ParseNodeGroup(static_cast<int>(i), groups[i], file));
+    file.node_groups.push_back(std::move(group));
   }
 
   return absl::OkStatus();

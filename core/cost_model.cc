@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/field_path.h"
 #include "core/status_macros.h"
 
 namespace oobleck {
@@ -90,31 +91,44 @@ absl::Status CostModel::CheckFinite(const PlanningProblem& problem, const CostMo
   return absl::OkStatus();
 }
 
-absl::Status CostModel::ValidateScalarsAndProfiles(const PlanningProblem& problem) {
-  RETURN_IF_ERROR(ValidateNodeTypes(problem.node_types));
-  const size_t num_types = problem.node_types.size();
-  if (problem.profiles.size() != num_types) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%d node types but %d profiles", num_types, problem.profiles.size()));
+namespace {
+
+template <typename Value>
+absl::Status Invalid(absl::string_view field, absl::string_view requirement, Value got) {
+  return InvalidField(field, absl::StrCat(" must be ", requirement, " (got ", got, ")"));
+}
+
+bool FiniteNonNegative(double value) { return std::isfinite(value) && value >= 0; }
+
+}  // namespace
+
+absl::Status ValidateProblemSettings(const PlanningProblem& problem,
+                                     absl::string_view cluster_prefix) {
+  const bool one_f_one_b = problem.cost_model == CostModelKind::kOneFOneB;
+  const int M = problem.microbatches;
+  if (M < 0) return Invalid("microbatches", ">= 0", M);
+  if (M > kMaxMicrobatches) {
+    return Invalid("microbatches", absl::StrCat("<= ", kMaxMicrobatches), M);
+  }
+  if (one_f_one_b && M == 0) return Invalid("microbatches", ">= 1 for cost_model \"1f1b\"", M);
+  if (!FiniteNonNegative(problem.optimizer_state_multiplier)) {
+    return Invalid("optimizer_state_multiplier", "finite and >= 0",
+                   problem.optimizer_state_multiplier);
   }
   // oobleck-sosp23 ignores transfers, so only 1f1b needs a network bandwidth.
-  if (!std::isfinite(problem.inter_node_bytes_per_s) || problem.inter_node_bytes_per_s < 0 ||
-      (problem.cost_model == CostModelKind::kOneFOneB && problem.inter_node_bytes_per_s == 0)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "inter_node_bytes_per_s must be > 0 (got %g)", problem.inter_node_bytes_per_s));
+  const double inter_node = problem.inter_node_bytes_per_s;
+  if (!FiniteNonNegative(inter_node) || (one_f_one_b && inter_node <= 0)) {
+    return Invalid(absl::StrCat(cluster_prefix, "inter_node_bytes_per_s"),
+                   one_f_one_b ? "> 0 for cost_model \"1f1b\"" : "finite and >= 0", inter_node);
   }
-  if (problem.microbatches < 0 || problem.microbatches > kMaxMicrobatches) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "microbatches must be in [0, %d] (got %d)", kMaxMicrobatches, problem.microbatches));
-  }
-  if (problem.cost_model == CostModelKind::kOneFOneB && problem.microbatches < 1) {
+  return ValidateNodeTypes(problem.node_types, absl::StrCat(cluster_prefix, "node_types"));
+}
+
+absl::Status CostModel::ValidateProfiles(const PlanningProblem& problem) {
+  const size_t num_types = problem.node_types.size();
+  if (problem.profiles.size() != num_types) {
     return absl::InvalidArgumentError(
-        "microbatches (M) must be >= 1 for cost model \"1f1b\" (got 0)");
-  }
-  if (!std::isfinite(problem.optimizer_state_multiplier) ||
-      problem.optimizer_state_multiplier < 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "optimizer_state_multiplier must be >= 0 (got %g)", problem.optimizer_state_multiplier));
+        absl::StrFormat("%d node types but %d profiles", num_types, problem.profiles.size()));
   }
   int layers = 0;
   for (size_t t = 0; t < num_types; ++t) {
@@ -172,7 +186,8 @@ CostModel::TypeTables CostModel::BuildTypeTables(const NodeType& type,
 }
 
 absl::StatusOr<CostModel> CostModel::Create(PlanningProblem problem) {
-  RETURN_IF_ERROR(ValidateScalarsAndProfiles(problem));
+  RETURN_IF_ERROR(ValidateProblemSettings(problem));
+  RETURN_IF_ERROR(ValidateProfiles(problem));
   const size_t num_types = problem.node_types.size();
   problem.derived_from.resize(num_types);
   CostModel model;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/cluster.h"
 #include "core/pipeline_template.h"
 #include "core/profile.h"
@@ -48,6 +49,16 @@ struct PlanningProblem {
   std::string CacheKey() const;
 };
 
+// The one check of a problem's settings, before its profiles are looked at: microbatches
+// (>= 0, <= 2^20, >= 1 for 1f1b), optimizer_state_multiplier (finite, >= 0),
+// inter_node_bytes_per_s (finite, >= 0, > 0 for 1f1b) and the node types
+// (ValidateNodeTypes). INVALID_ARGUMENT naming the field and the value, the path also as
+// data (core/field_path.h); node_types and inter_node_bytes_per_s under `cluster_prefix`,
+// where the caller's input holds them ("cluster." in a planning request). Create runs it;
+// the server runs it first so that a malformed request fails before profiles are looked up.
+absl::Status ValidateProblemSettings(const PlanningProblem& problem,
+                                     absl::string_view cluster_prefix = "");
+
 enum class Link { kNone, kIntraNode, kInterNode };
 
 // The pipeline-time formulas themselves, from a pipeline's summary figures; the template
@@ -65,7 +76,8 @@ inline double Sosp23TimeMs(double sum_ms, double max_ms, double tail_ms, int n_k
 
 class CostModel {
  public:
-  // Validates the problem (errors name the field) and precomputes prefix sums.
+  // Validates the problem (ValidateProblemSettings, then its profiles) and precomputes
+  // prefix sums.
   static absl::StatusOr<CostModel> Create(PlanningProblem problem);
 
   const PlanningProblem& problem() const { return problem_; }
@@ -83,6 +95,11 @@ class CostModel {
   double ForwardMs(int t, int gpus, int begin, int end) const;
   double BackwardMs(int t, int gpus, int begin, int end) const;
   double ComputeMs(int t, int gpus, int begin, int end) const;  // F + B
+  // Parameter bytes of layers [begin, end) in node type t's profile (what a node must hold,
+  // or receive when it takes the layers over, core/replan).
+  double ParamBytes(int t, int begin, int end) const {
+    return types_[t].param_prefix[end] - types_[t].param_prefix[begin];
+  }
   // Transfer of layer `last_layer`'s activations to the next stage over `link` from a
   // node of type t (0 for kNone and for oobleck-sosp23).
   double TransferMs(int t, int last_layer, Link link) const;
@@ -126,8 +143,8 @@ class CostModel {
     std::vector<std::vector<double>> forward_prefix, backward_prefix;
     std::vector<double> param_prefix, activation_prefix;  // this type's profile
   };
-  // The problem's scalars (bandwidth, M, optimizer multiplier) and its profiles' layer counts.
-  static absl::Status ValidateScalarsAndProfiles(const PlanningProblem& problem);
+  // One profile per node type, all of one layer count.
+  static absl::Status ValidateProfiles(const PlanningProblem& problem);
   // One type's tables: the stage sizes it can use and the prefix sums over its layers.
   static TypeTables BuildTypeTables(const NodeType& type, const ModelProfile& profile,
                                     MissingAllreduce missing);

@@ -26,28 +26,21 @@ NodeMix SingleNode(int num_types, int t) {
   return mix;
 }
 
-// Why no pipeline of the template set can use a node of type t ("" if some can).
+// UnusedTypeReasons with, for a type whose single node has a template, why that one fails.
 std::vector<std::string> UnusableTypeReasons(const CostModel& model, const TemplateSet& set,
                                              const std::vector<PipelineShape>& shapes,
                                              const NodeMix& available,
                                              const PipelineSizeLimits& limits) {
   const int T = model.num_types();
-  std::vector<std::string> reasons(T);
+  std::vector<std::string> reasons = UnusedTypeReasons(model, shapes, available, limits);
   for (int t = 0; t < T; ++t) {
-    if (available[t] == 0) continue;
-    bool used = false;
-    for (const PipelineShape& s : shapes) used |= s.mix[t] > 0;
-    if (used) continue;
-    std::string reason =
-        absl::StrFormat("no feasible pipeline template of %d..%d nodes includes a %s node",
-                        limits.min_nodes, limits.max_nodes, model.node_type(t).name);
+    if (reasons[t].empty()) continue;
     const MixResult* single = set.Find(SingleNode(T, t));
     if (single != nullptr && !single->feasible) {
-      absl::StrAppend(&reason, " (one node alone: ", single->infeasible_reason, ")");
+      absl::StrAppend(&reasons[t], " (one node alone: ", single->infeasible_reason, ")");
     } else if (single != nullptr && model.MaxMicrobatches(single->best) < 1) {
-      absl::StrAppend(&reason, " (one node alone cannot hold a micro-batch in GPU memory)");
+      absl::StrAppend(&reasons[t], " (one node alone cannot hold a micro-batch in GPU memory)");
     }
-    reasons[t] = std::move(reason);
   }
   return reasons;
 }
@@ -403,6 +396,22 @@ std::vector<PipelineShape> FeasibleShapes(const CostModel& model, const Template
   return shapes;
 }
 
+std::vector<std::string> UnusedTypeReasons(const CostModel& model,
+                                           const std::vector<PipelineShape>& shapes,
+                                           const NodeMix& available,
+                                           const PipelineSizeLimits& limits) {
+  std::vector<std::string> reasons(model.num_types());
+  for (int t = 0; t < model.num_types(); ++t) {
+    if (available[t] == 0) continue;
+    bool used = false;
+    for (const PipelineShape& s : shapes) used |= s.mix[t] > 0;
+    if (used) continue;
+    reasons[t] = absl::StrFormat("no feasible pipeline template of %d..%d nodes includes a %s node",
+                                 limits.min_nodes, limits.max_nodes, model.node_type(t).name);
+  }
+  return reasons;
+}
+
 absl::StatusOr<ClusterPlan> EvaluatePlan(const CostModel& model,
                                          const std::vector<ClusterNode>& nodes, ClusterPlan plan) {
   RETURN_IF_ERROR(ValidateNodes(model, nodes));
@@ -417,6 +426,113 @@ NodeIndex IndexNodes(const std::vector<ClusterNode>& nodes) {
   for (size_t i = 0; i < nodes.size(); ++i) index.emplace(nodes[i].id, static_cast<int>(i));
   return index;
 }
+
+namespace {
+
+// Pipeline i's node_ids against the cluster and its template; placed[n] records the
+// (pipeline, position) that runs node n, {-1, -1} while none does.
+absl::Status PlaceNodes(const CostModel& model, const std::vector<ClusterNode>& nodes,
+                        const NodeIndex& node_index, const PlannedPipeline& p, int i,
+                        std::vector<std::pair<int, int>>& placed) {
+  for (size_t j = 0; j < p.node_ids.size(); ++j) {
+    const std::string& id = p.node_ids[j];
+    // (Messages only: thousands of pipelines at fleet scale.)
+    auto where = [&] { return absl::StrCat("pipelines[", i, "].node_ids[", j, "]"); };
+    auto it = node_index.find(id);
+    if (it == node_index.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where(), " \"", id, "\" is not a node of the cluster"));
+    }
+    const int type = nodes[it->second].type;
+    if (type != p.tmpl.node_order[j]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where(), " \"", id, "\" is a ", model.node_type(type).name,
+                       " node but the template has a ", model.node_type(p.tmpl.node_order[j]).name,
+                       " node there"));
+    }
+    std::pair<int, int>& prev = placed[it->second];
+    if (prev.first >= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(where(), " \"", id,
+                                                     "\" is already used by pipelines[", prev.first,
+                                                     "].node_ids[", prev.second, "]"));
+    }
+    prev = {i, static_cast<int>(j)};
+  }
+  return absl::OkStatus();
+}
+
+// plan->idle: every node no pipeline runs, with the reason plan->idle gave for it (the last
+// one given per id) or "not in any pipeline".
+void ListIdleNodes(const std::vector<ClusterNode>& nodes,
+                   const std::vector<std::pair<int, int>>& placed, ClusterPlan* plan) {
+  std::vector<IdleNode> given_idle = std::move(plan->idle);
+  absl::flat_hash_map<std::string_view, std::string*> reasons;
+  for (IdleNode& idle : given_idle) reasons[idle.id] = &idle.reason;
+  plan->idle.clear();
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    if (placed[n].first >= 0) continue;
+    const ClusterNode& node = nodes[n];
+    auto it = reasons.find(node.id);
+    plan->idle.push_back({node.id, node.type,
+                          it != reasons.end() && !it->second->empty() ? std::move(*it->second)
+                                                                      : "not in any pipeline"});
+  }
+}
+
+absl::Status ValidateGlobalBatches(const std::vector<int>& global_batches) {
+  if (global_batches.empty()) {
+    return absl::InvalidArgumentError("global_batch must list at least one size");
+  }
+  if (global_batches.size() > static_cast<size_t>(kMaxGlobalBatchSizes)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("global_batch must list at most %d sizes (got %d)", kMaxGlobalBatchSizes,
+                        global_batches.size()));
+  }
+  for (size_t i = 0; i < global_batches.size(); ++i) {
+    if (global_batches[i] < 1 || global_batches[i] > kMaxGlobalBatch) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("global_batch[%d] must be in [1, %d] micro-batches (got %d)", i,
+                          kMaxGlobalBatch, global_batches[i]));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The pipeline-set search of a fresh plan of `counts` nodes for one global batch size.
+PipelineSetProblem FreshPlanProblem(const CostModel& model, const NodeMix& counts,
+                                    const std::vector<PipelineShape>& shapes,
+                                    const std::vector<double>& allreduce_ms,
+                                    const PlanOptions& options, int global_batch) {
+  PipelineSetProblem problem;
+  problem.model = &model;
+  problem.available = counts;
+  problem.shapes = shapes;
+  problem.global_batch = global_batch;
+  problem.allreduce_ms = &allreduce_ms;
+  problem.search = options.search;
+  problem.min_pipelines = options.fault_tolerance + 1;
+  problem.min_pipelines_reason = absl::StrCat("fault_tolerance = ", options.fault_tolerance);
+  problem.objective = options.objective;
+  for (double price : options.price_per_hour) problem.type_price_steps.push_back(PriceSteps(price));
+  // (A budget above every node's price together is no constraint; the cap keeps the
+  // steps in range.)
+  if (options.budget_per_hour > 0) {
+    problem.max_price_steps =
+        PriceSteps(std::min(options.budget_per_hour, kMaxPricePerHour * (kMaxClusterNodes + 1)));
+  }
+  return problem;
+}
+
+// Why no plan exists when no template fits any mix: that, and why each type is unusable.
+std::string NoShapeReason(const std::vector<std::string>& type_reasons) {
+  std::string why = "no pipeline template fits any mix of the cluster's nodes";
+  for (const std::string& r : type_reasons) {
+    if (!r.empty()) absl::StrAppend(&why, "; ", r);
+  }
+  return why;
+}
+
+}  // namespace
 
 absl::StatusOr<ClusterPlan> EvaluatePlanOnValidNodes(const CostModel& model,
                                                      const std::vector<ClusterNode>& nodes,
@@ -446,29 +562,7 @@ absl::StatusOr<ClusterPlan> EvaluatePlanOnValidNodes(const CostModel& model,
           absl::StrFormat("%s.node_ids has %d ids but the template has %d nodes", field(),
                           p.node_ids.size(), p.tmpl.num_nodes()));
     }
-    for (size_t j = 0; j < p.node_ids.size(); ++j) {
-      const std::string& id = p.node_ids[j];
-      auto where = [&] { return absl::StrCat(field(), ".node_ids[", j, "]"); };
-      auto it = node_index.find(id);
-      if (it == node_index.end()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where(), " \"", id, "\" is not a node of the cluster"));
-      }
-      const int type = nodes[it->second].type;
-      if (type != p.tmpl.node_order[j]) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where(), " \"", id, "\" is a ", model.node_type(type).name,
-                         " node but the template has a ",
-                         model.node_type(p.tmpl.node_order[j]).name, " node there"));
-      }
-      std::pair<int, int>& prev = placed[it->second];
-      if (prev.first >= 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where(), " \"", id, "\" is already used by pipelines[", prev.first,
-                         "].node_ids[", prev.second, "]"));
-      }
-      prev = {static_cast<int>(i), static_cast<int>(j)};
-    }
+    RETURN_IF_ERROR(PlaceNodes(model, nodes, node_index, p, static_cast<int>(i), placed));
     const int limit = model.MaxMicrobatches(p.tmpl);
     if (p.microbatches < 1 || p.microbatches > std::min(limit, plan.global_batch)) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -489,18 +583,7 @@ absl::StatusOr<ClusterPlan> EvaluatePlanOnValidNodes(const CostModel& model,
                           ? allreduce_ms[P]
                           : CrossPipelineAllreduceMs(model, static_cast<int>(P))[P];
   plan.iteration_time_ms = plan.pipeline_time_ms + plan.allreduce_ms;
-  std::vector<IdleNode> given_idle = std::move(plan.idle);
-  absl::flat_hash_map<std::string_view, std::string*> reasons;  // the last given per id
-  for (IdleNode& idle : given_idle) reasons[idle.id] = &idle.reason;
-  plan.idle.clear();
-  for (size_t n = 0; n < nodes.size(); ++n) {
-    if (placed[n].first >= 0) continue;
-    const ClusterNode& node = nodes[n];
-    auto it = reasons.find(node.id);
-    plan.idle.push_back({node.id, node.type,
-                         it != reasons.end() && !it->second->empty() ? std::move(*it->second)
-                                                                     : "not in any pipeline"});
-  }
+  ListIdleNodes(nodes, placed, &plan);
   return plan;
 }
 
@@ -514,69 +597,33 @@ absl::StatusOr<PlanResult> ClusterPlanner::Plan(const CostModel& model,
   RETURN_IF_ERROR(ValidateNodes(model, nodes));
   RETURN_IF_ERROR(ValidateFaultTolerance(options.fault_tolerance));
   RETURN_IF_ERROR(ValidatePlanPrices(model, options));
-  if (global_batches.empty()) {
-    return absl::InvalidArgumentError("global_batch must list at least one size");
-  }
-  if (global_batches.size() > static_cast<size_t>(kMaxGlobalBatchSizes)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("global_batch must list at most %d sizes (got %d)", kMaxGlobalBatchSizes,
-                        global_batches.size()));
-  }
-  for (size_t i = 0; i < global_batches.size(); ++i) {
-    if (global_batches[i] < 1 || global_batches[i] > kMaxGlobalBatch) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("global_batch[%d] must be in [1, %d] micro-batches (got %d)", i,
-                          kMaxGlobalBatch, global_batches[i]));
-    }
-  }
+  RETURN_IF_ERROR(ValidateGlobalBatches(global_batches));
   const int T = model.num_types();
   const int N = static_cast<int>(nodes.size());
   NodeMix counts(T, 0);
   for (const ClusterNode& node : nodes) ++counts[node.type];
-  absl::StatusOr<PipelineSizeLimits> limits = ResolveLimits(options.limits, N);
-  if (!limits.ok()) return limits.status();
+  ASSIGN_OR_RETURN(const PipelineSizeLimits limits, ResolveLimits(options.limits, N));
   ASSIGN_OR_RETURN(TemplateSet set,
-                   PlanTemplateSet(*templates_, model, counts, *limits, options.search));
-  const std::vector<PipelineShape> shapes = FeasibleShapes(model, set, *limits);
+                   PlanTemplateSet(*templates_, model, counts, limits, options.search));
+  const std::vector<PipelineShape> shapes = FeasibleShapes(model, set, limits);
   const std::vector<std::string> type_reasons =
-      UnusableTypeReasons(model, set, shapes, counts, *limits);
+      UnusableTypeReasons(model, set, shapes, counts, limits);
   const std::vector<double> allreduce_ms = CrossPipelineAllreduceMs(model, N);
 
   PlanResult result;
-  result.limits = *limits;
+  result.limits = limits;
   result.mixes_planned = static_cast<int>(set.mixes.size());
   result.mixes_from_cache = set.from_cache;
   result.sizes.resize(global_batches.size());
   auto plan_one = [&](size_t i) {
     BatchSizePlan& out = result.sizes[i];
     out.global_batch = global_batches[i];
-    PipelineSetProblem problem;
-    problem.model = &model;
-    problem.available = counts;
-    problem.shapes = shapes;
-    problem.global_batch = out.global_batch;
-    problem.allreduce_ms = &allreduce_ms;
-    problem.search = options.search;
-    problem.min_pipelines = options.fault_tolerance + 1;
-    problem.min_pipelines_reason = absl::StrCat("fault_tolerance = ", options.fault_tolerance);
-    problem.objective = options.objective;
-    for (double price : options.price_per_hour) problem.type_price_steps.push_back(PriceSteps(price));
-    // (A budget above every node's price together is no constraint; the cap keeps the
-    // steps in range.)
-    if (options.budget_per_hour > 0) {
-      problem.max_price_steps =
-          PriceSteps(std::min(options.budget_per_hour, kMaxPricePerHour * (kMaxClusterNodes + 1)));
-    }
-    absl::StatusOr<PipelineSetSolution> solution = SolvePipelineSet(problem);
+    absl::StatusOr<PipelineSetSolution> solution = SolvePipelineSet(
+        FreshPlanProblem(model, counts, shapes, allreduce_ms, options, out.global_batch));
     if (!solution.ok()) {
-      std::string why(solution.status().message());
-      if (shapes.empty()) {
-        why = "no pipeline template fits any mix of the cluster's nodes";
-        for (const std::string& r : type_reasons) {
-          if (!r.empty()) absl::StrAppend(&why, "; ", r);
-        }
-      }
-      out.status = absl::Status(solution.status().code(), why);
+      out.status = absl::Status(
+          solution.status().code(),
+          shapes.empty() ? NoShapeReason(type_reasons) : std::string(solution.status().message()));
     } else {
       out.plan = BindFreshPlan(model, nodes, shapes, *solution, out.global_batch, type_reasons,
                                options);

@@ -7,6 +7,10 @@
 // exactly with respect to the template set (the optimal template of every mix of
 // min..max nodes); see docs/ARCHITECTURE.md#plan for the algorithm. Replanning after node
 // failures and joins lives in core/replan.h.
+//
+// Implemented in core/plan.cc and, for the search and its numbers, in core/plan_search/:
+// SolvePipelineSet and MaxPipelineCount in pipeline_set_search.cc, SplitBatch and StageCosts
+// in batch_split.cc, CrossPipelineAllreduceMs in allreduce.cc.
 #ifndef OOBLECK_CORE_PLAN_H_
 #define OOBLECK_CORE_PLAN_H_
 
@@ -250,6 +254,13 @@ struct PipelineShape {
 // one micro-batch are left out).
 std::vector<PipelineShape> FeasibleShapes(const CostModel& model, const TemplateSet& set,
                                           const PipelineSizeLimits& limits);
+// Per node type t: why no pipeline of `shapes` includes a t node ("no feasible pipeline
+// template of a..b nodes includes a <type> node"), "" when one does or available[t] == 0.
+// The reason Plan and Replan give for such idle nodes.
+std::vector<std::string> UnusedTypeReasons(const CostModel& model,
+                                           const std::vector<PipelineShape>& shapes,
+                                           const NodeMix& available,
+                                           const PipelineSizeLimits& limits);
 
 // How SolvePipelineSet decides, for one makespan, which pipelines to use
 // (docs/ARCHITECTURE.md#plan-search). Both are exact.

@@ -297,9 +297,7 @@ absl::StatusOr<ModelProfile> LoadOobleckProfileDir(const std::string& dir,
   const std::string shown_dir = absl::StrCat("profile directory \"", dir, "\"");
   fs::path base(dir);
   if (root != nullptr) {
-    absl::StatusOr<fs::path> real = root->Resolve(dir, shown_dir);
-    if (!real.ok()) return real.status();
-    base = *std::move(real);
+    ASSIGN_OR_RETURN(base, root->Resolve(dir, shown_dir));
   }
   std::error_code ec;
   if (!fs::is_directory(base, ec)) {

@@ -120,22 +120,6 @@ std::vector<ReplanAlternative> ParetoFront(const std::vector<Candidate*>& candid
   return front;
 }
 
-std::vector<std::string> TypeReasons(const CostModel& model,
-                                     const std::vector<PipelineShape>& shapes,
-                                     const ReplanContext& ctx) {
-  std::vector<std::string> reasons(model.num_types());
-  for (int t = 0; t < model.num_types(); ++t) {
-    bool used = false;
-    for (const PipelineShape& s : shapes) used |= s.mix[t] > 0;
-    if (!used) {
-      reasons[t] =
-          absl::StrFormat("no feasible pipeline template of %d..%d nodes includes a %s node",
-                          ctx.limits.min_nodes, ctx.limits.max_nodes, model.node_type(t).name);
-    }
-  }
-  return reasons;
-}
-
 // The answer when the event changes nothing (replayed or empty).
 ReplanResult UnchangedResult(ReplanContext& ctx, const ReplanOptions& options,
                              ReplanResult result) {
@@ -180,7 +164,7 @@ class CandidateRound {
     set_ = PlanTemplateSet(*planner_.templates(), model_, counts_, ctx_.limits, options_.search);
     if (!set_.ok()) return set_.status();
     shapes_ = FeasibleShapes(model_, *set_, ctx_.limits);
-    type_reasons_ = TypeReasons(model_, shapes_, ctx_);
+    type_reasons_ = UnusedTypeReasons(model_, shapes_, counts_, ctx_.limits);
     // Each step in turn; the first error ends the round.
     for (absl::Status (CandidateRound::*step)() :
          {&CandidateRound::ReachFaultTolerance, &CandidateRound::AddOptimal,

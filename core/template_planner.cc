@@ -9,12 +9,6 @@
 namespace oobleck {
 namespace {
 
-int64_t EstimateBytes(const std::string& key, const MixResult& r) {
-  return static_cast<int64_t>(sizeof(MixResult) + key.size() * 2 + r.infeasible_reason.size() +
-                              r.best.stages.size() * sizeof(Stage) +
-                              (r.best.node_order.size() + 2 * r.mix.size()) * sizeof(int) + 128);
-}
-
 // A result from a shared store is used only when it describes a template of `mix` for
 // this model: another process (or a hand-written value) must not make us index out of
 // range later. Optimality is the publisher's: keys are content, and every process runs
@@ -47,34 +41,6 @@ bool FitsModel(const CostModel& model, const NodeMix& mix, const MixResult& r) {
 }
 
 }  // namespace
-
-TemplateCache::TemplateCache(int64_t capacity_bytes) : lru_(capacity_bytes) {}
-
-std::shared_ptr<const MixResult> TemplateCache::Find(const std::string& key) {
-  return FindAll({key})[0];
-}
-
-std::vector<std::shared_ptr<const MixResult>> TemplateCache::FindAll(
-    const std::vector<std::string>& keys) {
-  std::vector<std::shared_ptr<const MixResult>> found(keys.size());
-  absl::MutexLock lock(&mu_);
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (const std::shared_ptr<const MixResult>* hit = lru_.Find(keys[i])) found[i] = *hit;
-  }
-  return found;
-}
-
-void TemplateCache::Insert(const std::string& key, std::shared_ptr<const MixResult> value) {
-  const int64_t bytes = EstimateBytes(key, *value);
-  absl::MutexLock lock(&mu_);
-  lru_.Insert(key, std::move(value), bytes,
-              ByteLru<std::shared_ptr<const MixResult>>::OnExisting::kReplace);
-}
-
-CacheStats TemplateCache::stats() const {
-  absl::MutexLock lock(&mu_);
-  return lru_.stats();
-}
 
 TemplatePlanner::TemplatePlanner(TemplateCache* cache, int threads, SharedTemplateStore* shared)
     : cache_(cache), threads_(threads), shared_(shared) {}
@@ -136,7 +102,7 @@ absl::StatusOr<std::vector<PlannedMix>> TemplatePlanner::PlanTemplates(
   } else {
     results = SearchTemplates(model, missing, options);
   }
-  if (!results.ok()) return results.status();
+  RETURN_IF_ERROR(results.status());
   for (size_t j = 0; j < missing.size(); ++j) {
     auto value = std::make_shared<const MixResult>(std::move((*results)[j]));
     cache_->Insert(keys[missing_index[j]], value);

@@ -1,4 +1,5 @@
-// Owns the shared memo cache and answers template requests from it or by searching.
+// Answers template requests from the shared TemplateCache (core/template_cache.h), the
+// cache shared with other processes, or by searching.
 #ifndef OOBLECK_CORE_TEMPLATE_PLANNER_H_
 #define OOBLECK_CORE_TEMPLATE_PLANNER_H_
 
@@ -8,26 +9,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
-#include "core/byte_lru.h"
 #include "core/search.h"
+#include "core/template_cache.h"
 
 namespace oobleck {
-
-// LRU cache of per-mix results keyed by content, bounded in (estimated) bytes.
-class TemplateCache {
- public:
-  explicit TemplateCache(int64_t capacity_bytes);
-  std::shared_ptr<const MixResult> Find(const std::string& key);
-  // Find for each key in order, under one lock (nullptr for a miss).
-  std::vector<std::shared_ptr<const MixResult>> FindAll(const std::vector<std::string>& keys);
-  void Insert(const std::string& key, std::shared_ptr<const MixResult> value);
-  CacheStats stats() const;
-
- private:
-  mutable absl::Mutex mu_;
-  ByteLru<std::shared_ptr<const MixResult>> lru_ ABSL_GUARDED_BY(mu_);
-};
 
 // A second cache level shared with other processes (the other replicas of the service,
 // through etcd: server/etcd_template_store.h), asked for what the local cache misses.

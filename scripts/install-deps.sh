@@ -3,7 +3,8 @@
 # packages. Used verbatim by the README, .ci/run and the Dockerfile, so all three agree.
 # librsvg2-bin (rsvg-convert), libpng-dev and python3-pil let the tests render the CLI's
 # SVG pictures and read the pixels back. gnuplot-nox draws bench/README.md's fleet-scale
-# plot (bench/plot_fleet.gp).
+# plot (bench/plot_fleet.gp). universal-ctags parses core/ for the function-length test
+# (scripts/check-function-length.py).
 set -euo pipefail
 
 packages=(
@@ -17,6 +18,7 @@ packages=(
   librsvg2-bin libpng-dev python3-pil
   libglpk-dev
   gnuplot-nox
+  universal-ctags
 )
 
 missing=()

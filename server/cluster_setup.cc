@@ -91,8 +91,9 @@ absl::StatusOr<ClusterSetup> Resolve(const pb::PlanRequest& request, const Profi
   // nodes all failed stay in the cluster.
   const JobFields job = JobFields::Of(request);
   ASSIGN_OR_RETURN(const JobSettings settings, ValidateJob(job));
-  RETURN_IF_ERROR(ValidateCluster(job, settings, NodeCounts::kAnyNonNegative));
-  ASSIGN_OR_RETURN(PlanningProblem problem, ResolveProblem(job, settings, catalog, models));
+  ASSIGN_OR_RETURN(PlanningProblem problem,
+                   ValidateCluster(job, settings, NodeCounts::kAnyNonNegative));
+  ASSIGN_OR_RETURN(problem, ResolveProblem(job, std::move(problem), catalog, models));
   if (models != nullptr) {
     ASSIGN_OR_RETURN(setup.model, models->Create(std::move(problem)));
   } else {

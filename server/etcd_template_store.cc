@@ -67,9 +67,7 @@ absl::StatusOr<Stage> ParseStage(const json& in, const std::string& where) {
        {std::pair{"layer_begin", &Stage::layer_begin}, std::pair{"layer_end", &Stage::layer_end},
         std::pair{"node_index", &Stage::node_index}, std::pair{"node_type", &Stage::node_type},
         std::pair{"gpus", &Stage::gpus}}) {
-    absl::StatusOr<int> value = IntField(in, name, where);
-    if (!value.ok()) return value.status();
-    stage.*field = *value;
+    ASSIGN_OR_RETURN(stage.*field, IntField(in, name, where));
   }
   for (auto [name, field] :
        {std::pair{"forward_ms", &Stage::forward_ms}, std::pair{"backward_ms", &Stage::backward_ms},
@@ -127,13 +125,10 @@ absl::StatusOr<MixResult> ParseSharedTemplate(const std::string& text, const std
   ASSIGN_OR_RETURN(const json* result_json, Field(in, "result", "value"));
   const json& r = *result_json;
   MixResult result;
-  absl::StatusOr<std::vector<int>> mix = IntsField(r, "mix", "value.result");
-  if (!mix.ok()) return mix.status();
-  result.mix = *std::move(mix);
-  absl::StatusOr<const json*> feasible = Field(r, "feasible", "value.result");
-  if (!feasible.ok()) return feasible.status();
-  if (!(*feasible)->is_boolean()) return Invalid("value.result.feasible must be a boolean");
-  result.feasible = (*feasible)->get<bool>();
+  ASSIGN_OR_RETURN(result.mix, IntsField(r, "mix", "value.result"));
+  ASSIGN_OR_RETURN(const json* feasible, Field(r, "feasible", "value.result"));
+  if (!feasible->is_boolean()) return Invalid("value.result.feasible must be a boolean");
+  result.feasible = feasible->get<bool>();
   ASSIGN_OR_RETURN(const json* reason, Field(r, "infeasible_reason", "value.result"));
   if (!reason->is_string()) return Invalid("value.result.infeasible_reason must be a string");
   result.infeasible_reason = reason->get<std::string>();

@@ -15,46 +15,17 @@ namespace {
 
 namespace pb = ::oobleck::planner::v1;
 
-// More node types than this is not a cluster but a malformed request; the bound also keeps
-// the mix counting of PlanTemplates shallow.
-constexpr int kMaxNodeTypes = 256;
-
 template <typename Value>
 absl::Status Invalid(absl::string_view field, absl::string_view requirement, Value got) {
   return InvalidField(field, absl::StrCat(" must be ", requirement, " (got ", got, ")"));
 }
 
-bool FiniteNonNegative(double value) { return std::isfinite(value) && value >= 0; }
-
-absl::Status ValidateNodeType(const pb::NodeType& type, int i, const JobSettings& settings,
-                              NodeCounts counts) {
+// What core cannot see in a node type: its count (not part of a PlanningProblem) and the
+// derive message that says where its profile comes from.
+absl::Status ValidateRequestNodeType(const pb::NodeType& type, int i, NodeCounts counts) {
   const std::string field = NodeTypeField(i);
-  if (type.name().empty()) return InvalidField(absl::StrCat(field, ".name"), " is required");
-  if (type.gpus_per_node() < 1) {
-    return Invalid(absl::StrCat(field, ".gpus_per_node"), ">= 1", type.gpus_per_node());
-  }
   if (counts == NodeCounts::kRequired && type.count() < 1) {
     return Invalid(absl::StrCat(field, ".count"), ">= 1", type.count());
-  }
-  // 1f1b checks memory, so it needs the size; oobleck-sosp23 ignores memory.
-  const bool one_f_one_b = settings.cost_model == CostModelKind::kOneFOneB;
-  if (!FiniteNonNegative(type.gpu_memory_bytes()) ||
-      (one_f_one_b && type.gpu_memory_bytes() <= 0)) {
-    return Invalid(absl::StrCat(field, ".gpu_memory_bytes"),
-                   one_f_one_b ? "> 0 for cost_model \"1f1b\"" : "finite and >= 0",
-                   type.gpu_memory_bytes());
-  }
-  // The bandwidth is divided by when stages share a node (1f1b transfers) or when the
-  // ring formula estimates an all-reduce.
-  const bool bandwidth_needed = settings.missing_allreduce == MissingAllreduce::kRing ||
-                                (one_f_one_b && type.gpus_per_node() > 1);
-  if (!FiniteNonNegative(type.intra_node_bytes_per_s()) ||
-      (bandwidth_needed && type.intra_node_bytes_per_s() <= 0)) {
-    return Invalid(absl::StrCat(field, ".intra_node_bytes_per_s"),
-                   bandwidth_needed ? "> 0 for a node of several GPUs under 1f1b or with "
-                                      "missing_allreduce_in_node RING"
-                                    : "finite and >= 0",
-                   type.intra_node_bytes_per_s());
   }
   if (type.has_derive()) {
     if (type.derive().measured_gpu_type().empty()) {
@@ -141,13 +112,6 @@ absl::StatusOr<JobSettings> ValidateJob(const JobFields& job) {
   absl::StatusOr<CostModelKind> kind = ParseCostModelKind(*job.cost_model);
   if (!kind.ok()) return AboutField(kind.status(), "cost_model", *job.cost_model);
   settings.cost_model = *kind;
-  if (job.microbatches < 0) return Invalid("microbatches", ">= 0", job.microbatches);
-  if (*kind == CostModelKind::kOneFOneB && job.microbatches == 0) {
-    return Invalid("microbatches", ">= 1 for cost_model \"1f1b\"", job.microbatches);
-  }
-  if (!FiniteNonNegative(job.optimizer_state_multiplier)) {
-    return Invalid("optimizer_state_multiplier", "finite and >= 0", job.optimizer_state_multiplier);
-  }
   switch (job.missing_allreduce_in_node) {
     case pb::MISSING_ALLREDUCE_SKIP_SIZE:
       settings.missing_allreduce = MissingAllreduce::kSkipSize;
@@ -163,68 +127,50 @@ absl::StatusOr<JobSettings> ValidateJob(const JobFields& job) {
   return settings;
 }
 
-absl::Status ValidateCluster(const JobFields& job, const JobSettings& settings, NodeCounts counts) {
+absl::StatusOr<PlanningProblem> ValidateCluster(const JobFields& job, const JobSettings& settings,
+                                                NodeCounts counts) {
   if (job.cluster == nullptr) return InvalidField("cluster", " is required");
-  const pb::Cluster& cluster = *job.cluster;
-  if (cluster.node_types().empty()) {
-    return InvalidField("cluster.node_types", " must not be empty");
+  PlanningProblem problem;
+  problem.inter_node_bytes_per_s = job.cluster->inter_node_bytes_per_s();
+  problem.cost_model = settings.cost_model;
+  problem.microbatches = job.microbatches;
+  // 0 is the proto's "not set"; anything else, negative or not a number too, goes to core.
+  problem.optimizer_state_multiplier = job.optimizer_state_multiplier == 0
+                                           ? kDefaultOptimizerStateMultiplier
+                                           : job.optimizer_state_multiplier;
+  problem.missing_allreduce = settings.missing_allreduce;
+  for (const pb::NodeType& type : job.cluster->node_types()) {
+    NodeType node_type;
+    node_type.name = type.name();
+    node_type.gpu_type = type.gpu_type();  // the resolved profile's, once ResolveProblem ran
+    node_type.gpus_per_node = type.gpus_per_node();
+    node_type.gpu_memory_bytes = type.gpu_memory_bytes();
+    node_type.intra_node_bytes_per_s = type.intra_node_bytes_per_s();
+    problem.node_types.push_back(std::move(node_type));
   }
-  if (cluster.node_types_size() > kMaxNodeTypes) {
-    return InvalidField("cluster.node_types",
-                        absl::StrCat(" must have at most ", kMaxNodeTypes, " entries (got ",
-                                     cluster.node_types_size(), ")"));
+  // Core owns the rules; the request holds the cluster's fields under "cluster.".
+  RETURN_IF_ERROR(ValidateProblemSettings(problem, "cluster."));
+  for (int i = 0; i < job.cluster->node_types_size(); ++i) {
+    RETURN_IF_ERROR(ValidateRequestNodeType(job.cluster->node_types(i), i, counts));
   }
-  const double inter_node = cluster.inter_node_bytes_per_s();
-  const bool one_f_one_b = settings.cost_model == CostModelKind::kOneFOneB;
-  if (!FiniteNonNegative(inter_node) || (one_f_one_b && inter_node <= 0)) {
-    return Invalid("cluster.inter_node_bytes_per_s",
-                   one_f_one_b ? "> 0 for cost_model \"1f1b\"" : "finite and >= 0", inter_node);
-  }
-  std::map<std::string, int> index_by_name;
-  for (int i = 0; i < cluster.node_types_size(); ++i) {
-    const pb::NodeType& type = cluster.node_types(i);
-    RETURN_IF_ERROR(ValidateNodeType(type, i, settings, counts));
-    auto [it, inserted] = index_by_name.emplace(type.name(), i);
-    if (!inserted) {
-      return InvalidField(
-          absl::StrCat(NodeTypeField(i), ".name"),
-          absl::StrCat(" \"", type.name(), "\" repeats ", NodeTypeField(it->second), ".name"));
-    }
-  }
-  return absl::OkStatus();
+  return problem;
 }
 
-absl::StatusOr<PlanningProblem> ResolveProblem(const JobFields& job, const JobSettings& settings,
+absl::StatusOr<PlanningProblem> ResolveProblem(const JobFields& job, PlanningProblem problem,
                                                const ProfileCatalog& catalog,
                                                CostModelCache* models) {
   if (catalog.List(*job.model).empty()) {
     return FieldError(absl::StatusCode::kNotFound, "model",
                       absl::StrCat(" \"", *job.model, "\" has no loaded profiles"));
   }
-  PlanningProblem problem;
-  problem.inter_node_bytes_per_s = job.cluster->inter_node_bytes_per_s();
-  problem.cost_model = settings.cost_model;
-  problem.microbatches = job.microbatches;
-  problem.optimizer_state_multiplier = job.optimizer_state_multiplier > 0
-                                           ? job.optimizer_state_multiplier
-                                           : kDefaultOptimizerStateMultiplier;
-  problem.missing_allreduce = settings.missing_allreduce;
   std::map<std::string, int> index_by_gpu_type;
   for (int i = 0; i < job.cluster->node_types_size(); ++i) {
-    const pb::NodeType& type = job.cluster->node_types(i);
     std::string derived_from;
     ASSIGN_OR_RETURN(std::shared_ptr<const ModelProfile> profile,
                      ResolveProfile(job, i, catalog, models, &derived_from));
     RETURN_IF_ERROR(CheckCombinable(problem, *profile, i, index_by_gpu_type));
     index_by_gpu_type.emplace(profile->key.gpu_type, i);
-
-    NodeType node_type;
-    node_type.name = type.name();
-    node_type.gpu_type = profile->key.gpu_type;
-    node_type.gpus_per_node = type.gpus_per_node();
-    node_type.gpu_memory_bytes = type.gpu_memory_bytes();
-    node_type.intra_node_bytes_per_s = type.intra_node_bytes_per_s();
-    problem.node_types.push_back(std::move(node_type));
+    problem.node_types[i].gpu_type = profile->key.gpu_type;
     problem.profiles.push_back(std::move(profile));
     problem.derived_from.push_back(std::move(derived_from));
   }

@@ -46,7 +46,7 @@ struct JobSettings {
   MissingAllreduce missing_allreduce = MissingAllreduce::kSkipSize;
 };
 
-// model, microbatch_size, cost_model, microbatches, optimizer_state_multiplier,
+// What core cannot check: model, microbatch_size, cost_model (parsed by core),
 // missing_allreduce_in_node: INVALID_ARGUMENT naming the field and the value.
 absl::StatusOr<JobSettings> ValidateJob(const JobFields& job);
 
@@ -54,13 +54,17 @@ absl::StatusOr<JobSettings> ValidateJob(const JobFields& job);
 // Plan and Replan list nodes, and a type whose nodes all failed stays in the cluster.
 enum class NodeCounts { kRequired, kAnyNonNegative };
 
-// cluster and each of cluster.node_types (name, count, GPUs, memory, bandwidths, derive).
-absl::Status ValidateCluster(const JobFields& job, const JobSettings& settings, NodeCounts counts);
+// The planning problem without its profiles, checked: `cluster` present, then core's rules
+// (ValidateProblemSettings: microbatches, optimizer_state_multiplier, the bandwidths, the
+// node types' names, GPUs and memory, on the request's paths), then what core does not see
+// (each node type's count and derive).
+absl::StatusOr<PlanningProblem> ValidateCluster(const JobFields& job, const JobSettings& settings,
+                                                NodeCounts counts);
 
-// The planning problem: each node type's profile, measured or derived (from `models` when
-// given, shared across requests), after ValidateJob and ValidateCluster. NOT_FOUND for
-// profiles that are not loaded, FAILED_PRECONDITION when they cannot be combined.
-absl::StatusOr<PlanningProblem> ResolveProblem(const JobFields& job, const JobSettings& settings,
+// `problem` (from ValidateCluster) with each node type's profile, measured or derived (from
+// `models` when given, shared across requests). NOT_FOUND for profiles that are not loaded,
+// FAILED_PRECONDITION when they cannot be combined.
+absl::StatusOr<PlanningProblem> ResolveProblem(const JobFields& job, PlanningProblem problem,
                                                const ProfileCatalog& catalog,
                                                CostModelCache* models);
 

@@ -113,12 +113,12 @@ absl::StatusOr<TemplateRequest> ToTemplateRequest(const pb::PlanTemplatesRequest
   if (request.max_nodes() < 0) {
     return InvalidField("max_nodes", absl::StrCat(" must be >= 0 (got ", request.max_nodes(), ")"));
   }
-  RETURN_IF_ERROR(ValidateCluster(job, settings, NodeCounts::kRequired));
+  ASSIGN_OR_RETURN(PlanningProblem problem, ValidateCluster(job, settings, NodeCounts::kRequired));
   NodeMix available;
   for (const pb::NodeType& type : request.cluster().node_types()) available.push_back(type.count());
   TemplateRequest out;
   ASSIGN_OR_RETURN(out.mixes, ResolveMixes(request, available));
-  ASSIGN_OR_RETURN(out.problem, ResolveProblem(job, settings, catalog, models));
+  ASSIGN_OR_RETURN(out.problem, ResolveProblem(job, std::move(problem), catalog, models));
   return out;
 }
 

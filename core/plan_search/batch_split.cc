@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "core/plan.h"
 #include "core/plan_search/load_curve.h"
+#include "core/status_macros.h"
 
 namespace oobleck {
 
@@ -27,67 +28,47 @@ std::vector<double> StageCosts(const PipelineTemplate& tmpl) {
   return costs;
 }
 
-absl::StatusOr<std::vector<int>> SplitBatch(const CostModel& model,
-                                            const std::vector<PipelineLoad>& pipelines,
-                                            int global_batch) {
-  const int P = static_cast<int>(pipelines.size());
-  if (P == 0) return absl::FailedPreconditionError("no pipelines to split the batch over");
-  if (P > global_batch) {
-    return absl::FailedPreconditionError(
-        absl::StrFormat("%d pipelines need at least %d micro-batches, the global batch has %d", P,
-                        P, global_batch));
-  }
-  // Pipelines with the same stage costs and limit share one curve (e.g. every node of a
-  // type in the data-parallel baseline).
-  std::map<std::pair<const std::vector<double>*, int>, int> curve_of;
+namespace {
+
+// Pipelines with the same stage costs and limit share one curve (e.g. every node of a type
+// in the data-parallel baseline): pipeline i follows curves[group[i]], and curve g stands for
+// multiplicity[g] pipelines.
+struct CurveGroups {
   std::vector<LoadCurve> curves;
-  std::vector<int> group(P), multiplicity;
+  std::vector<int> group, multiplicity;
+};
+
+CurveGroups GroupCurves(const CostModel& model, const std::vector<PipelineLoad>& pipelines,
+                        int global_batch) {
+  const int P = static_cast<int>(pipelines.size());
+  std::map<std::pair<const std::vector<double>*, int>, int> curve_of;
+  CurveGroups out;
+  out.group.resize(P);
   for (int i = 0; i < P; ++i) {
     auto key = std::make_pair(pipelines[i].stage_costs, pipelines[i].max_microbatches);
-    auto [it, inserted] = curve_of.emplace(key, static_cast<int>(curves.size()));
+    auto [it, inserted] = curve_of.emplace(key, static_cast<int>(out.curves.size()));
     if (inserted) {
-      curves.emplace_back(&model, pipelines[i].stage_costs, pipelines[i].max_microbatches,
-                          global_batch);
-      multiplicity.push_back(0);
+      out.curves.emplace_back(&model, pipelines[i].stage_costs, pipelines[i].max_microbatches,
+                              global_batch);
+      out.multiplicity.push_back(0);
     }
-    group[i] = it->second;
-    ++multiplicity[it->second];
+    out.group[i] = it->second;
+    ++out.multiplicity[it->second];
   }
-  std::vector<double> memo;
-  AttachMemos(curves, memo);
-  int64_t capacity = 0;
-  double top = -kInf;
-  for (size_t g = 0; g < curves.size(); ++g) {
-    if (curves[g].limit() < 1) {
-      return absl::FailedPreconditionError("a pipeline cannot hold one micro-batch in GPU memory");
-    }
-    capacity += int64_t{curves[g].limit()} * multiplicity[g];
-    top = std::max(top, curves[g].Time(curves[g].limit()));
-  }
-  if (capacity < global_batch) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "the pipelines hold at most %d micro-batches within GPU memory, fewer than %d", capacity,
-        global_batch));
-  }
-  auto absorbed = [&](double tau) -> int64_t {
-    int64_t sum = 0;
-    for (size_t g = 0; g < curves.size(); ++g) {
-      const int k = curves[g].Absorb(tau);
-      if (k == 0) return -1;
-      sum += int64_t{k} * multiplicity[g];
-    }
-    return sum;
-  };
-  absl::StatusOr<double> tau = SmallestFeasible(
-      curves, -kInf, top,
-      [&](double t) -> absl::StatusOr<bool> { return absorbed(t) >= global_batch; });
-  if (!tau.ok()) return tau.status();
-  // Everything strictly below tau, then values equal to tau in pipeline order.
-  const double below = AtOrBelow(curves, std::nextafter(*tau, -kInf));
+  return out;
+}
+
+// The split once the smallest feasible makespan tau is known: everything strictly below
+// tau, then values equal to tau in pipeline order.
+absl::StatusOr<std::vector<int>> SplitAt(const std::vector<LoadCurve>& curves,
+                                         const std::vector<int>& group, double tau,
+                                         int global_batch) {
+  const int P = static_cast<int>(group.size());
+  const double below = AtOrBelow(curves, std::nextafter(tau, -kInf));
   std::vector<int> below_k(curves.size()), at_k(curves.size());
   for (size_t g = 0; g < curves.size(); ++g) {
     below_k[g] = std::isinf(below) ? 0 : curves[g].Absorb(below);
-    at_k[g] = curves[g].Absorb(*tau);
+    at_k[g] = curves[g].Absorb(tau);
   }
   std::vector<int> split(P);
   int64_t sum = 0;
@@ -124,6 +105,51 @@ absl::StatusOr<std::vector<int>> SplitBatch(const CostModel& model,
   }
   if (sum != global_batch) return absl::InternalError("batch split does not add up");
   return split;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<int>> SplitBatch(const CostModel& model,
+                                            const std::vector<PipelineLoad>& pipelines,
+                                            int global_batch) {
+  const int P = static_cast<int>(pipelines.size());
+  if (P == 0) return absl::FailedPreconditionError("no pipelines to split the batch over");
+  if (P > global_batch) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%d pipelines need at least %d micro-batches, the global batch has %d", P,
+                        P, global_batch));
+  }
+  CurveGroups groups = GroupCurves(model, pipelines, global_batch);
+  std::vector<LoadCurve>& curves = groups.curves;
+  const std::vector<int>& multiplicity = groups.multiplicity;
+  std::vector<double> memo;
+  AttachMemos(curves, memo);
+  int64_t capacity = 0;
+  double top = -kInf;
+  for (size_t g = 0; g < curves.size(); ++g) {
+    if (curves[g].limit() < 1) {
+      return absl::FailedPreconditionError("a pipeline cannot hold one micro-batch in GPU memory");
+    }
+    capacity += int64_t{curves[g].limit()} * multiplicity[g];
+    top = std::max(top, curves[g].Time(curves[g].limit()));
+  }
+  if (capacity < global_batch) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the pipelines hold at most %d micro-batches within GPU memory, fewer than %d", capacity,
+        global_batch));
+  }
+  auto absorbed = [&](double tau) -> int64_t {
+    int64_t sum = 0;
+    for (size_t g = 0; g < curves.size(); ++g) {
+      const int k = curves[g].Absorb(tau);
+      if (k == 0) return -1;
+      sum += int64_t{k} * multiplicity[g];
+    }
+    return sum;
+  };
+  auto feasible = [&](double t) -> absl::StatusOr<bool> { return absorbed(t) >= global_batch; };
+  ASSIGN_OR_RETURN(const double tau, SmallestFeasible(curves, -kInf, top, feasible));
+  return SplitAt(curves, groups.group, tau, global_batch);
 }
 
 }  // namespace oobleck

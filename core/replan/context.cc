@@ -232,13 +232,6 @@ absl::StatusOr<ReplanContext> Prepare(const CostModel& model, const std::vector<
     return s;
   }
 
-  ctx.param_prefix.assign(model.num_types(), std::vector<double>(L + 1, 0));
-  for (int t = 0; t < model.num_types(); ++t) {
-    const ModelProfile& profile = *model.problem().profiles[t];
-    for (int l = 0; l < L; ++l) {
-      ctx.param_prefix[t][l + 1] = ctx.param_prefix[t][l] + profile.layers[l].param_bytes;
-    }
-  }
   const int N = static_cast<int>(ctx.survivors.size());
   absl::StatusOr<PipelineSizeLimits> limits = ResolveLimits(options.limits, N);
   if (!limits.ok()) return limits.status();

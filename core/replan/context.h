@@ -35,7 +35,6 @@ struct ReplanContext {
   std::vector<bool> joined;                       // per survivor
   std::vector<std::vector<int>> old_positions;    // per old pipeline: survivor index or -1
   std::vector<bool> intact;                       // per old pipeline: every node survived
-  std::vector<std::vector<double>> param_prefix;  // per node type
   std::vector<double> allreduce_ms;               // P = 0..survivors
   PipelineSizeLimits limits;                      // resolved for the survivors
   NodeAssignmentMethod assignment = NodeAssignmentMethod::kClasses;
@@ -43,7 +42,7 @@ struct ReplanContext {
   bool changed = false;  // the event removes or adds some node
 
   double ParamBytes(int type, LayerRange r) const {
-    return r.empty() ? 0 : param_prefix[type][r.end] - param_prefix[type][r.begin];
+    return r.empty() ? 0 : model->ParamBytes(type, r.begin, r.end);
   }
   // Bytes node s must receive to run `need`.
   double MissingBytes(int s, LayerRange need) const {

@@ -1,5 +1,10 @@
 #include "core/cost_model.h"
 
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/field_path.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/core/test_problems.h"
@@ -134,9 +139,56 @@ TEST(CostModelTest, RingEstimateFillsMissingAllreduce) {
   EXPECT_DOUBLE_EQ(ring->ForwardMs(0, 2, 0, 1), 5 + 0.05);
 }
 
+// The one check of a problem's settings carries each field's path, under the prefix where
+// the caller holds the cluster; the server passes "cluster." and uses the paths as they are.
+TEST(CostModelTest, ValidateProblemSettingsCarriesTheFieldPath) {
+  struct Case {
+    std::function<void(PlanningProblem*)> mutate;
+    std::string path;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {[](auto* p) { p->microbatches = -3; }, "microbatches", "microbatches must be >= 0 (got -3)"},
+      {[](auto* p) { p->microbatches = (1 << 20) + 1; }, "microbatches",
+       "microbatches must be <= 1048576 (got 1048577)"},
+      {[](auto* p) { p->optimizer_state_multiplier = -1; }, "optimizer_state_multiplier",
+       "optimizer_state_multiplier must be finite and >= 0 (got -1)"},
+      {[](auto* p) { p->inter_node_bytes_per_s = 0; }, "cluster.inter_node_bytes_per_s",
+       "cluster.inter_node_bytes_per_s must be > 0 for cost_model \"1f1b\" (got 0)"},
+      {[](auto* p) { p->node_types.clear(); }, "cluster.node_types",
+       "cluster.node_types must not be empty"},
+      {[](auto* p) { p->node_types[0].name.clear(); }, "cluster.node_types[0].name",
+       "cluster.node_types[0].name is required"},
+      {[](auto* p) { p->node_types.push_back(p->node_types[0]); }, "cluster.node_types[1].name",
+       "cluster.node_types[1].name \"n\" repeats cluster.node_types[0].name"},
+      {[](auto* p) { p->node_types[0].gpus_per_node = 65; }, "cluster.node_types[0].gpus_per_node",
+       "cluster.node_types[0].gpus_per_node must be <= 64 (got 65)"},
+      {[](auto* p) { p->node_types[0].gpu_memory_bytes = 0; },
+       "cluster.node_types[0].gpu_memory_bytes",
+       "cluster.node_types[0].gpu_memory_bytes must be > 0 (got 0)"},
+      {[](auto* p) { p->node_types[0].intra_node_bytes_per_s = -1; },
+       "cluster.node_types[0].intra_node_bytes_per_s",
+       "cluster.node_types[0].intra_node_bytes_per_s must be > 0 (got -1)"},
+  };
+  for (const Case& c : cases) {
+    PlanningProblem p = TinyProblem(CostModelKind::kOneFOneB, 4);
+    c.mutate(&p);
+    const absl::Status status = ValidateProblemSettings(p, "cluster.");
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.path;
+    EXPECT_EQ(status.message(), c.message);
+    EXPECT_EQ(FieldPathOf(status), c.path);
+  }
+  PlanningProblem p = TinyProblem(CostModelKind::kOneFOneB, 4);
+  EXPECT_TRUE(ValidateProblemSettings(p, "cluster.").ok());
+  // Without a prefix (as Create runs it) the paths are PlanningProblem's own.
+  p.node_types[0].gpus_per_node = 0;
+  EXPECT_EQ(FieldPathOf(CostModel::Create(p).status()), "node_types[0].gpus_per_node");
+}
+
 TEST(CostModelTest, InvalidProblemsNameTheField) {
   auto m = CostModel::Create(TinyProblem(CostModelKind::kOneFOneB, 0));
-  EXPECT_THAT(m.status().message(), HasSubstr("microbatches (M) must be >= 1"));
+  EXPECT_THAT(m.status().message(),
+              HasSubstr("microbatches must be >= 1 for cost_model \"1f1b\" (got 0)"));
   PlanningProblem p = TinyProblem(CostModelKind::kOneFOneB, 4);
   p.node_types[0].gpus_per_node = 0;
   EXPECT_THAT(CostModel::Create(p).status().message(), HasSubstr("node_types[0].gpus_per_node"));

@@ -542,6 +542,15 @@ TEST_F(PlanServiceTest, BadFieldsAreNamedInBadRequestDetails) {
   status = Replan(replan, &replanned);
   EXPECT_THAT(BadRequestFields(status), ElementsAre("request.max_nodes_per_pipeline"));
 
+  // A rule of core's ValidateProblemSettings, on the path of the request.
+  replan.mutable_request()->set_max_nodes_per_pipeline(0);
+  replan.mutable_request()->mutable_cluster()->set_inter_node_bytes_per_s(-1);
+  status = Replan(replan, &replanned);
+  ASSERT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("request.cluster.inter_node_bytes_per_s must be > 0 for cost_model"));
+  EXPECT_THAT(BadRequestFields(status), ElementsAre("request.cluster.inter_node_bytes_per_s"));
+
   // Only INVALID_ARGUMENT carries a BadRequest: a model without profiles is NOT_FOUND.
   plan = ThreeTypeRequest();
   plan.set_model("llama");

@@ -719,6 +719,21 @@ TEST_F(PlannerServiceTest, RejectsBadPlanRequests) {
        [&](auto* r) { *second_type(r) = MakeNodeType("b", "rtx4090", 0, 24 * kGiB, 1); },
        grpc::StatusCode::INVALID_ARGUMENT,
        {"cluster.node_types[1].gpus_per_node must be >= 1 (got 0)"}},
+      {"gpus_per_node above 64",
+       [&](auto* r) { *second_type(r) = MakeNodeType("b", "rtx4090", 65, 24 * kGiB, 1); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"cluster.node_types[1].gpus_per_node must be <= 64 (got 65)"}},
+      {"oobleck-sosp23 without GPU memory",
+       [](auto* r) {
+         r->set_cost_model("oobleck-sosp23");
+         r->mutable_cluster()->mutable_node_types(0)->set_gpu_memory_bytes(0);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"cluster.node_types[0].gpu_memory_bytes must be > 0 (got 0)"}},
+      {"negative optimizer_state_multiplier",
+       [](auto* r) { r->set_optimizer_state_multiplier(-1); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"optimizer_state_multiplier must be finite and >= 0 (got -1)"}},
       {"count 0",
        [](auto* r) { r->mutable_cluster()->mutable_node_types(0)->set_count(0); },
        grpc::StatusCode::INVALID_ARGUMENT,

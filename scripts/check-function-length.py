@@ -27,8 +27,6 @@ MAX_LINES = 80
 ALLOWED = {
     # fleetplan splits SolveCoverIlp.
     "core/plan_search/cover_ilp.cc",
-    # llm80 and long1000 are rewriting the template search.
-    "core/template_search/",
 }
 
 

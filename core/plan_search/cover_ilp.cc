@@ -213,6 +213,9 @@ struct SearchState {
   int64_t lower_bound = 0;
   int64_t nodes = 0;
   bool proved = false;
+  // kFirstFeasible branches on the most gain instead (SeekFeasible): GLPK's bounds are then
+  // not bounds on the objective.
+  bool by_gain = false;
   bool cancelled = false;
 };
 
@@ -228,18 +231,24 @@ void OnSearchEvent(glp_tree* tree, void* info) {
   int active = 0, alive = 0, total = 0;
   glp_ios_tree_size(tree, &active, &alive, &total);
   s.nodes = total;
+  glp_prob* lp = glp_ios_get_prob(tree);
+  if (s.by_gain) {
+    if (glp_mip_status(lp) == GLP_FEAS || total > s.limits->max_nodes) glp_ios_terminate(tree);
+    if (s.limits->cancelled && s.limits->cancelled()) {
+      s.cancelled = true;
+      glp_ios_terminate(tree);
+    }
+    return;
+  }
   double bound = std::numeric_limits<double>::infinity();
   if (const int best = glp_ios_best_node(tree); best != 0) bound = glp_ios_node_bound(tree, best);
   if (const int curr = glp_ios_curr_node(tree); curr != 0) {
     bound = std::min(bound, glp_ios_node_bound(tree, curr));
   }
   if (std::isfinite(bound)) s.lower_bound = std::max(s.lower_bound, CeilBound(bound));
-  glp_prob* lp = glp_ios_get_prob(tree);
   if (glp_mip_status(lp) == GLP_FEAS &&
       std::llround(glp_mip_obj_val(lp)) <= s.lower_bound) {
     s.proved = true;
-    glp_ios_terminate(tree);
-  } else if (glp_mip_status(lp) == GLP_FEAS && s.limits->goal == CoverIlpGoal::kFirstFeasible) {
     glp_ios_terminate(tree);
   } else if (s.lower_bound >= s.limits->stop_at_bound) {
     glp_ios_terminate(tree);
@@ -295,8 +304,6 @@ glp_iocp BranchAndCutParams(const CoverIlp& p, SearchState& state) {
   params.mir_cuts = GLP_ON;
   params.cb_func = OnSearchEvent;
   params.cb_info = &state;
-  // A yes/no question: depth first reaches a leaf (a feasible y, or a proof of none) soonest.
-  if (state.limits->goal == CoverIlpGoal::kFirstFeasible) params.bt_tech = GLP_BT_DFS;
   if (!p.weight.empty()) {
     // GLPK prunes a branch whose bound is within tol_obj * (1 + |incumbent|) of the
     // incumbent: keep that below one unit of the integer objective, so that no better
@@ -328,6 +335,17 @@ absl::StatusOr<CoverIlpSolution> BranchAndCut(const CoverIlp& p, glp_prob* lp,
                                               SearchState& state,
                                               std::optional<std::vector<int64_t>> rounded) {
   const size_t items = p.usage.size();
+  if (state.limits->goal == CoverIlpGoal::kFirstFeasible) {
+    // Any feasible y answers a yes/no question; the most gain leads to one soonest (the
+    // fewest items does not: near the smallest feasible makespan it heads for large items
+    // that leave the demand uncovered).
+    for (size_t j = 0; j < items; ++j) {
+      glp_set_obj_coef(lp, static_cast<int>(j) + 1, -static_cast<double>(p.gain[j]));
+    }
+    absl::StatusOr<bool> relaxed = SolveRelaxation(lp);
+    if (!relaxed.ok()) return relaxed.status();
+    state.by_gain = true;
+  }
   glp_iocp params = BranchAndCutParams(p, state);
   const int ret = glp_intopt(lp, &params);
   if (state.cancelled) return absl::CancelledError("plan search cancelled");
@@ -339,7 +357,7 @@ absl::StatusOr<CoverIlpSolution> BranchAndCut(const CoverIlp& p, glp_prob* lp,
   if (complete && glp_mip_status(lp) == GLP_NOFEAS && !incumbent) {
     return Finish(p, CoverIlpStatus::kInfeasible, std::vector<int64_t>(items, 0), 0, state.nodes);
   }
-  if (complete && glp_mip_status(lp) == GLP_OPT && incumbent) {
+  if (complete && glp_mip_status(lp) == GLP_OPT && incumbent && !state.by_gain) {
     state.lower_bound = std::max(state.lower_bound, ObjectiveOf(p, *incumbent));
   }
   if (!incumbent) {

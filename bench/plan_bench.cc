@@ -286,6 +286,47 @@ void BM_PlanFleet(benchmark::State& state) {
   state.counters["peak_rss_MiB"] = PeakRssMiB();
 }
 
+// Pipelines of up to `max_nodes` nodes (issue 10: up to 8, 12 869 mixes at 8 types); args:
+// nodes, types, max_nodes, cold (1: template search included, minutes at 8 types) or warm
+// (0: templates cached by a first call with another global batch).
+void BM_PlanFleetLongPipelines(benchmark::State& state) {
+  absl::StatusOr<Fleet> fleet =
+      MakeFleet(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)));
+  if (!fleet.ok()) {
+    state.SkipWithError(std::string(fleet.status().message()).c_str());
+    return;
+  }
+  PlanOptions options;
+  options.limits.max_nodes = static_cast<int>(state.range(2));
+  const bool cold = state.range(3) == 1;
+  if (!cold) {
+    absl::StatusOr<PlanResult> first =
+        fleet->planner->Plan(*fleet->model, fleet->nodes, {kFleetBatch - 1}, options);
+    if (!first.ok()) {
+      state.SkipWithError(std::string(first.status().message()).c_str());
+      return;
+    }
+  }
+  absl::StatusOr<PlanResult> result;
+  for (auto _ : state) {
+    if (cold) {
+      state.PauseTiming();
+      fleet->cache = std::make_unique<TemplateCache>(int64_t{512} << 20);
+      fleet->templates = std::make_unique<TemplatePlanner>(fleet->cache.get(), kThreads);
+      fleet->planner = std::make_unique<ClusterPlanner>(fleet->templates.get(), kThreads);
+      state.ResumeTiming();
+    }
+    result = fleet->planner->Plan(*fleet->model, fleet->nodes, {kFleetBatch}, options);
+    if (!result.ok()) {
+      state.SkipWithError(std::string(result.status().message()).c_str());
+      return;
+    }
+  }
+  ReportPlan(state, *result);
+  state.counters["gap"] = result->sizes[0].optimality_gap;
+  state.counters["peak_rss_MiB"] = PeakRssMiB();
+}
+
 // Warm Replan of the fleet's plan; args: nodes, types, failures (0: one node joins a
 // cluster of nodes - 1).
 void BM_ReplanFleet(benchmark::State& state) {
@@ -379,6 +420,22 @@ void FleetSizes(benchmark::internal::Benchmark* b, bool with_cold) {
 BENCHMARK(BM_PlanFleet)
     ->ArgNames({"nodes", "types", "cold"})
     ->Apply([](benchmark::internal::Benchmark* b) { FleetSizes(b, true); })
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+// Fixed iterations: every run of a case repeats its setup, which for the warm case is a
+// cold call of minutes, so the library's own estimate of the iterations would redo it.
+BENCHMARK(BM_PlanFleetLongPipelines)
+    ->ArgNames({"nodes", "types", "max_nodes", "cold"})
+    ->Args({4096, 6, 8, 0})
+    ->Args({4096, 8, 8, 0})
+    ->Iterations(5)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_PlanFleetLongPipelines)
+    ->ArgNames({"nodes", "types", "max_nodes", "cold"})
+    ->Args({4096, 6, 8, 1})
+    ->Args({4096, 8, 8, 1})
+    ->Iterations(1)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK(BM_PlanFleetPriced)

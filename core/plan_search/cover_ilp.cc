@@ -213,6 +213,9 @@ struct SearchState {
   int64_t lower_bound = 0;
   int64_t nodes = 0;
   bool proved = false;
+  // kFirstFeasible branches on the most gain instead (SeekFeasible): GLPK's bounds are then
+  // not bounds on the objective.
+  bool by_gain = false;
   bool cancelled = false;
 };
 
@@ -228,16 +231,26 @@ void OnSearchEvent(glp_tree* tree, void* info) {
   int active = 0, alive = 0, total = 0;
   glp_ios_tree_size(tree, &active, &alive, &total);
   s.nodes = total;
+  glp_prob* lp = glp_ios_get_prob(tree);
+  if (s.by_gain) {
+    if (glp_mip_status(lp) == GLP_FEAS || total > s.limits->max_nodes) glp_ios_terminate(tree);
+    if (s.limits->cancelled && s.limits->cancelled()) {
+      s.cancelled = true;
+      glp_ios_terminate(tree);
+    }
+    return;
+  }
   double bound = std::numeric_limits<double>::infinity();
   if (const int best = glp_ios_best_node(tree); best != 0) bound = glp_ios_node_bound(tree, best);
   if (const int curr = glp_ios_curr_node(tree); curr != 0) {
     bound = std::min(bound, glp_ios_node_bound(tree, curr));
   }
   if (std::isfinite(bound)) s.lower_bound = std::max(s.lower_bound, CeilBound(bound));
-  glp_prob* lp = glp_ios_get_prob(tree);
   if (glp_mip_status(lp) == GLP_FEAS &&
       std::llround(glp_mip_obj_val(lp)) <= s.lower_bound) {
     s.proved = true;
+    glp_ios_terminate(tree);
+  } else if (s.lower_bound >= s.limits->stop_at_bound) {
     glp_ios_terminate(tree);
   } else if (s.limits->cancelled && s.limits->cancelled()) {
     s.cancelled = true;
@@ -258,6 +271,103 @@ CoverIlpSolution Finish(const CoverIlp& p, CoverIlpStatus status, std::vector<in
   s.lower_bound = status == CoverIlpStatus::kOptimal ? s.objective : lower_bound;
   s.nodes = nodes;
   return s;
+}
+
+// The LP relaxation of the loaded problem: true when it has an optimum, false when it is
+// infeasible (then so is the integer program).
+absl::StatusOr<bool> SolveRelaxation(glp_prob* lp) {
+  glp_smcp simplex;
+  glp_init_smcp(&simplex);
+  simplex.msg_lev = GLP_MSG_OFF;
+  if (glp_simplex(lp, &simplex) != 0) {
+    return absl::InternalError("cover ILP: the LP relaxation failed to solve");
+  }
+  if (glp_get_status(lp) == GLP_NOFEAS) return false;
+  if (glp_get_status(lp) != GLP_OPT) {
+    return absl::InternalError("cover ILP: the LP relaxation has no optimum");
+  }
+  return true;
+}
+
+std::vector<double> ColumnValues(glp_prob* lp, size_t items) {
+  std::vector<double> x(items);
+  for (size_t j = 0; j < items; ++j) x[j] = glp_get_col_prim(lp, static_cast<int>(j) + 1);
+  return x;
+}
+
+// GLPK's branch-and-cut parameters: quiet, with cuts and the callback above.
+glp_iocp BranchAndCutParams(const CoverIlp& p, SearchState& state) {
+  glp_iocp params;
+  glp_init_iocp(&params);
+  params.msg_lev = GLP_MSG_OFF;
+  params.gmi_cuts = GLP_ON;
+  params.mir_cuts = GLP_ON;
+  params.cb_func = OnSearchEvent;
+  params.cb_info = &state;
+  if (!p.weight.empty()) {
+    // GLPK prunes a branch whose bound is within tol_obj * (1 + |incumbent|) of the
+    // incumbent: keep that below one unit of the integer objective, so that no better
+    // solution is pruned.
+    double largest = 1;
+    for (size_t j = 0; j < p.usage.size(); ++j) {
+      largest += static_cast<double>(Weight(p, j)) * static_cast<double>(ItemBound(p, j));
+    }
+    params.tol_obj = std::min(params.tol_obj, 0.25 / largest);
+  }
+  return params;
+}
+
+// GLPK's incumbent rounded to integers, if it has one that passes the integer check.
+std::optional<std::vector<int64_t>> GlpkIncumbent(const CoverIlp& p, glp_prob* lp) {
+  if (glp_mip_status(lp) != GLP_OPT && glp_mip_status(lp) != GLP_FEAS) return std::nullopt;
+  std::vector<int64_t> y(p.usage.size());
+  for (size_t j = 0; j < y.size(); ++j) {
+    y[j] = std::llround(glp_mip_col_val(lp, static_cast<int>(j) + 1));
+  }
+  if (!CoverIlpFeasible(p, y)) return std::nullopt;
+  return y;
+}
+
+// Branch and cut from the solved relaxation (state holds its bound and the rounding as a
+// heuristic), then the answer: the better of GLPK's incumbent and the rounding, optimal
+// when it meets the proven bound.
+absl::StatusOr<CoverIlpSolution> BranchAndCut(const CoverIlp& p, glp_prob* lp,
+                                              SearchState& state,
+                                              std::optional<std::vector<int64_t>> rounded) {
+  const size_t items = p.usage.size();
+  if (state.limits->goal == CoverIlpGoal::kFirstFeasible) {
+    // Any feasible y answers a yes/no question; the most gain leads to one soonest (the
+    // fewest items does not: near the smallest feasible makespan it heads for large items
+    // that leave the demand uncovered).
+    for (size_t j = 0; j < items; ++j) {
+      glp_set_obj_coef(lp, static_cast<int>(j) + 1, -static_cast<double>(p.gain[j]));
+    }
+    absl::StatusOr<bool> relaxed = SolveRelaxation(lp);
+    if (!relaxed.ok()) return relaxed.status();
+    state.by_gain = true;
+  }
+  glp_iocp params = BranchAndCutParams(p, state);
+  const int ret = glp_intopt(lp, &params);
+  if (state.cancelled) return absl::CancelledError("plan search cancelled");
+  std::optional<std::vector<int64_t>> incumbent = GlpkIncumbent(p, lp);
+  if (!incumbent || (rounded && ObjectiveOf(p, *rounded) < ObjectiveOf(p, *incumbent))) {
+    incumbent = std::move(rounded);
+  }
+  const bool complete = ret == 0;
+  if (complete && glp_mip_status(lp) == GLP_NOFEAS && !incumbent) {
+    return Finish(p, CoverIlpStatus::kInfeasible, std::vector<int64_t>(items, 0), 0, state.nodes);
+  }
+  if (complete && glp_mip_status(lp) == GLP_OPT && incumbent && !state.by_gain) {
+    state.lower_bound = std::max(state.lower_bound, ObjectiveOf(p, *incumbent));
+  }
+  if (!incumbent) {
+    return Finish(p, CoverIlpStatus::kUnknown, std::vector<int64_t>(items, 0), state.lower_bound,
+                  state.nodes);
+  }
+  const CoverIlpStatus status = ObjectiveOf(p, *incumbent) <= state.lower_bound
+                                    ? CoverIlpStatus::kOptimal
+                                    : CoverIlpStatus::kBounded;
+  return Finish(p, status, *std::move(incumbent), state.lower_bound, state.nodes);
 }
 
 }  // namespace
@@ -294,78 +404,30 @@ absl::StatusOr<CoverIlpSolution> SolveCoverIlp(const CoverIlp& p, const CoverIlp
   GlpkProblem holder;
   glp_prob* lp = holder.get();
   Load(p, lp);
-  glp_smcp simplex;
-  glp_init_smcp(&simplex);
-  simplex.msg_lev = GLP_MSG_OFF;
-  if (glp_simplex(lp, &simplex) != 0) {
-    return absl::InternalError("cover ILP: the LP relaxation failed to solve");
-  }
-  if (glp_get_status(lp) == GLP_NOFEAS) {
-    return Finish(p, CoverIlpStatus::kInfeasible, std::vector<int64_t>(items, 0), 0, 0);
-  }
-  if (glp_get_status(lp) != GLP_OPT) {
-    return absl::InternalError("cover ILP: the LP relaxation has no optimum");
-  }
+  absl::StatusOr<bool> relaxed = SolveRelaxation(lp);
+  if (!relaxed.ok()) return relaxed.status();
+  if (!*relaxed) return Finish(p, CoverIlpStatus::kInfeasible, std::vector<int64_t>(items, 0), 0, 0);
   SearchState state;
   state.problem = &p;
   state.limits = &limits;
   // (min_items bounds the item count, so the objective only without weights.)
   state.lower_bound = std::max(p.weight.empty() ? p.min_items : 0, CeilBound(glp_get_obj_val(lp)));
-  std::vector<double> x(items);
-  for (size_t j = 0; j < items; ++j) x[j] = glp_get_col_prim(lp, static_cast<int>(j) + 1);
-  std::optional<std::vector<int64_t>> rounded = RoundLp(p, x);
+  std::optional<std::vector<int64_t>> rounded = RoundLp(p, ColumnValues(lp, items));
   if (rounded) {
-    const int64_t count = ObjectiveOf(p, *rounded);
-    if (count <= state.lower_bound) {
-      return Finish(p, CoverIlpStatus::kOptimal, *std::move(rounded), count, 0);
+    if (ObjectiveOf(p, *rounded) <= state.lower_bound) {
+      return Finish(p, CoverIlpStatus::kOptimal, *std::move(rounded), 0, 0);
+    }
+    if (limits.goal != CoverIlpGoal::kOptimal || state.lower_bound >= limits.stop_at_bound) {
+      return Finish(p, CoverIlpStatus::kBounded, *std::move(rounded), state.lower_bound, 0);
     }
     state.heuristic.assign(items + 1, 0);
     for (size_t j = 0; j < items; ++j) state.heuristic[j + 1] = static_cast<double>((*rounded)[j]);
   }
-  glp_iocp params;
-  glp_init_iocp(&params);
-  params.msg_lev = GLP_MSG_OFF;
-  params.gmi_cuts = GLP_ON;
-  params.mir_cuts = GLP_ON;
-  params.cb_func = OnSearchEvent;
-  params.cb_info = &state;
-  if (!p.weight.empty()) {
-    // GLPK prunes a branch whose bound is within tol_obj * (1 + |incumbent|) of the
-    // incumbent: keep that below one unit of the integer objective, so that no better
-    // solution is pruned.
-    double largest = 1;
-    for (size_t j = 0; j < items; ++j) {
-      largest += static_cast<double>(Weight(p, j)) * static_cast<double>(ItemBound(p, j));
-    }
-    params.tol_obj = std::min(params.tol_obj, 0.25 / largest);
-  }
-  const int ret = glp_intopt(lp, &params);
-  if (state.cancelled) return absl::CancelledError("plan search cancelled");
-  std::optional<std::vector<int64_t>> incumbent;
-  if (glp_mip_status(lp) == GLP_OPT || glp_mip_status(lp) == GLP_FEAS) {
-    std::vector<int64_t> y(items);
-    for (size_t j = 0; j < items; ++j) {
-      y[j] = std::llround(glp_mip_col_val(lp, static_cast<int>(j) + 1));
-    }
-    if (CoverIlpFeasible(p, y)) incumbent = std::move(y);
-  }
-  auto count_of = [&p](const std::vector<int64_t>& y) { return ObjectiveOf(p, y); };
-  if (!incumbent || (rounded && count_of(*rounded) < count_of(*incumbent))) incumbent = rounded;
-  const bool complete = ret == 0;
-  if (complete && glp_mip_status(lp) == GLP_NOFEAS && !incumbent) {
-    return Finish(p, CoverIlpStatus::kInfeasible, std::vector<int64_t>(items, 0), 0, state.nodes);
-  }
-  if (complete && glp_mip_status(lp) == GLP_OPT && incumbent) {
-    state.lower_bound = std::max(state.lower_bound, count_of(*incumbent));
-  }
-  if (!incumbent) {
+  if (limits.goal == CoverIlpGoal::kRelaxation || state.lower_bound >= limits.stop_at_bound) {
     return Finish(p, CoverIlpStatus::kUnknown, std::vector<int64_t>(items, 0), state.lower_bound,
-                  state.nodes);
+                  0);
   }
-  const int64_t count = count_of(*incumbent);
-  const CoverIlpStatus status =
-      count <= state.lower_bound ? CoverIlpStatus::kOptimal : CoverIlpStatus::kBounded;
-  return Finish(p, status, *std::move(incumbent), state.lower_bound, state.nodes);
+  return BranchAndCut(p, lp, state, std::move(rounded));
 }
 
 }  // namespace oobleck

@@ -39,9 +39,21 @@ struct CoverIlp {
   int64_t budget = -1;
 };
 
+// How far SolveCoverIlp goes.
+enum class CoverIlpGoal {
+  kOptimal,        // the least objective, proven (up to max_nodes)
+  kFirstFeasible,  // stop at the first feasible y: a yes/no question with a witness
+  kRelaxation,     // only the LP relaxation's bound and its rounding, no branching
+};
+
 struct CoverIlpLimits {
+  CoverIlpGoal goal = CoverIlpGoal::kOptimal;
   // Branch-and-bound nodes before the solver stops with what it has proven.
   int64_t max_nodes = 20000;
+  // With kOptimal: stop once the proven lower bound reaches this (the caller only needs to
+  // know that the optimum is at least this much); the answer is then kBounded or kUnknown
+  // with lower_bound >= stop_at_bound.
+  int64_t stop_at_bound = INT64_MAX;
   std::function<bool()> cancelled;  // polled between nodes; may be empty
 };
 

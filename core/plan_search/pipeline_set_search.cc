@@ -380,18 +380,74 @@ class PlanSearch {
     // largest one below needs the fewest pipelines of all, which bounds the rest.
     const double top_tau = AtOrBelow(all_, std::nextafter(best_, -kInf));
     if (top_tau > tau_inf) {
-      absl::StatusOr<int> p_top = MinPipelines(top_tau, *p_inf);
+      absl::StatusOr<PipelineRange> p_top = PipelinesAt(top_tau, *p_inf);
       if (!p_top.ok()) return p_top.status();
-      if (*p_top < 0 && !inexact_) {
-        return absl::InternalError("plan search: P_min increased with the makespan");
-      }
-      if (*p_top >= 0) {  // (else an unsolved integer program: the gap says so)
-        Consider(top_tau, *p_top);
-        absl::Status s = Search(tau_inf, *p_inf, top_tau, *p_top);
+      if (p_top->lower >= 0) {  // (else an unsolved integer program: the gap says so)
+        absl::Status s = Search(tau_inf, *p_inf, top_tau, p_top->lower);
         if (!s.ok()) return s;
       }
     }
     return absl::OkStatus();
+  }
+
+  // Bounds on P_min(tau), the fewest free pipelines within tau: lower <= P_min <= upper
+  // (upper <= pcap, an upper bound the caller knows; lower < 0: no plan, which only an
+  // unsolved integer program allows). Exact, and the plan considered as a candidate,
+  // wherever tau could still beat the incumbent; elsewhere the integer program's LP bound
+  // is enough (tau + allreduce(lower) >= best: nothing at tau improves, now or later).
+  struct PipelineRange {
+    int lower = -1;
+    int upper = -1;
+  };
+  absl::StatusOr<PipelineRange> PipelinesAt(double tau, int pcap) {
+    if (use_ilp_) return IlpPipelinesAt(tau, pcap);
+    ASSIGN_OR_RETURN(const int p, MinPipelines(tau, pcap));
+    if (p < 0 && !inexact_) {
+      return absl::InternalError("plan search: P_min increased with the makespan");
+    }
+    Consider(tau, p);
+    return PipelineRange{p, p};
+  }
+  // PipelinesAt with the integer program: its LP bound first, then branch and bound only
+  // until the bound reaches the count at which tau stops beating the incumbent.
+  absl::StatusOr<PipelineRange> IlpPipelinesAt(double tau, int pcap) {
+    const int64_t enough = PipelinesNotBeating(tau);
+    auto settled = [enough](const IlpAnswer& a) {
+      return a.status == CoverIlpStatus::kOptimal || a.status == CoverIlpStatus::kInfeasible ||
+             a.lower_bound >= enough;
+    };
+    absl::StatusOr<const IlpAnswer*> solved = SolveIlp(tau, CoverIlpGoal::kRelaxation);
+    if (solved.ok() && !settled(**solved)) solved = SolveIlp(tau, CoverIlpGoal::kOptimal, enough);
+    if (!solved.ok()) return solved.status();
+    const IlpAnswer* a = *solved;
+    if (a->status == CoverIlpStatus::kInfeasible) {
+      if (!inexact_) return absl::InternalError("plan search: P_min increased with the makespan");
+      return PipelineRange{};
+    }
+    if (HasPlan(*a)) {
+      ilp_counts_ = a->counts;
+      Consider(tau, static_cast<int>(a->items));
+    }
+    if (a->status == CoverIlpStatus::kOptimal) {
+      return PipelineRange{static_cast<int>(a->items), static_cast<int>(a->items)};
+    }
+    // Not beating the incumbent (or an integer program at its node limit: the gap says so).
+    const int lower = static_cast<int>(std::clamp<int64_t>(a->lower_bound, 0, MaxAllreduceIndex()));
+    const int upper = HasPlan(*a) ? static_cast<int>(std::min<int64_t>(pcap, a->items)) : pcap;
+    return PipelineRange{lower, std::max(lower, upper)};
+  }
+  // The fewest free pipelines with which tau does not beat the incumbent (all-reduce never
+  // decreases with the count); INT64_MAX when no count is that many.
+  int64_t PipelinesNotBeating(double tau) const {
+    for (int64_t p = 0; p <= MaxAllreduceIndex(); ++p) {
+      if (tau + Allreduce(static_cast<int>(p)) >= best_) return p;
+    }
+    return INT64_MAX;
+  }
+  // The largest free pipeline count the all-reduce table covers.
+  int64_t MaxAllreduceIndex() const {
+    return static_cast<int64_t>(problem_.allreduce_ms->size()) - 1 -
+           static_cast<int64_t>(fixed_.size());
   }
 
   // The most pipelines (kept + chosen) of any solution, capped at `at_most`; 0 when there
@@ -561,18 +617,35 @@ class PlanSearch {
     int64_t lower_bound = 0;      // on the objective
     int64_t price = 0;            // of the free pipelines' nodes, in price steps
     std::vector<int64_t> counts;  // per shape
+    CoverIlpGoal goal = CoverIlpGoal::kOptimal;  // how far it was solved
   };
+  // Whether `a` answers a question asked with `goal`: a proven answer answers every one, a
+  // plan answers "is there one", and every answer has a proven lower bound.
+  static bool Answers(const IlpAnswer& a, CoverIlpGoal goal) {
+    if (a.status == CoverIlpStatus::kOptimal || a.status == CoverIlpStatus::kInfeasible) return true;
+    switch (goal) {
+      case CoverIlpGoal::kRelaxation:
+        return true;
+      case CoverIlpGoal::kFirstFeasible:
+        return HasPlan(a) || a.goal != CoverIlpGoal::kRelaxation;
+      case CoverIlpGoal::kOptimal:
+        return a.goal == CoverIlpGoal::kOptimal;
+    }
+    return false;
+  }
   // The fewest free pipelines that run the batch within tau (cover_ilp.h with one row per
-  // node type, and one for a budget), memoised per tau: the search asks for some makespans
-  // twice.
-  absl::StatusOr<const IlpAnswer*> SolveIlp(double tau) {
+  // node type, and one for a budget), solved as far as `goal` asks, memoised per tau: the
+  // search asks for some makespans twice, a yes/no question first and the count later.
+  // (stop_at_bound: see CoverIlpLimits; an answer stopped there counts as a bound.)
+  absl::StatusOr<const IlpAnswer*> SolveIlp(double tau, CoverIlpGoal goal,
+                                            int64_t stop_at_bound = INT64_MAX) {
     auto [it, inserted] = ilp_memo_.try_emplace(tau);
-    if (!inserted) return &it->second;
+    if (!inserted && Answers(it->second, goal)) return &it->second;
     absl::StatusOr<IlpAnswer> answer =
         RunIlp(tau, /*by_price=*/false, std::max<int64_t>(0, B_ - int64_t{FixedCount()}),
-               free_budget_);
+               free_budget_, goal, stop_at_bound);
     if (!answer.ok()) {
-      ilp_memo_.erase(it);
+      if (inserted) ilp_memo_.erase(it);
       return answer.status();
     }
     it->second = *std::move(answer);
@@ -580,10 +653,13 @@ class PlanSearch {
   }
   // One integer program at tau: the fewest free pipelines, or (by_price) the least price of
   // their nodes, with at most max_items free pipelines whose prices add up to at most
-  // max_price (< 0: no limit).
+  // max_price (< 0: no limit), solved as far as `goal` asks.
   absl::StatusOr<IlpAnswer> RunIlp(double tau, bool by_price, int64_t max_items,
-                                   int64_t max_price) {
+                                   int64_t max_price,
+                                   CoverIlpGoal goal = CoverIlpGoal::kOptimal,
+                                   int64_t stop_at_bound = INT64_MAX) {
     IlpAnswer answer;
+    answer.goal = goal;
     const int need = Need(tau);
     const int64_t fixed = FixedCount();
     CoverIlp ilp;
@@ -605,6 +681,8 @@ class PlanSearch {
     if (absl::Status s = Cancelled(); !s.ok()) return s;
     ++evaluations_;
     CoverIlpLimits limits;
+    limits.goal = goal;
+    limits.stop_at_bound = stop_at_bound;
     limits.max_nodes = problem_.max_ilp_nodes;
     limits.cancelled = problem_.search.cancelled;
     absl::StatusOr<CoverIlpSolution> solved = SolveCoverIlp(ilp, limits);
@@ -619,9 +697,19 @@ class PlanSearch {
       answer.counts[usable[i].shape] = solved->counts[i];
       answer.price += solved->counts[i] * shape_price_[usable[i].shape];
     }
-    if (answer.status == CoverIlpStatus::kBounded || answer.status == CoverIlpStatus::kUnknown) {
-      inexact_ = true;
+    const bool stopped = goal == CoverIlpGoal::kOptimal && answer.lower_bound >= stop_at_bound &&
+                         answer.status != CoverIlpStatus::kOptimal &&
+                         answer.status != CoverIlpStatus::kInfeasible;
+    if (stopped) {
+      answer.goal = CoverIlpGoal::kRelaxation;  // a proven bound, as asked
+      return answer;
     }
+    // (Below kOptimal an unproven count was asked for; a yes/no question left open is not.)
+    const bool open = goal == CoverIlpGoal::kOptimal ? answer.status == CoverIlpStatus::kBounded ||
+                                                          answer.status == CoverIlpStatus::kUnknown
+                                                    : goal == CoverIlpGoal::kFirstFeasible &&
+                                                          answer.status == CoverIlpStatus::kUnknown;
+    if (open) inexact_ = true;
     return answer;
   }
   static bool HasPlan(const IlpAnswer& a) {
@@ -630,7 +718,7 @@ class PlanSearch {
   // Whether some set of pipelines runs the batch within tau; unsolved counts as no (and
   // leaves a gap).
   absl::StatusOr<bool> IlpFeasible(double tau) {
-    absl::StatusOr<const IlpAnswer*> a = SolveIlp(tau);
+    absl::StatusOr<const IlpAnswer*> a = SolveIlp(tau, CoverIlpGoal::kFirstFeasible);
     if (!a.ok()) return a.status();
     if ((*a)->status == CoverIlpStatus::kInfeasible) {
       proven_infeasible_ = std::max(proven_infeasible_, tau);
@@ -640,7 +728,7 @@ class PlanSearch {
   // The pipeline count of the best plan found at tau (-1: none), its pipelines kept for
   // Consider. An exact answer is at most pcap whenever the search asks (P_min is monotone).
   absl::StatusOr<int> IlpMinPipelines(double tau, int /*pcap*/) {
-    absl::StatusOr<const IlpAnswer*> a = SolveIlp(tau);
+    absl::StatusOr<const IlpAnswer*> a = SolveIlp(tau, CoverIlpGoal::kOptimal);
     if (!a.ok()) return a.status();
     if (!HasPlan(**a)) return -1;
     ilp_counts_ = (*a)->counts;
@@ -653,12 +741,10 @@ class PlanSearch {
     const double tau_low = NextAbove(all_, proven_infeasible_);
     const double tau_top = AtOrBelow(all_, std::nextafter(best_, -kInf));
     if (tau_top < tau_low) return best_;
-    absl::StatusOr<const IlpAnswer*> a = SolveIlp(tau_top);
+    absl::StatusOr<const IlpAnswer*> a = SolveIlp(tau_top, CoverIlpGoal::kRelaxation);
     if (!a.ok()) return a.status();
     if ((*a)->status == CoverIlpStatus::kInfeasible) return best_;
-    const int64_t most = static_cast<int64_t>(problem_.allreduce_ms->size()) - 1 -
-                         static_cast<int64_t>(fixed_.size());
-    const int p_low = static_cast<int>(std::clamp<int64_t>((*a)->lower_bound, 0, most));
+    const int p_low = static_cast<int>(std::clamp<int64_t>((*a)->lower_bound, 0, MaxAllreduceIndex()));
     return std::min(best_, tau_low + Allreduce(p_low));
   }
   absl::Status NoPlanError() {
@@ -951,10 +1037,12 @@ class PlanSearch {
     return -1;
   }
 
-  // Branch and bound over (a, b): a and b evaluated, P_min in [pb, pa] in between. Only
+  // Branch and bound over (a, b): P_min in [pb, pa] in between, a either considered with
+  // P_min(a) pipelines or unable to beat the incumbent (PipelinesAt). Only
   // tau < best - allreduce(pb) can improve on the incumbent, so the bisection runs over
   // (a, min(b, that)); the all-reduce differs little between pipeline counts, so this
-  // range is usually a few candidates wide.
+  // range is usually a few candidates wide. pa == pb closes the interval: P_min = pb there,
+  // and every tau in it takes longer than a with as many pipelines.
   absl::Status Search(double a, int pa, double b, int pb) {
     if (pa == pb) return absl::OkStatus();  // same P: every tau in (a, b) is worse than a
     const double hi = std::min(b, best_ - Allreduce(pb));
@@ -963,15 +1051,11 @@ class PlanSearch {
     const double mid = a + (hi - a) / 2;
     double c = AtOrBelow(all_, mid);
     if (c <= a) c = first;
-    absl::StatusOr<int> pc = MinPipelines(c, pa);
+    absl::StatusOr<PipelineRange> pc = PipelinesAt(c, pa);
     if (!pc.ok()) return pc.status();
-    if (*pc < 0 && !inexact_) {
-      return absl::InternalError("plan search: P_min increased with the makespan");
-    }
-    if (*pc < 0) return absl::OkStatus();  // an unsolved integer program: the gap says so
-    Consider(c, *pc);
-    if (absl::Status s = Search(a, pa, c, *pc); !s.ok()) return s;
-    return Search(c, *pc, b, pb);
+    if (pc->lower < 0) return absl::OkStatus();  // an unsolved integer program: the gap says so
+    if (absl::Status s = Search(a, pa, c, pc->lower); !s.ok()) return s;
+    return Search(c, pc->upper, b, pb);
   }
 
   absl::StatusOr<PipelineSetSolution> Reconstruct() {

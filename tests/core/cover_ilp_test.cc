@@ -113,6 +113,65 @@ TEST(CoverIlpTest, BoundsStayProvenAtTheNodeLimit) {
   }
 }
 
+TEST(CoverIlpTest, FirstFeasibleAnswersFeasibilityWithAWitness) {
+  std::mt19937 rng(13);
+  CoverIlpLimits limits;
+  limits.goal = CoverIlpGoal::kFirstFeasible;
+  int feasible = 0, infeasible = 0;
+  for (int seed = 0; seed < 400; ++seed) {
+    const CoverIlp p = RandomInstance(rng, 4, 14);
+    absl::StatusOr<CoverIlpSolution> s = SolveCoverIlp(p, limits);
+    ASSERT_TRUE(s.ok()) << s.status();
+    ExpectSolution(p, *s, seed);  // a proven bound; optimal when it says so
+    const bool exists = Enumerate(p).has_value();
+    EXPECT_EQ(s->status != CoverIlpStatus::kInfeasible, exists) << "seed " << seed;
+    EXPECT_NE(s->status, CoverIlpStatus::kUnknown) << "seed " << seed;  // far below the limit
+    feasible += exists;
+    infeasible += !exists;
+  }
+  EXPECT_GT(feasible, 50);
+  EXPECT_GT(infeasible, 20);
+}
+
+TEST(CoverIlpTest, RelaxationGivesAProvenBoundWithoutBranching) {
+  std::mt19937 rng(17);
+  CoverIlpLimits limits;
+  limits.goal = CoverIlpGoal::kRelaxation;
+  int open = 0;
+  for (int seed = 0; seed < 400; ++seed) {
+    const CoverIlp p = RandomInstance(rng, 4, 14);
+    absl::StatusOr<CoverIlpSolution> s = SolveCoverIlp(p, limits);
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(s->nodes, 0) << "seed " << seed;
+    ExpectSolution(p, *s, seed);
+    open += s->status == CoverIlpStatus::kBounded || s->status == CoverIlpStatus::kUnknown;
+  }
+  EXPECT_GT(open, 3);  // some instances are left open, which the bound then covers
+}
+
+TEST(CoverIlpTest, StopsOnceTheBoundReachesWhatIsAsked) {
+  std::mt19937 rng(19);
+  int stopped = 0;
+  for (int seed = 0; seed < 400; ++seed) {
+    const CoverIlp p = RandomInstance(rng, 4, 14);
+    const std::optional<int64_t> best = Enumerate(p);
+    if (!best || *best < 2) continue;
+    CoverIlpLimits limits;
+    limits.stop_at_bound = *best - 1;  // below the optimum: a proof of it is enough
+    absl::StatusOr<CoverIlpSolution> s = SolveCoverIlp(p, limits);
+    ASSERT_TRUE(s.ok()) << s.status();
+    ExpectSolution(p, *s, seed);
+    EXPECT_GE(s->lower_bound, limits.stop_at_bound) << "seed " << seed;
+    stopped += s->status != CoverIlpStatus::kOptimal;
+    limits.stop_at_bound = *best + 1;  // above it: solved to optimality as before
+    s = SolveCoverIlp(p, limits);
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(s->status, CoverIlpStatus::kOptimal) << "seed " << seed;
+    EXPECT_EQ(s->items, *best) << "seed " << seed;
+  }
+  EXPECT_GT(stopped, 3);
+}
+
 TEST(CoverIlpTest, LargeCapacitiesSolveAtTheRoot) {
   // 4 rows of 1000, items of 1-3 per row: the rounded LP is optimal, no branching.
   CoverIlp p;

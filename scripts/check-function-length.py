@@ -22,19 +22,6 @@ import sys
 
 MAX_LINES = 80
 
-# Files whose long functions are being rewritten on other branches; their functions are
-# listed but do not fail the check. Remove each entry once its branch is merged.
-ALLOWED = {
-    # fleetplan splits SolveCoverIlp.
-    "core/plan_search/cover_ilp.cc",
-}
-
-
-def allowed(path):
-    return any(path == entry or (entry.endswith("/") and path.startswith(entry))
-               for entry in ALLOWED)
-
-
 def functions(root, paths):
     """(path, line, end, name) of every function definition ctags finds under paths."""
     ctags = shutil.which("ctags")
@@ -72,11 +59,9 @@ def main():
         if length <= args.max_lines:
             continue
         qualified = f"{scope}::{name}" if scope else name
-        note = " [allowed: being rewritten on another branch]" if allowed(path) else ""
-        print(f"{path}:{line}: {qualified} ({length} lines){note}")
-        failing += not allowed(path)
-    print(f"{len(found)} functions checked; {failing} longer than {args.max_lines} lines "
-          f"outside the allow-list")
+        print(f"{path}:{line}: {qualified} ({length} lines)")
+        failing += 1
+    print(f"{len(found)} functions checked; {failing} longer than {args.max_lines} lines")
     return 1 if failing else 0
 
 

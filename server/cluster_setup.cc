@@ -99,8 +99,6 @@ absl::StatusOr<ClusterSetup> Resolve(const pb::PlanRequest& request, const Profi
     ASSIGN_OR_RETURN(CostModel model, CostModel::Create(std::move(problem)));
     setup.model = std::make_shared<const CostModel>(std::move(model));
   }
-  setup.normalized = request;
-  SetProtoNodes(setup.nodes, setup.model->problem(), &setup.normalized);
   return setup;
 }
 

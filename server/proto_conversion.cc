@@ -2,7 +2,10 @@
 
 #include <set>
 #include <string>
+#include <string_view>
+#include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/cluster.h"
@@ -169,53 +172,82 @@ void ToProtoPlan(const ClusterPlan& plan, const PlanningProblem& problem, pb::Cl
   }
 }
 
+namespace {
+
+// Node type names -> index, over views of the problem's names.
+using TypeIndex = absl::flat_hash_map<std::string_view, int>;
+
+TypeIndex TypeIndexOf(const PlanningProblem& problem) {
+  TypeIndex index;
+  for (size_t t = 0; t < problem.node_types.size(); ++t) {
+    index.emplace(problem.node_types[t].name, static_cast<int>(t));
+  }
+  return index;
+}
+
+absl::Status NotANodeType(const std::string& field, const std::string& name) {
+  return InvalidField(field, absl::StrCat(" \"", name, "\" is not a node type of the cluster"));
+}
+
+// One pipeline of a plan message, `i` its index in the plan under `field`. Field paths are
+// built only for an error: a fleet's plan has hundreds of pipelines.
+absl::StatusOr<PlannedPipeline> FromProtoPipeline(const pb::PlannedPipeline& in, int i,
+                                                  const TypeIndex& types, int num_types,
+                                                  const std::string& field) {
+  auto where = [&] { return absl::StrCat(field, ".pipelines[", i, "].template"); };
+  if (!in.has_template_()) return InvalidField(where(), " is required");
+  const pb::PipelineTemplate& t = in.template_();
+  PlannedPipeline p;
+  p.tmpl.mix.assign(num_types, 0);
+  p.tmpl.node_order.reserve(t.node_order_size());
+  for (int j = 0; j < t.node_order_size(); ++j) {
+    auto type = types.find(t.node_order(j));
+    if (type == types.end()) {
+      return NotANodeType(absl::StrCat(where(), ".node_order[", j, "]"), t.node_order(j));
+    }
+    p.tmpl.node_order.push_back(type->second);
+    ++p.tmpl.mix[type->second];
+  }
+  p.tmpl.stages.reserve(t.stages_size());
+  for (int k = 0; k < t.stages_size(); ++k) {
+    const pb::Stage& in_stage = t.stages(k);
+    auto type = types.find(in_stage.node_type());
+    if (type == types.end()) {
+      return NotANodeType(absl::StrCat(where(), ".stages[", k, "].node_type"),
+                          in_stage.node_type());
+    }
+    Stage stage;
+    stage.layer_begin = in_stage.layer_begin();
+    stage.layer_end = in_stage.layer_end();
+    stage.node_index = in_stage.node_index();
+    stage.node_type = type->second;
+    stage.gpus = in_stage.gpus();
+    p.tmpl.stages.push_back(stage);
+  }
+  p.node_ids.assign(in.node_ids().begin(), in.node_ids().end());
+  p.microbatches = in.microbatches();
+  return p;
+}
+
+}  // namespace
+
 absl::StatusOr<ClusterPlan> FromProtoPlan(const pb::ClusterPlan& plan,
                                           const PlanningProblem& problem,
                                           const std::string& field) {
-  const std::map<std::string, int> type_index = NodeTypeIndex(problem);
-  auto type_of = [&](const std::string& name, const std::string& where) -> absl::StatusOr<int> {
-    auto it = type_index.find(name);
-    if (it == type_index.end()) {
-      return InvalidField(where, absl::StrCat(" \"", name, "\" is not a node type of the cluster"));
-    }
-    return it->second;
-  };
+  const TypeIndex types = TypeIndexOf(problem);
+  const int num_types = static_cast<int>(problem.node_types.size());
   ClusterPlan out;
   out.global_batch = plan.global_batch();
+  out.pipelines.reserve(plan.pipelines_size());
   for (int i = 0; i < plan.pipelines_size(); ++i) {
-    const pb::PlannedPipeline& in = plan.pipelines(i);
-    const std::string where = absl::StrCat(field, ".pipelines[", i, "]");
-    if (!in.has_template_()) return InvalidField(absl::StrCat(where, ".template"), " is required");
-    const pb::PipelineTemplate& t = in.template_();
-    PlannedPipeline p;
-    p.tmpl.mix.assign(problem.node_types.size(), 0);
-    for (int j = 0; j < t.node_order_size(); ++j) {
-      ASSIGN_OR_RETURN(
-          const int type,
-          type_of(t.node_order(j), absl::StrCat(where, ".template.node_order[", j, "]")));
-      p.tmpl.node_order.push_back(type);
-      ++p.tmpl.mix[type];
-    }
-    for (int k = 0; k < t.stages_size(); ++k) {
-      const pb::Stage& in_stage = t.stages(k);
-      ASSIGN_OR_RETURN(const int type,
-                       type_of(in_stage.node_type(),
-                               absl::StrCat(where, ".template.stages[", k, "].node_type")));
-      Stage stage;
-      stage.layer_begin = in_stage.layer_begin();
-      stage.layer_end = in_stage.layer_end();
-      stage.node_index = in_stage.node_index();
-      stage.node_type = type;
-      stage.gpus = in_stage.gpus();
-      p.tmpl.stages.push_back(stage);
-    }
-    p.node_ids.assign(in.node_ids().begin(), in.node_ids().end());
-    p.microbatches = in.microbatches();
+    ASSIGN_OR_RETURN(PlannedPipeline p,
+                     FromProtoPipeline(plan.pipelines(i), i, types, num_types, field));
     out.pipelines.push_back(std::move(p));
   }
+  out.idle.reserve(plan.idle_nodes_size());
   for (const pb::IdleNode& idle : plan.idle_nodes()) {
-    auto it = type_index.find(idle.node_type());
-    out.idle.push_back({idle.node_id(), it == type_index.end() ? 0 : it->second, idle.reason()});
+    auto it = types.find(idle.node_type());
+    out.idle.push_back({idle.node_id(), it == types.end() ? 0 : it->second, idle.reason()});
   }
   return out;
 }

@@ -1,5 +1,6 @@
 #include "server/proto_conversion.h"
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <string_view>
@@ -150,11 +151,49 @@ void SetProtoNodes(const std::vector<ClusterNode>& nodes, const PlanningProblem&
   }
 }
 
+namespace {
+
+// Whether two templates are the same in every field ToProtoTemplate reads (exact doubles):
+// then their messages are equal too.
+bool SameTemplate(const PipelineTemplate& a, const PipelineTemplate& b) {
+  if (a.mix != b.mix || a.node_order != b.node_order ||
+      a.iteration_time_ms != b.iteration_time_ms || a.stages.size() != b.stages.size()) {
+    return false;
+  }
+  for (size_t k = 0; k < a.stages.size(); ++k) {
+    const Stage &x = a.stages[k], &y = b.stages[k];
+    if (x.layer_begin != y.layer_begin || x.layer_end != y.layer_end ||
+        x.node_index != y.node_index || x.node_type != y.node_type || x.gpus != y.gpus ||
+        x.forward_ms != y.forward_ms || x.backward_ms != y.backward_ms ||
+        x.cost_ms != y.cost_ms || x.memory_bytes_per_gpu != y.memory_bytes_per_gpu) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 void ToProtoPlan(const ClusterPlan& plan, const PlanningProblem& problem, pb::ClusterPlan* out) {
   out->set_global_batch(plan.global_batch);
-  for (const PlannedPipeline& p : plan.pipelines) {
+  out->mutable_pipelines()->Reserve(plan.pipelines.size());
+  // A fleet's hundreds of pipelines share a few dozen templates: each distinct one (by
+  // mix, then every field) is converted once and copied for the others.
+  absl::flat_hash_map<NodeMix, std::vector<int>> converted;  // mix -> pipeline indices
+  for (size_t i = 0; i < plan.pipelines.size(); ++i) {
+    const PlannedPipeline& p = plan.pipelines[i];
     pb::PlannedPipeline* pp = out->add_pipelines();
-    ToProtoTemplate(p.tmpl, problem, pp->mutable_template_());
+    std::vector<int>& same_mix = converted[p.tmpl.mix];
+    auto same = std::find_if(same_mix.begin(), same_mix.end(), [&](int j) {
+      return SameTemplate(plan.pipelines[j].tmpl, p.tmpl);
+    });
+    if (same != same_mix.end()) {
+      pp->mutable_template_()->CopyFrom(out->pipelines(*same).template_());
+    } else {
+      ToProtoTemplate(p.tmpl, problem, pp->mutable_template_());
+      same_mix.push_back(static_cast<int>(i));
+    }
+    pp->mutable_node_ids()->Reserve(p.node_ids.size());
     for (const std::string& id : p.node_ids) pp->add_node_ids(id);
     pp->set_microbatches(p.microbatches);
     pp->set_time_ms(p.time_ms);
@@ -164,6 +203,7 @@ void ToProtoPlan(const ClusterPlan& plan, const PlanningProblem& problem, pb::Cl
   out->set_allreduce_ms(plan.allreduce_ms);
   out->set_fault_tolerance(plan.fault_tolerance());
   out->set_price_per_hour(plan.price_per_hour);
+  out->mutable_idle_nodes()->Reserve(plan.idle.size());
   for (const IdleNode& idle : plan.idle) {
     pb::IdleNode* node = out->add_idle_nodes();
     node->set_node_id(idle.id);
@@ -174,16 +214,24 @@ void ToProtoPlan(const ClusterPlan& plan, const PlanningProblem& problem, pb::Cl
 
 namespace {
 
-// Node type names -> index, over views of the problem's names.
-using TypeIndex = absl::flat_hash_map<std::string_view, int>;
-
-TypeIndex TypeIndexOf(const PlanningProblem& problem) {
-  TypeIndex index;
-  for (size_t t = 0; t < problem.node_types.size(); ++t) {
-    index.emplace(problem.node_types[t].name, static_cast<int>(t));
+// Node type names -> index: a plan names a type per stage and position, and a cluster has
+// a few types (at most kMaxPlanNodeTypes), so a scan of views beats hashing each name.
+class TypeIndex {
+ public:
+  explicit TypeIndex(const PlanningProblem& problem) {
+    for (const NodeType& type : problem.node_types) names_.push_back(type.name);
   }
-  return index;
-}
+  // The index of `name`, or -1.
+  int Find(std::string_view name) const {
+    for (size_t t = 0; t < names_.size(); ++t) {
+      if (names_[t] == name) return static_cast<int>(t);
+    }
+    return -1;
+  }
+
+ private:
+  std::vector<std::string_view> names_;
+};
 
 absl::Status NotANodeType(const std::string& field, const std::string& name) {
   return InvalidField(field, absl::StrCat(" \"", name, "\" is not a node type of the cluster"));
@@ -201,18 +249,18 @@ absl::StatusOr<PlannedPipeline> FromProtoPipeline(const pb::PlannedPipeline& in,
   p.tmpl.mix.assign(num_types, 0);
   p.tmpl.node_order.reserve(t.node_order_size());
   for (int j = 0; j < t.node_order_size(); ++j) {
-    auto type = types.find(t.node_order(j));
-    if (type == types.end()) {
+    const int type = types.Find(t.node_order(j));
+    if (type < 0) {
       return NotANodeType(absl::StrCat(where(), ".node_order[", j, "]"), t.node_order(j));
     }
-    p.tmpl.node_order.push_back(type->second);
-    ++p.tmpl.mix[type->second];
+    p.tmpl.node_order.push_back(type);
+    ++p.tmpl.mix[type];
   }
   p.tmpl.stages.reserve(t.stages_size());
   for (int k = 0; k < t.stages_size(); ++k) {
     const pb::Stage& in_stage = t.stages(k);
-    auto type = types.find(in_stage.node_type());
-    if (type == types.end()) {
+    const int type = types.Find(in_stage.node_type());
+    if (type < 0) {
       return NotANodeType(absl::StrCat(where(), ".stages[", k, "].node_type"),
                           in_stage.node_type());
     }
@@ -220,7 +268,7 @@ absl::StatusOr<PlannedPipeline> FromProtoPipeline(const pb::PlannedPipeline& in,
     stage.layer_begin = in_stage.layer_begin();
     stage.layer_end = in_stage.layer_end();
     stage.node_index = in_stage.node_index();
-    stage.node_type = type->second;
+    stage.node_type = type;
     stage.gpus = in_stage.gpus();
     p.tmpl.stages.push_back(stage);
   }
@@ -234,7 +282,7 @@ absl::StatusOr<PlannedPipeline> FromProtoPipeline(const pb::PlannedPipeline& in,
 absl::StatusOr<ClusterPlan> FromProtoPlan(const pb::ClusterPlan& plan,
                                           const PlanningProblem& problem,
                                           const std::string& field) {
-  const TypeIndex types = TypeIndexOf(problem);
+  const TypeIndex types(problem);
   const int num_types = static_cast<int>(problem.node_types.size());
   ClusterPlan out;
   out.global_batch = plan.global_batch();
@@ -246,8 +294,8 @@ absl::StatusOr<ClusterPlan> FromProtoPlan(const pb::ClusterPlan& plan,
   }
   out.idle.reserve(plan.idle_nodes_size());
   for (const pb::IdleNode& idle : plan.idle_nodes()) {
-    auto it = types.find(idle.node_type());
-    out.idle.push_back({idle.node_id(), it == types.end() ? 0 : it->second, idle.reason()});
+    const int type = types.Find(idle.node_type());
+    out.idle.push_back({idle.node_id(), std::max(type, 0), idle.reason()});
   }
   return out;
 }

@@ -8,11 +8,11 @@
 #include <utility>
 
 #include "absl/status/status.h"
-#include "google/protobuf/arena.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/field_path.h"
 #include "core/replan.h"
+#include "google/protobuf/arena.h"
 #include "server/call_watch.h"
 #include "server/cluster_setup.h"
 #include "server/elapsed.h"
@@ -105,8 +105,9 @@ grpc::Status HandlePlan(grpc::ServerContext* context, const pb::PlanRequest& req
 
 namespace {
 
-// Replan of `request`, whose nodes it consumes (moved into the response's request): both
-// messages live on the caller's arena. `start` is when the call's request began to be read.
+// Replan of `request`, whose PlanRequest it consumes (swapped into the response's, then
+// given the nodes after the event): both messages live on the caller's arena. `start` is
+// when the call's request began to be read.
 grpc::Status HandleReplan(grpc::ServerContext* context, pb::ReplanRequest* request,
                           pb::ReplanResponse* response, const PlanRpcContext& rpc,
                           std::chrono::steady_clock::time_point start) {

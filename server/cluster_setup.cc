@@ -1,8 +1,9 @@
 #include "server/cluster_setup.h"
 
-#include <map>
+#include <string_view>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "core/field_path.h"
 #include "core/status_macros.h"
@@ -37,24 +38,27 @@ absl::StatusOr<std::vector<ClusterNode>> ToNodes(const pb::PlanRequest& request,
     }
     return nodes;
   }
-  std::map<std::string, int> type_index;
+  // Views of the request's strings (it outlives these maps); a field path is built only
+  // for an error: a fleet lists thousands of nodes.
+  absl::flat_hash_map<std::string_view, int> type_index;
   for (int i = 0; i < T; ++i) type_index.emplace(cluster.node_types(i).name(), i);
   std::vector<int> counts(T, 0);
-  std::map<std::string, int> seen;
+  absl::flat_hash_map<std::string_view, int> seen;
+  seen.reserve(request.nodes_size());
+  nodes.reserve(request.nodes_size());
   for (int j = 0; j < request.nodes_size(); ++j) {
     const pb::Node& node = request.nodes(j);
-    const std::string field = absl::StrCat("nodes[", j, "]");
-    if (node.id().empty()) return InvalidField(absl::StrCat(field, ".id"), " is required");
+    if (node.id().empty()) return InvalidField(absl::StrCat("nodes[", j, "].id"), " is required");
     auto type = type_index.find(node.node_type());
     if (type == type_index.end()) {
-      return InvalidField(absl::StrCat(field, ".node_type"),
+      return InvalidField(absl::StrCat("nodes[", j, "].node_type"),
                           absl::StrCat(" \"", node.node_type(),
                                        "\" is not the name of any cluster.node_types entry"));
     }
     auto [it, inserted] = seen.emplace(node.id(), j);
     if (!inserted) {
       return InvalidField(
-          absl::StrCat(field, ".id"),
+          absl::StrCat("nodes[", j, "].id"),
           absl::StrCat(" \"", node.id(), "\" repeats ", prefix, "nodes[", it->second, "].id"));
     }
     nodes.push_back({node.id(), type->second});
@@ -100,8 +104,6 @@ absl::StatusOr<ClusterSetup> Resolve(const pb::PlanRequest& request, const Profi
     ASSIGN_OR_RETURN(CostModel model, CostModel::Create(std::move(problem)));
     setup.model = std::make_shared<const CostModel>(std::move(model));
   }
-  setup.normalized = request;
-  SetProtoNodes(setup.nodes, setup.model->problem(), &setup.normalized);
   return setup;
 }
 

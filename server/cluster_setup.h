@@ -23,8 +23,6 @@ struct ClusterSetup {
   std::vector<ClusterNode> nodes;
   PipelineSizeLimits limits;
   int fault_tolerance = 0;
-  // The request with `nodes` listed and every NodeType.count set.
-  ::oobleck::planner::v1::PlanRequest normalized;
 };
 
 // Errors name fields with `prefix` ("" for PlanRequest, "request." inside ReplanRequest),

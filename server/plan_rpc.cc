@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "core/field_path.h"
 #include "core/replan.h"
+#include "google/protobuf/arena.h"
 #include "server/call_watch.h"
 #include "server/cluster_setup.h"
 #include "server/elapsed.h"
@@ -86,7 +87,9 @@ grpc::Status HandlePlan(grpc::ServerContext* context, const pb::PlanRequest& req
         absl::StrCat("global_batch[0] = ", first.global_batch, ": ", first.status.message())));
   }
   const PlanningProblem& problem = setup->model->problem();
-  *response->mutable_request() = std::move(setup->normalized);
+  // The request with its nodes listed and every NodeType.count set.
+  *response->mutable_request() = request;
+  SetProtoNodes(setup->nodes, problem, response->mutable_request());
   ToProtoPlan(first.plan, problem, response->mutable_plan());
   for (const BatchSizePlan& size : result->sizes) {
     ToProtoBatchSizePlan(size, problem, response->add_sweep());
@@ -100,27 +103,32 @@ grpc::Status HandlePlan(grpc::ServerContext* context, const pb::PlanRequest& req
   return grpc::Status::OK;
 }
 
-grpc::Status HandleReplan(grpc::ServerContext* context, const pb::ReplanRequest& request,
-                          pb::ReplanResponse* response, const PlanRpcContext& rpc) {
-  const auto start = std::chrono::steady_clock::now();
-  if (!request.has_request()) {
+namespace {
+
+// Replan of `request`, whose PlanRequest it consumes (swapped into the response's, then
+// given the nodes after the event): both messages live on the caller's arena. `start` is
+// when the call's request began to be read.
+grpc::Status HandleReplan(grpc::ServerContext* context, pb::ReplanRequest* request,
+                          pb::ReplanResponse* response, const PlanRpcContext& rpc,
+                          std::chrono::steady_clock::time_point start) {
+  if (!request->has_request()) {
     return ToGrpcStatus(InvalidField(
         "request", " is required: the job and cluster of the current plan (PlanResponse.request)"));
   }
-  if (!request.has_plan()) {
+  if (!request->has_plan()) {
     return ToGrpcStatus(InvalidField("plan", " is required: the current plan (PlanResponse.plan)"));
   }
   absl::StatusOr<ClusterSetup> setup =
-      ToClusterSetup(request.request(), *rpc.catalog, "request.", rpc.models);
+      ToClusterSetup(request->request(), *rpc.catalog, "request.", rpc.models);
   if (!setup.ok()) return ToGrpcStatus(setup.status());
   const CostModel& model = *setup->model;
   const PlanningProblem& problem = model.problem();
-  absl::StatusOr<ClusterPlan> current = FromProtoPlan(request.plan(), problem, "plan");
+  absl::StatusOr<ClusterPlan> current = FromProtoPlan(request->plan(), problem, "plan");
   if (!current.ok()) return ToGrpcStatus(current.status());
 
-  absl::StatusOr<ClusterEvent> event = FromProtoEvent(request, problem);
+  absl::StatusOr<ClusterEvent> event = FromProtoEvent(*request, problem);
   if (!event.ok()) return ToGrpcStatus(event.status());
-  absl::StatusOr<ReplanOptions> replan_options = FromProtoReplanOptions(request);
+  absl::StatusOr<ReplanOptions> replan_options = FromProtoReplanOptions(*request);
   if (!replan_options.ok()) return ToGrpcStatus(replan_options.status());
   ReplanOptions& options = *replan_options;
   options.fault_tolerance = setup->fault_tolerance;
@@ -136,18 +144,54 @@ grpc::Status HandleReplan(grpc::ServerContext* context, const pb::ReplanRequest&
     if (r.status().code() == absl::StatusCode::kCancelled) return watch.Interrupted("replanning");
     return ToGrpcStatus(r.status());
   }
-  pb::PlanRequest* next = response->mutable_request();
-  *next = std::move(setup->normalized);
-  SetProtoNodes(r->nodes, problem, next);
   // Replan ignores objective and budget_per_hour (it keeps the least time) but reports
   // the price of the new plan when the cluster has valid prices.
   PlanOptions priced;
-  priced.price_per_hour = PricesOf(request.request());
+  priced.price_per_hour = PricesOf(request->request());
   if (!priced.price_per_hour.empty() && ValidatePlanPrices(model, priced).ok()) {
     r->plan.price_per_hour = PlanPricePerHour(r->plan, r->nodes, priced.price_per_hour);
   }
+  // The next request is this one's with the cluster after the event: its nodes are
+  // replaced, everything else moves over (the same arena: a swap, no copy).
+  pb::PlanRequest* next = response->mutable_request();
+  request->mutable_request()->clear_nodes();
+  next->Swap(request->mutable_request());
+  SetProtoNodes(r->nodes, problem, next);
   ToProtoReplanResult(*r, problem, response);
   response->set_planning_time_ms(MillisecondsSince(start));
+  return grpc::Status::OK;
+}
+
+}  // namespace
+
+grpc::Status ServeReplan(
+    grpc::ServerContext* context,
+    grpc::ServerUnaryStreamer<pb::ReplanRequest, pb::ReplanResponse>* stream,
+    const PlanRpcContext& rpc) {
+  const auto start = std::chrono::steady_clock::now();
+  // A fleet's request and answer are thousands of small messages and strings: on an arena
+  // they cost a pointer bump each and are freed at once (blocks of up to 1 MiB).
+  google::protobuf::ArenaOptions arena_options;
+  arena_options.start_block_size = 64 << 10;
+  arena_options.max_block_size = 1 << 20;
+  google::protobuf::Arena arena(arena_options);
+  auto* request = google::protobuf::Arena::CreateMessage<pb::ReplanRequest>(&arena);
+  if (!stream->Read(request)) {
+    // What gRPC's unary handler answers too when no request message arrives or parses.
+    if (context->IsCancelled()) {
+      return grpc::Status(grpc::StatusCode::CANCELLED,
+                          "the call was cancelled before its request arrived");
+    }
+    return grpc::Status(grpc::StatusCode::INTERNAL,
+                        "no ReplanRequest arrived, or it did not parse as one");
+  }
+  auto* response = google::protobuf::Arena::CreateMessage<pb::ReplanResponse>(&arena);
+  const grpc::Status status = HandleReplan(context, request, response, rpc, start);
+  if (!status.ok()) return status;
+  if (!stream->Write(*response)) {
+    return grpc::Status(grpc::StatusCode::CANCELLED,
+                        "the call was cancelled before the answer was sent");
+  }
   return grpc::Status::OK;
 }
 

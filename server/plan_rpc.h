@@ -16,6 +16,7 @@
 #include "core/model_cache.h"
 #include "core/plan.h"
 #include "core/profile_catalog.h"
+#include "oobleck/planner/v1/planner.grpc.pb.h"  // ServerUnaryStreamer of these messages
 #include "oobleck/planner/v1/planner.pb.h"
 #include "server/call_watch.h"
 #include "server/search_gate.h"
@@ -35,10 +36,15 @@ grpc::Status HandlePlan(grpc::ServerContext* context,
                         const ::oobleck::planner::v1::PlanRequest& request,
                         ::oobleck::planner::v1::PlanResponse* response, const PlanRpcContext& rpc);
 
-grpc::Status HandleReplan(grpc::ServerContext* context,
-                          const ::oobleck::planner::v1::ReplanRequest& request,
-                          ::oobleck::planner::v1::ReplanResponse* response,
-                          const PlanRpcContext& rpc);
+// Replan as a streamed unary method: reads the request and writes the response itself, both
+// on one protobuf arena. The response's planning_time_ms covers the call from before the
+// request is read (parsed) until the response is complete, just before it is serialized
+// and sent.
+grpc::Status ServeReplan(
+    grpc::ServerContext* context,
+    grpc::ServerUnaryStreamer<::oobleck::planner::v1::ReplanRequest,
+                              ::oobleck::planner::v1::ReplanResponse>* stream,
+    const PlanRpcContext& rpc);
 
 }  // namespace oobleck::server
 

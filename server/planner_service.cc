@@ -212,10 +212,11 @@ grpc::Status PlannerService::Plan(grpc::ServerContext* context, const pb::PlanRe
                     {catalog_, &cluster_planner_, options_.search_gate, &models_, &shutdown_});
 }
 
-grpc::Status PlannerService::Replan(grpc::ServerContext* context, const pb::ReplanRequest* request,
-                                    pb::ReplanResponse* response) {
-  return HandleReplan(context, *request, response,
-                      {catalog_, &cluster_planner_, options_.search_gate, &models_, &shutdown_});
+grpc::Status PlannerService::StreamedReplan(
+    grpc::ServerContext* context,
+    grpc::ServerUnaryStreamer<pb::ReplanRequest, pb::ReplanResponse>* stream) {
+  return ServeReplan(context, stream,
+                     {catalog_, &cluster_planner_, options_.search_gate, &models_, &shutdown_});
 }
 
 grpc::Status PlannerService::GetStats(grpc::ServerContext* /*context*/,

@@ -20,7 +20,12 @@ namespace oobleck::server {
 // As SearchOptions::progress (core/search.h).
 using SearchProgressFn = decltype(SearchOptions::progress);
 
-class PlannerService final : public ::oobleck::planner::v1::Planner::Service {
+// Replan is registered as a "streamed unary" method: still one request and one response, but
+// the handler reads and writes the messages itself, so that they live on one protobuf arena
+// (server/plan_rpc.h, ServeReplan). Every other RPC is plain synchronous unary.
+class PlannerService final
+    : public ::oobleck::planner::v1::Planner::WithStreamedUnaryMethod_Replan<
+          ::oobleck::planner::v1::Planner::Service> {
  public:
   // `catalog` and `cache` are shared with the rest of the process and must outlive the
   // service; `threads` <= 0 plans on all cores. `options` (profile store, search gate)
@@ -45,9 +50,10 @@ class PlannerService final : public ::oobleck::planner::v1::Planner::Service {
   grpc::Status Plan(grpc::ServerContext* context,
                     const ::oobleck::planner::v1::PlanRequest* request,
                     ::oobleck::planner::v1::PlanResponse* response) override;
-  grpc::Status Replan(grpc::ServerContext* context,
-                      const ::oobleck::planner::v1::ReplanRequest* request,
-                      ::oobleck::planner::v1::ReplanResponse* response) override;
+  grpc::Status StreamedReplan(
+      grpc::ServerContext* context,
+      grpc::ServerUnaryStreamer<::oobleck::planner::v1::ReplanRequest,
+                                ::oobleck::planner::v1::ReplanResponse>* stream) override;
   grpc::Status GetStats(grpc::ServerContext* context,
                         const ::oobleck::planner::v1::GetStatsRequest* request,
                         ::oobleck::planner::v1::GetStatsResponse* response) override;

@@ -1,8 +1,12 @@
 #include "server/proto_conversion.h"
 
+#include <algorithm>
 #include <set>
 #include <string>
+#include <string_view>
+#include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/cluster.h"
@@ -147,11 +151,49 @@ void SetProtoNodes(const std::vector<ClusterNode>& nodes, const PlanningProblem&
   }
 }
 
+namespace {
+
+// Whether two templates are the same in every field ToProtoTemplate reads (exact doubles):
+// then their messages are equal too.
+bool SameTemplate(const PipelineTemplate& a, const PipelineTemplate& b) {
+  if (a.mix != b.mix || a.node_order != b.node_order ||
+      a.iteration_time_ms != b.iteration_time_ms || a.stages.size() != b.stages.size()) {
+    return false;
+  }
+  for (size_t k = 0; k < a.stages.size(); ++k) {
+    const Stage &x = a.stages[k], &y = b.stages[k];
+    if (x.layer_begin != y.layer_begin || x.layer_end != y.layer_end ||
+        x.node_index != y.node_index || x.node_type != y.node_type || x.gpus != y.gpus ||
+        x.forward_ms != y.forward_ms || x.backward_ms != y.backward_ms ||
+        x.cost_ms != y.cost_ms || x.memory_bytes_per_gpu != y.memory_bytes_per_gpu) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 void ToProtoPlan(const ClusterPlan& plan, const PlanningProblem& problem, pb::ClusterPlan* out) {
   out->set_global_batch(plan.global_batch);
-  for (const PlannedPipeline& p : plan.pipelines) {
+  out->mutable_pipelines()->Reserve(plan.pipelines.size());
+  // A fleet's hundreds of pipelines share a few dozen templates: each distinct one (by
+  // mix, then every field) is converted once and copied for the others.
+  absl::flat_hash_map<NodeMix, std::vector<int>> converted;  // mix -> pipeline indices
+  for (size_t i = 0; i < plan.pipelines.size(); ++i) {
+    const PlannedPipeline& p = plan.pipelines[i];
     pb::PlannedPipeline* pp = out->add_pipelines();
-    ToProtoTemplate(p.tmpl, problem, pp->mutable_template_());
+    std::vector<int>& same_mix = converted[p.tmpl.mix];
+    auto same = std::find_if(same_mix.begin(), same_mix.end(), [&](int j) {
+      return SameTemplate(plan.pipelines[j].tmpl, p.tmpl);
+    });
+    if (same != same_mix.end()) {
+      pp->mutable_template_()->CopyFrom(out->pipelines(*same).template_());
+    } else {
+      ToProtoTemplate(p.tmpl, problem, pp->mutable_template_());
+      same_mix.push_back(static_cast<int>(i));
+    }
+    pp->mutable_node_ids()->Reserve(p.node_ids.size());
     for (const std::string& id : p.node_ids) pp->add_node_ids(id);
     pp->set_microbatches(p.microbatches);
     pp->set_time_ms(p.time_ms);
@@ -161,6 +203,7 @@ void ToProtoPlan(const ClusterPlan& plan, const PlanningProblem& problem, pb::Cl
   out->set_allreduce_ms(plan.allreduce_ms);
   out->set_fault_tolerance(plan.fault_tolerance());
   out->set_price_per_hour(plan.price_per_hour);
+  out->mutable_idle_nodes()->Reserve(plan.idle.size());
   for (const IdleNode& idle : plan.idle) {
     pb::IdleNode* node = out->add_idle_nodes();
     node->set_node_id(idle.id);
@@ -169,53 +212,90 @@ void ToProtoPlan(const ClusterPlan& plan, const PlanningProblem& problem, pb::Cl
   }
 }
 
+namespace {
+
+// Node type names -> index: a plan names a type per stage and position, and a cluster has
+// a few types (at most kMaxPlanNodeTypes), so a scan of views beats hashing each name.
+class TypeIndex {
+ public:
+  explicit TypeIndex(const PlanningProblem& problem) {
+    for (const NodeType& type : problem.node_types) names_.push_back(type.name);
+  }
+  // The index of `name`, or -1.
+  int Find(std::string_view name) const {
+    for (size_t t = 0; t < names_.size(); ++t) {
+      if (names_[t] == name) return static_cast<int>(t);
+    }
+    return -1;
+  }
+
+ private:
+  std::vector<std::string_view> names_;
+};
+
+absl::Status NotANodeType(const std::string& field, const std::string& name) {
+  return InvalidField(field, absl::StrCat(" \"", name, "\" is not a node type of the cluster"));
+}
+
+// One pipeline of a plan message, `i` its index in the plan under `field`. Field paths are
+// built only for an error: a fleet's plan has hundreds of pipelines.
+absl::StatusOr<PlannedPipeline> FromProtoPipeline(const pb::PlannedPipeline& in, int i,
+                                                  const TypeIndex& types, int num_types,
+                                                  const std::string& field) {
+  auto where = [&] { return absl::StrCat(field, ".pipelines[", i, "].template"); };
+  if (!in.has_template_()) return InvalidField(where(), " is required");
+  const pb::PipelineTemplate& t = in.template_();
+  PlannedPipeline p;
+  p.tmpl.mix.assign(num_types, 0);
+  p.tmpl.node_order.reserve(t.node_order_size());
+  for (int j = 0; j < t.node_order_size(); ++j) {
+    const int type = types.Find(t.node_order(j));
+    if (type < 0) {
+      return NotANodeType(absl::StrCat(where(), ".node_order[", j, "]"), t.node_order(j));
+    }
+    p.tmpl.node_order.push_back(type);
+    ++p.tmpl.mix[type];
+  }
+  p.tmpl.stages.reserve(t.stages_size());
+  for (int k = 0; k < t.stages_size(); ++k) {
+    const pb::Stage& in_stage = t.stages(k);
+    const int type = types.Find(in_stage.node_type());
+    if (type < 0) {
+      return NotANodeType(absl::StrCat(where(), ".stages[", k, "].node_type"),
+                          in_stage.node_type());
+    }
+    Stage stage;
+    stage.layer_begin = in_stage.layer_begin();
+    stage.layer_end = in_stage.layer_end();
+    stage.node_index = in_stage.node_index();
+    stage.node_type = type;
+    stage.gpus = in_stage.gpus();
+    p.tmpl.stages.push_back(stage);
+  }
+  p.node_ids.assign(in.node_ids().begin(), in.node_ids().end());
+  p.microbatches = in.microbatches();
+  return p;
+}
+
+}  // namespace
+
 absl::StatusOr<ClusterPlan> FromProtoPlan(const pb::ClusterPlan& plan,
                                           const PlanningProblem& problem,
                                           const std::string& field) {
-  const std::map<std::string, int> type_index = NodeTypeIndex(problem);
-  auto type_of = [&](const std::string& name, const std::string& where) -> absl::StatusOr<int> {
-    auto it = type_index.find(name);
-    if (it == type_index.end()) {
-      return InvalidField(where, absl::StrCat(" \"", name, "\" is not a node type of the cluster"));
-    }
-    return it->second;
-  };
+  const TypeIndex types(problem);
+  const int num_types = static_cast<int>(problem.node_types.size());
   ClusterPlan out;
   out.global_batch = plan.global_batch();
+  out.pipelines.reserve(plan.pipelines_size());
   for (int i = 0; i < plan.pipelines_size(); ++i) {
-    const pb::PlannedPipeline& in = plan.pipelines(i);
-    const std::string where = absl::StrCat(field, ".pipelines[", i, "]");
-    if (!in.has_template_()) return InvalidField(absl::StrCat(where, ".template"), " is required");
-    const pb::PipelineTemplate& t = in.template_();
-    PlannedPipeline p;
-    p.tmpl.mix.assign(problem.node_types.size(), 0);
-    for (int j = 0; j < t.node_order_size(); ++j) {
-      ASSIGN_OR_RETURN(
-          const int type,
-          type_of(t.node_order(j), absl::StrCat(where, ".template.node_order[", j, "]")));
-      p.tmpl.node_order.push_back(type);
-      ++p.tmpl.mix[type];
-    }
-    for (int k = 0; k < t.stages_size(); ++k) {
-      const pb::Stage& in_stage = t.stages(k);
-      ASSIGN_OR_RETURN(const int type,
-                       type_of(in_stage.node_type(),
-                               absl::StrCat(where, ".template.stages[", k, "].node_type")));
-      Stage stage;
-      stage.layer_begin = in_stage.layer_begin();
-      stage.layer_end = in_stage.layer_end();
-      stage.node_index = in_stage.node_index();
-      stage.node_type = type;
-      stage.gpus = in_stage.gpus();
-      p.tmpl.stages.push_back(stage);
-    }
-    p.node_ids.assign(in.node_ids().begin(), in.node_ids().end());
-    p.microbatches = in.microbatches();
+    ASSIGN_OR_RETURN(PlannedPipeline p,
+                     FromProtoPipeline(plan.pipelines(i), i, types, num_types, field));
     out.pipelines.push_back(std::move(p));
   }
+  out.idle.reserve(plan.idle_nodes_size());
   for (const pb::IdleNode& idle : plan.idle_nodes()) {
-    auto it = type_index.find(idle.node_type());
-    out.idle.push_back({idle.node_id(), it == type_index.end() ? 0 : it->second, idle.reason()});
+    const int type = types.Find(idle.node_type());
+    out.idle.push_back({idle.node_id(), std::max(type, 0), idle.reason()});
   }
   return out;
 }

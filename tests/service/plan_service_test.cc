@@ -1,5 +1,6 @@
 // Plan and Replan through the real service on 127.0.0.1:0 and a real channel.
 #include <grpcpp/create_channel.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/security/credentials.h>
 
@@ -251,6 +252,90 @@ TEST_F(PlanServiceTest, ReplanChainCopiesLayersAndReplaysAsNoOp) {
   EXPECT_EQ(after_join.request().nodes(8).id(), "10.0.0.99");
   EXPECT_LE(after_join.plan().iteration_time_ms(), first.plan().iteration_time_ms() + 1e-9);
   EXPECT_NEAR(after_join.plan().iteration_time_ms(), after_join.fastest_iteration_time_ms(), 1e-9);
+}
+
+// Replan reads and writes its messages itself (a streamed unary method, on an arena): a
+// request that does not parse, or never comes, gets what gRPC's unary handler answers
+// (INTERNAL), and the server goes on answering. The answer's request is the sent one with
+// the cluster after the event: every other field carried over.
+TEST_F(PlanServiceTest, ReplanOnItsArenaAnswersBadBytesAndEchoesTheRequest) {
+  auto raw_replan = [&](const std::string* bytes) {
+    grpc::GenericStub stub(grpc::CreateChannel(running_.address,
+                                               grpc::InsecureChannelCredentials()));
+    grpc::CompletionQueue cq;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    auto call = stub.PrepareCall(&context, "/oobleck.planner.v1.Planner/Replan", &cq);
+    void* tag = nullptr;
+    bool ok = false;
+    auto step = [&](intptr_t n) {
+      EXPECT_TRUE(cq.Next(&tag, &ok));
+      EXPECT_EQ(reinterpret_cast<intptr_t>(tag), n);
+    };
+    call->StartCall(reinterpret_cast<void*>(1));
+    step(1);
+    if (bytes != nullptr) {
+      grpc::Slice slice(*bytes);
+      grpc::ByteBuffer buffer(&slice, 1);
+      call->Write(buffer, reinterpret_cast<void*>(2));
+      step(2);
+    }
+    call->WritesDone(reinterpret_cast<void*>(3));
+    step(3);
+    grpc::Status status;
+    call->Finish(&status, reinterpret_cast<void*>(4));
+    step(4);
+    cq.Shutdown();
+    while (cq.Next(&tag, &ok)) {
+    }
+    return status;
+  };
+  // Field 1 (request) as a length-delimited message claiming 100 bytes, with 3 present.
+  const std::string garbage = "\x0a\x64xyz";
+  grpc::Status status = raw_replan(&garbage);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INTERNAL) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("ReplanRequest"));
+  status = raw_replan(nullptr);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INTERNAL) << status.error_message();
+
+  pb::PlanRequest request = ThreeTypeRequest();
+  request.set_fault_tolerance(1);
+  request.set_max_nodes_per_pipeline(3);
+  const pb::PlanResponse planned = PlanOk(request);
+  pb::ReplanRequest replan;
+  *replan.mutable_request() = planned.request();
+  *replan.mutable_plan() = planned.plan();
+  const std::string failed = planned.plan().pipelines(0).node_ids(0);
+  replan.add_failed_node_ids(failed);
+  pb::ReplanResponse r;
+  status = Replan(replan, &r);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_GT(r.planning_time_ms(), 0);
+  ExpectPlanOver(r.request(), r.plan());
+  ASSERT_EQ(r.request().nodes_size(), planned.request().nodes_size() - 1);
+  ASSERT_EQ(r.request().cluster().node_types_size(), replan.request().cluster().node_types_size());
+  // Without the nodes and counts, the echo is the request as sent, field for field.
+  pb::PlanRequest sent = replan.request(), echoed = r.request();
+  int failed_type = -1;
+  for (pb::PlanRequest* m : {&sent, &echoed}) {
+    m->clear_nodes();
+    for (int t = 0; t < m->cluster().node_types_size(); ++t) {
+      pb::NodeType* type = m->mutable_cluster()->mutable_node_types(t);
+      if (m == &sent && type->count() != r.request().cluster().node_types(t).count()) {
+        failed_type = t;
+      }
+      type->clear_count();
+    }
+  }
+  EXPECT_EQ(echoed.SerializeAsString(), sent.SerializeAsString());
+  EXPECT_EQ(echoed.max_nodes_per_pipeline(), 3);
+  EXPECT_EQ(echoed.fault_tolerance(), 1);
+  ASSERT_GE(failed_type, 0);  // the failed node's type lost one node in the counts
+  for (const pb::Node& n : planned.request().nodes()) {
+    if (n.id() == failed) {
+      EXPECT_EQ(n.node_type(), planned.request().cluster().node_types(failed_type).name());
+    }
+  }
 }
 
 // fault_tolerance travels in the request: Plan keeps f + 1 pipelines, Replan keeps f while

@@ -323,7 +323,8 @@ class PlanSearch {
       bad = std::nextafter(tau_lp, -kInf);
       proven_infeasible_ = AtOrBelow(all_, bad);  // the LP bound rules out every tau <= bad
       // Gallop up from the LP bound with growing steps (in ms), then bisect what is left.
-      for (double step = std::max(1e-6 * std::abs(tau_lp), 1e-9);; step *= 4) {
+      for (double step = std::max(kGallopFirstStep * std::abs(tau_lp), kGallopMinStepMs);;
+           step *= kGallopGrowth) {
         const double probe = NextAbove(all_, std::nextafter(bad + step, -kInf));
         if (probe >= good) break;
         ASSIGN_OR_RETURN(bool ok, exact(probe));
@@ -341,11 +342,12 @@ class PlanSearch {
       ASSIGN_OR_RETURN(bool ok, probe < good ? exact(probe) : absl::StatusOr<bool>(true));
       if (probe < good && ok) good = probe;
       if (probe < good && !ok) bad = probe;
-      for (double f = 0.01; f < 1e6; f *= 2) {
+      for (double f = kHintFirstStep; f < kHintStepLimit; f *= 2) {
         const bool down = bad == -kInf;  // still looking for an infeasible tau below
         const double next =
-            down ? AtOrBelow(all_, std::nextafter(good * (1 - std::min(f, 0.999)), -kInf))
-                 : NextAbove(all_, std::nextafter(bad * (1 + f), -kInf));
+            down
+                ? AtOrBelow(all_, std::nextafter(good * (1 - std::min(f, kHintMaxStepDown)), -kInf))
+                : NextAbove(all_, std::nextafter(bad * (1 + f), -kInf));
         if (down ? next == -kInf : next >= good) break;
         ASSIGN_OR_RETURN(bool at, exact(next));
         if (at) {
@@ -538,6 +540,20 @@ class PlanSearch {
   static constexpr int kMaxInt16Need = (1 << 14) - 1;
   // Below this many (state, shape) pairs a DP pass costs microseconds.
   static constexpr int64_t kSmallSearch = 20000;
+  // Bracket's gallop up from the LP bound: the first step is this fraction of the bound (at
+  // least kGallopMinStepMs), and each step kGallopGrowth times the last. Small first steps
+  // reach an optimum a few candidates above the bound in few exact passes; the growth keeps
+  // the passes logarithmic in the distance when it lies far above.
+  static constexpr double kGallopFirstStep = 1e-6;
+  static constexpr double kGallopMinStepMs = 1e-9;
+  static constexpr double kGallopGrowth = 4;
+  // Bracket around a replan's hint: relative steps from kHintFirstStep (a replan's old
+  // makespan is usually within a few percent), doubling while below kHintStepLimit (far
+  // past any candidate); a step down takes at most kHintMaxStepDown of the makespan, so the
+  // probe stays positive.
+  static constexpr double kHintFirstStep = 0.01;
+  static constexpr double kHintStepLimit = 1e6;
+  static constexpr double kHintMaxStepDown = 0.999;
   // One-block tables up to this many entries (1 MiB as int16).
   static constexpr int64_t kMaxOneBlockEntries = int64_t{1} << 19;
   // Table fills below this many row-element updates stay on one thread.

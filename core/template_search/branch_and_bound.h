@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <string_view>
@@ -21,15 +22,12 @@
 #include "core/template_search/objectives.h"
 #include "core/template_search/stage_costs.h"
 #include "core/template_search/state_space.h"
+#include "core/template_search/tolerances.h"
 
 namespace oobleck::template_search {
 
 // Labels kept per state by the beam passes that find incumbents.
 inline constexpr int kBeamWidth = 4;
-// The exact guessed rounds' bounds: each mix's root lower bound times 1 + these, one round
-// each. At the LLM shape the optima are 1.02-1.10 times the lower bound (bench/README.md):
-// a round whose guesses are too low for most mixes costs a whole pass and settles few.
-inline constexpr double kExactGuessSlacks[] = {0.06, 0.1, 0.2, 0.4};
 // Exact guessed rounds run below this many layers. On long models the optima are far
 // above the lower bounds and an exact pass bounded by a loose guess explores far more than
 // one bounded by the beam's incumbent: every mix of 1-16 nodes on 1000 layers
@@ -56,8 +54,10 @@ absl::StatusOr<std::vector<double>> FindIncumbents(const StageCosts& costs,
                                                    const SearchOptions& options) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   const CostModel& model = costs.model();
-  const std::vector<double> slacks =
-      guess ? std::vector<double>{0.02, 0.05, 0.1, 0.2, 0.4, -1.0} : std::vector<double>{-1.0};
+  // The guessed rounds (if any), then one unbounded round (slack -1) for the mixes left.
+  std::vector<double> slacks;
+  if (guess) slacks.assign(std::begin(kBeamGuessSlacks), std::end(kBeamGuessSlacks));
+  slacks.push_back(-1.0);
   std::vector<double> upper_bounds(mixes.size(), kInf), guesses(mixes.size(), kInf);
   std::vector<bool> found(mixes.size(), false);
   if (slacks.size() > 1) {

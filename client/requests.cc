@@ -98,22 +98,22 @@ absl::StatusOr<ProfileDirFiles> ReadProfileDir(const std::string& dir, int micro
 
 pb::PlanTemplatesRequest BuildHomogeneousRequest(const HomogeneousOptions& options) {
   pb::PlanTemplatesRequest request;
-  request.set_model(options.model);
-  request.set_microbatch_size(options.microbatch_size);
-  request.set_cost_model(options.cost_model);
-  request.set_microbatches(options.microbatches);
-  request.set_optimizer_state_multiplier(options.optimizer_state_multiplier);
+  request.set_model(options.job.model);
+  request.set_microbatch_size(options.job.microbatch_size);
+  request.set_cost_model(options.job.cost_model);
+  request.set_microbatches(options.job.microbatches);
+  request.set_optimizer_state_multiplier(options.job.optimizer_state_multiplier);
   request.set_min_nodes(options.nodes.min_nodes);
   request.set_max_nodes(options.nodes.max_nodes);
   request.set_missing_allreduce_in_node(options.missing_allreduce);
   pb::Cluster* cluster = request.mutable_cluster();
-  cluster->set_inter_node_bytes_per_s(options.inter_node_bytes_per_s);
+  cluster->set_inter_node_bytes_per_s(options.job.inter_node_bytes_per_s);
   pb::NodeType* type = cluster->add_node_types();
-  type->set_name(options.gpu_type.empty() ? "node" : options.gpu_type);
-  type->set_gpu_type(options.gpu_type);
-  type->set_gpus_per_node(options.gpus_per_node);
+  type->set_name(options.job.gpu_type.empty() ? "node" : options.job.gpu_type);
+  type->set_gpu_type(options.job.gpu_type);
+  type->set_gpus_per_node(options.job.gpus_per_node);
   type->set_gpu_memory_bytes(options.gpu_memory_bytes);
-  type->set_intra_node_bytes_per_s(options.intra_node_bytes_per_s);
+  type->set_intra_node_bytes_per_s(options.job.intra_node_bytes_per_s);
   type->set_count(options.nodes.max_nodes);
   return request;
 }

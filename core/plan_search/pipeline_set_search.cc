@@ -190,8 +190,6 @@ class PlanSearch {
     const PipelineSetProblem& problem = problem_;
     const int T = static_cast<int>(problem.available.size());
     const bool fit_lists = fit_pairs >= 0;
-    usable_all_.reserve(problem.shapes.size());
-    usable_kept_.reserve(problem.shapes.size());
     total_free_ = MixSize(problem.available);
     min_shape_nodes_ = total_free_ + 1;
     offsets_.reserve(problem.shapes.size());
@@ -677,7 +675,7 @@ class PlanSearch {
     ilp.max_items = max_items;
     if (need == kImpossible || ilp.min_items > ilp.max_items) return answer;  // infeasible
     if (problem_.max_price_steps >= 0 && free_budget_ < 0) return answer;   // fixed ones cost more
-    const std::vector<Usable>& usable = UsableShapes(tau);
+    const std::vector<Usable> usable = UsableShapes(tau);
     for (const Usable& u : usable) {
       const NodeMix& mix = problem_.shapes[u.shape].mix;
       ilp.usage.emplace_back(mix.begin(), mix.end());
@@ -787,20 +785,20 @@ class PlanSearch {
     int shape;
     int32_t absorb;
   };
-  // The answer lives in a member buffer, valid until the next call.
-  const std::vector<Usable>& UsableShapes(double tau) const {
-    std::vector<Usable>& all = usable_all_;
-    all.clear();
+  std::vector<Usable> UsableShapes(double tau) const {
+    std::vector<Usable> all;
+    all.reserve(shapes_.size());
+    std::vector<int32_t> absorb(shapes_.size(), 0);  // per shape; 0: not usable at tau
     for (int j = 0; j < static_cast<int>(shapes_.size()); ++j) {
       if (!fits_[j]) continue;
       const int k = shapes_[j].Absorb(tau);
-      if (k > 0) all.push_back({j, k});
+      if (k > 0) {
+        all.push_back({j, k});
+        absorb[j] = k;
+      }
     }
-    std::vector<Usable>& kept = usable_kept_;
-    kept.clear();
-    std::vector<int32_t>& absorb = absorb_by_shape_;  // 0: not usable at tau
-    absorb.assign(shapes_.size(), 0);
-    for (const Usable& a : all) absorb[a.shape] = a.absorb;
+    std::vector<Usable> kept;
+    kept.reserve(all.size());
     for (const Usable& a : all) {
       bool dominated = false;
       for (int i = submix_starts_[a.shape]; i < submix_starts_[a.shape + 1]; ++i) {
@@ -810,10 +808,6 @@ class PlanSearch {
         }
       }
       if (!dominated) kept.push_back(a);
-    }
-    if (!fit_starts_.empty()) {
-      kept_absorb_.assign(shapes_.size(), 0);
-      for (const Usable& a : kept) kept_absorb_[a.shape] = a.absorb;
     }
     return kept;
   }
@@ -846,7 +840,7 @@ class PlanSearch {
   absl::StatusOr<Unconstrained> FreeAbsorbUnconstrained(double tau, int cap) {
     RETURN_IF_ERROR(Cancelled());
     ++evaluations_;
-    const std::vector<Usable>& usable = UsableShapes(tau);
+    const std::vector<Usable> usable = UsableShapes(tau);
     if (usable.empty()) return Unconstrained{};
     // One int64 per state orders (more absorbed, then fewer pipelines): absorbed << 21 |
     // (kMask - pipelines), so a plain max does both, branch-free. Impossible states are so
@@ -859,13 +853,15 @@ class PlanSearch {
     const int T = static_cast<int>(strides_.size());
     const int64_t cap64 = cap;
     if (!fit_starts_.empty()) {
+      std::vector<int32_t> kept_absorb(shapes_.size(), 0);  // per shape; 0: not in usable
+      for (const Usable& a : usable) kept_absorb[a.shape] = a.absorb;
       for (size_t r = 0; r < real_states_.size(); ++r) {
         const int64_t u = real_states_[r];
         int64_t best = kMask;  // nothing absorbed, no pipeline
         for (int t = 0; t < T; ++t) best = std::max(best, w[u - strides_[t]]);
         for (int i = fit_starts_[r]; i < fit_starts_[r + 1]; ++i) {
           const int j = fit_shapes_[i];
-          const int64_t absorb = kept_absorb_[j];
+          const int64_t absorb = kept_absorb[j];
           if (absorb == 0) continue;
           const int64_t src = w[u - offsets_[j]];
           const int64_t absorbed = std::min((src >> kShift) + absorb, cap64);
@@ -1008,7 +1004,7 @@ class PlanSearch {
   absl::Status FillTable(double tau, int pcap, int cap) {
     RETURN_IF_ERROR(Cancelled());
     ++evaluations_;
-    const std::vector<Usable>& usable = UsableShapes(tau);
+    const std::vector<Usable> usable = UsableShapes(tau);
     table_.int16 = cap <= kMaxInt16Need;
     // One block per row when pcap allows and the wider table stays small (a table with
     // many states and few pipelines keeps its narrow rows).
@@ -1073,7 +1069,7 @@ class PlanSearch {
       }
     } else if (best_p_ > 0) {
       // best_table_ was filled at best_tau_ with room for at least best_p_ pipelines.
-      const std::vector<Usable>& usable = UsableShapes(best_tau_);
+      const std::vector<Usable> usable = UsableShapes(best_tau_);
       const Table& table = best_table_;
       if (table.width <= best_p_ || table.At(full_, best_p_) < need) {
         return absl::InternalError("plan search: the optimum does not reconstruct");
@@ -1305,9 +1301,6 @@ class PlanSearch {
   // UseFitLists says no. The DPs then skip the other shapes, whose sources are padding
   // states that can only give impossible entries.
   std::vector<int> fit_starts_, fit_shapes_;
-  // Per shape: what it absorbs at the tau of the last UsableShapes call, 0 when it is not
-  // among the shapes returned (kept only with fit lists).
-  mutable std::vector<int32_t> kept_absorb_;
   std::vector<int64_t> block_delta_;  // FillRows' buffers
   std::vector<int32_t> block_k_;
   // Shapes with fewer nodes of every type than shape a: submixes_[submix_starts_[a] ...
@@ -1316,8 +1309,6 @@ class PlanSearch {
   std::vector<double> memo_;  // the curves' memos
   std::vector<int64_t> keys_;
   Table table_, best_table_;
-  mutable std::vector<Usable> usable_all_, usable_kept_;
-  mutable std::vector<int32_t> absorb_by_shape_;
   bool use_ilp_ = false;
   std::map<double, IlpAnswer> ilp_memo_;
   std::vector<int64_t> ilp_counts_, best_counts_;  // per shape: the last answer, the best

@@ -130,6 +130,53 @@ pb::PlanRequest PlanRequestOf(const pb::PlanTemplatesRequest& templates) {
   return request;
 }
 
+namespace {
+
+// A GPU type without a profile of its own runs profile_measured_on's, scaled by its
+// relative_speed over profile_measured_on's (or --measured-relative-speed).
+absl::Status DeriveFromMeasured(const ClusterFile& file, const ClusterFileGpuType& gpu,
+                                const ClusterOverrides& overrides, pb::NodeType* node_type) {
+  double measured_speed = overrides.measured_relative_speed;
+  if (const ClusterFileGpuType* measured = file.FindGpuType(file.profile_measured_on);
+      measured != nullptr && measured->relative_speed > 0) {
+    measured_speed = measured->relative_speed;
+  }
+  if (measured_speed <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gpu_types.", gpu.name,
+        ".relative_speed is relative to a scale on which "
+        "profile_measured_on \"",
+        file.profile_measured_on,
+        "\" has no relative_speed (it is not in gpu_types); add it to the file or pass "
+        "--measured-relative-speed"));
+  }
+  pb::DerivedProfile* derive = node_type->mutable_derive();
+  derive->set_measured_gpu_type(file.profile_measured_on);
+  derive->set_relative_speed(gpu.relative_speed / measured_speed);
+  return absl::OkStatus();
+}
+
+// The mixes to plan: only the mix of all nodes, a range of sizes, or (neither) every mix.
+absl::Status SetMixes(const NodeMix& counts, const ClusterOverrides& overrides,
+                      pb::PlanTemplatesRequest& request) {
+  const int total_nodes = MixSize(counts);
+  if (overrides.all_nodes) {
+    pb::NodeMix* mix = request.add_mixes();
+    for (int count : counts) mix->add_counts(count);
+  } else if (overrides.nodes.has_value()) {
+    if (overrides.nodes->max_nodes > total_nodes) {
+      return absl::InvalidArgumentError(absl::StrCat("--nodes ", overrides.nodes->min_nodes, "-",
+                                                     overrides.nodes->max_nodes, " exceeds the ",
+                                                     total_nodes, " nodes of the cluster file"));
+    }
+    request.set_min_nodes(overrides.nodes->min_nodes);
+    request.set_max_nodes(overrides.nodes->max_nodes);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<ClusterRequest> BuildClusterRequest(const ClusterFile& file,
                                                    const ClusterOverrides& overrides) {
   ClusterRequest out;
@@ -177,23 +224,7 @@ absl::StatusOr<ClusterRequest> BuildClusterRequest(const ClusterFile& file,
     // The measured GPU type itself uses its profile as is, whatever its relative_speed.
     if (gpu->name == file.profile_measured_on) continue;
 
-    double measured_speed = overrides.measured_relative_speed;
-    if (const ClusterFileGpuType* measured = file.FindGpuType(file.profile_measured_on);
-        measured != nullptr && measured->relative_speed > 0) {
-      measured_speed = measured->relative_speed;
-    }
-    if (measured_speed <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "gpu_types.", gpu->name,
-          ".relative_speed is relative to a scale on which "
-          "profile_measured_on \"",
-          file.profile_measured_on,
-          "\" has no relative_speed (it is not in gpu_types); add it to the file or pass "
-          "--measured-relative-speed"));
-    }
-    pb::DerivedProfile* derive = node_type->mutable_derive();
-    derive->set_measured_gpu_type(file.profile_measured_on);
-    derive->set_relative_speed(gpu->relative_speed / measured_speed);
+    RETURN_IF_ERROR(DeriveFromMeasured(file, *gpu, overrides, node_type));
   }
   if (needs_measured_profile &&
       uploaded_dir_by_gpu.emplace(file.profile_measured_on, file.profile_dir).second) {
@@ -201,19 +232,7 @@ absl::StatusOr<ClusterRequest> BuildClusterRequest(const ClusterFile& file,
         {file.profile_dir, file.model, file.profile_measured_on, file.microbatch_size});
   }
 
-  const int total_nodes = MixSize(counts);
-  if (overrides.all_nodes) {
-    pb::NodeMix* mix = request.add_mixes();
-    for (int count : counts) mix->add_counts(count);
-  } else if (overrides.nodes.has_value()) {
-    if (overrides.nodes->max_nodes > total_nodes) {
-      return absl::InvalidArgumentError(absl::StrCat("--nodes ", overrides.nodes->min_nodes, "-",
-                                                     overrides.nodes->max_nodes, " exceeds the ",
-                                                     total_nodes, " nodes of the cluster file"));
-    }
-    request.set_min_nodes(overrides.nodes->min_nodes);
-    request.set_max_nodes(overrides.nodes->max_nodes);
-  }
+  RETURN_IF_ERROR(SetMixes(counts, overrides, request));
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "client/job_options.h"
 #include "core/replan.h"
 
 namespace oobleck::client {
@@ -24,21 +25,15 @@ struct CliOptions {
   std::string tls_ca;           // empty: plaintext
   std::string tls_server_name;  // empty: the --server host
   std::string auth_token_file;  // empty: no token
+  // Profiles and templates: --model, --gpu-type, --microbatch-size, --gpus-per-node,
+  // --cost-model, --microbatches, the link speeds, --optimizer-state-multiplier.
+  JobOptions job;
   // Profiles.
-  std::string model;
-  std::string gpu_type;
-  int microbatch_size = 0;
   bool replace = false;
   bool server_dir = false;
   // Templates.
   std::string nodes;
-  int gpus_per_node = 1;
-  std::string cost_model;
-  int microbatches = 0;
   double gpu_memory_gib = 0;
-  double intra_node_bytes_per_s = 0;
-  double inter_node_bytes_per_s = 0;
-  double optimizer_state_multiplier = 0;
   std::string missing_allreduce;
   std::string cluster;
   bool all_nodes = false;

@@ -121,12 +121,12 @@ absl::Status CheckUsage(const CommandLine& cl) {
         "OOBLECK_PLAN_TLS_CA): it names the certificate TLS checks");
   }
   if (cl.command == "load-profile") {
-    if (o.model.empty()) return Usage("load-profile needs --model");
-    if (o.gpu_type.empty()) return Usage("load-profile needs --gpu-type");
-    if (o.microbatch_size < 0) return Usage("--microbatch-size must be >= 0");
+    if (o.job.model.empty()) return Usage("load-profile needs --model");
+    if (o.job.gpu_type.empty()) return Usage("load-profile needs --gpu-type");
+    if (o.job.microbatch_size < 0) return Usage("--microbatch-size must be >= 0");
   }
   if (cl.command == "plan" || cl.command == "replan") return CheckPlanUsage(cl);
-  if (cl.command == "render" && o.microbatches < 0) return Usage("--microbatches must be >= 0");
+  if (cl.command == "render" && o.job.microbatches < 0) return Usage("--microbatches must be >= 0");
   if (cl.command != "templates") return absl::OkStatus();
 
   if (cl.IsSet("nodes")) {
@@ -136,7 +136,7 @@ absl::Status CheckUsage(const CommandLine& cl) {
       !m.ok()) {
     return m.status();
   }
-  if (o.microbatches < 0) return Usage("--microbatches must be >= 0");
+  if (o.job.microbatches < 0) return Usage("--microbatches must be >= 0");
   if (cl.IsSet("cluster")) {
     // The cluster file describes the hardware and the model; flags would contradict it.
     for (const char* flag :
@@ -162,9 +162,9 @@ absl::Status CheckUsage(const CommandLine& cl) {
       return Usage(absl::StrCat("--", dashed, " needs --cluster"));
     }
   }
-  if (o.model.empty()) return Usage("templates needs --model (or --cluster FILE)");
+  if (o.job.model.empty()) return Usage("templates needs --model (or --cluster FILE)");
   if (!cl.IsSet("nodes")) return Usage("templates needs --nodes A-B or N (or --cluster FILE)");
-  if (o.gpus_per_node < 1) return Usage("--gpus-per-node must be >= 1");
+  if (o.job.gpus_per_node < 1) return Usage("--gpus-per-node must be >= 1");
   return absl::OkStatus();
 }
 
@@ -174,14 +174,14 @@ absl::Status CheckUsage(const CommandLine& cl) {
 absl::Status LoadProfile(const CommandLine& cl, PlannerConnection& server) {
   const CliOptions& o = cl.options;
   pb::LoadProfileRequest request;
-  request.set_model(o.model);
-  request.set_gpu_type(o.gpu_type);
+  request.set_model(o.job.model);
+  request.set_gpu_type(o.job.gpu_type);
   request.set_replace(o.replace);
   if (o.server_dir) {
-    request.set_microbatch_size(o.microbatch_size);
+    request.set_microbatch_size(o.job.microbatch_size);
     request.set_directory(cl.args[0]);
   } else {
-    ASSIGN_OR_RETURN(ProfileDirFiles dir, ReadProfileDir(cl.args[0], o.microbatch_size));
+    ASSIGN_OR_RETURN(ProfileDirFiles dir, ReadProfileDir(cl.args[0], o.job.microbatch_size));
     request.set_microbatch_size(dir.microbatch_size);
     *request.mutable_files() = std::move(dir.files);
   }
@@ -198,7 +198,7 @@ absl::Status LoadProfile(const CommandLine& cl, PlannerConnection& server) {
 
 absl::Status ListProfiles(const CommandLine& cl, PlannerConnection& server) {
   pb::ListProfilesRequest request;
-  request.set_model(cl.options.model);
+  request.set_model(cl.options.job.model);
   pb::ListProfilesResponse response;
   if (absl::Status s = server.Call(&pb::Planner::Stub::ListProfiles, request, &response); !s.ok()) {
     return s;
@@ -273,17 +273,9 @@ absl::Status Templates(const CommandLine& cl, PlannerConnection& server) {
     request = std::move(built->request);
   } else {
     HomogeneousOptions h;
-    h.model = o.model;
-    h.gpu_type = o.gpu_type;
-    h.microbatch_size = o.microbatch_size;
+    h.job = o.job;
     h.nodes = *ParseNodeRange(o.nodes);
-    h.gpus_per_node = o.gpus_per_node;
-    h.cost_model = o.cost_model;
-    h.microbatches = o.microbatches;
     h.gpu_memory_bytes = o.gpu_memory_gib * kGiB;
-    h.intra_node_bytes_per_s = o.intra_node_bytes_per_s;
-    h.inter_node_bytes_per_s = o.inter_node_bytes_per_s;
-    h.optimizer_state_multiplier = o.optimizer_state_multiplier;
     h.missing_allreduce = *ParseMissingAllreduce(o.missing_allreduce);
     request = BuildHomogeneousRequest(h);
   }

@@ -93,7 +93,7 @@ absl::Status CheckPlanUsage(const CommandLine& cl) {
         !m.ok()) {
       return m.status();
     }
-    if (o.microbatches < 0) return Usage("--microbatches must be >= 0");
+    if (o.job.microbatches < 0) return Usage("--microbatches must be >= 0");
     if (cl.IsSet("measured_relative_speed") && !(o.measured_relative_speed > 0)) {
       return Usage("--measured-relative-speed must be > 0");
     }
@@ -292,10 +292,10 @@ std::string FormatReplan(const pb::ReplanResponse& response) {
 ClusterOverrides ClusterOverridesFromFlags(const CommandLine& cl) {
   const CliOptions& o = cl.options;
   ClusterOverrides overrides;
-  overrides.cost_model = o.cost_model;
-  if (cl.IsSet("microbatches")) overrides.microbatches = o.microbatches;
+  overrides.cost_model = o.job.cost_model;
+  if (cl.IsSet("microbatches")) overrides.microbatches = o.job.microbatches;
   if (cl.IsSet("optimizer_state_multiplier")) {
-    overrides.optimizer_state_multiplier = o.optimizer_state_multiplier;
+    overrides.optimizer_state_multiplier = o.job.optimizer_state_multiplier;
   }
   if (cl.IsSet("missing_allreduce")) {
     overrides.missing_allreduce = *ParseMissingAllreduce(o.missing_allreduce);

@@ -111,7 +111,8 @@ absl::Status RunRender(const CommandLine& cl) {
     ASSIGN_OR_RETURN(std::string text, ReadTextFile(o.plan));
     old_plan = std::move(text);
   }
-  ASSIGN_OR_RETURN(std::string svg, RenderAnswer(answer, source, old_plan, o.plan, o.microbatches));
+  ASSIGN_OR_RETURN(std::string svg,
+                   RenderAnswer(answer, source, old_plan, o.plan, o.job.microbatches));
   return WriteSvgFile(o.svg.empty() ? "-" : o.svg, svg);
 }
 

@@ -98,22 +98,22 @@ absl::StatusOr<ProfileDirFiles> ReadProfileDir(const std::string& dir, int micro
 
 pb::PlanTemplatesRequest BuildHomogeneousRequest(const HomogeneousOptions& options) {
   pb::PlanTemplatesRequest request;
-  request.set_model(options.model);
-  request.set_microbatch_size(options.microbatch_size);
-  request.set_cost_model(options.cost_model);
-  request.set_microbatches(options.microbatches);
-  request.set_optimizer_state_multiplier(options.optimizer_state_multiplier);
+  request.set_model(options.job.model);
+  request.set_microbatch_size(options.job.microbatch_size);
+  request.set_cost_model(options.job.cost_model);
+  request.set_microbatches(options.job.microbatches);
+  request.set_optimizer_state_multiplier(options.job.optimizer_state_multiplier);
   request.set_min_nodes(options.nodes.min_nodes);
   request.set_max_nodes(options.nodes.max_nodes);
   request.set_missing_allreduce_in_node(options.missing_allreduce);
   pb::Cluster* cluster = request.mutable_cluster();
-  cluster->set_inter_node_bytes_per_s(options.inter_node_bytes_per_s);
+  cluster->set_inter_node_bytes_per_s(options.job.inter_node_bytes_per_s);
   pb::NodeType* type = cluster->add_node_types();
-  type->set_name(options.gpu_type.empty() ? "node" : options.gpu_type);
-  type->set_gpu_type(options.gpu_type);
-  type->set_gpus_per_node(options.gpus_per_node);
+  type->set_name(options.job.gpu_type.empty() ? "node" : options.job.gpu_type);
+  type->set_gpu_type(options.job.gpu_type);
+  type->set_gpus_per_node(options.job.gpus_per_node);
   type->set_gpu_memory_bytes(options.gpu_memory_bytes);
-  type->set_intra_node_bytes_per_s(options.intra_node_bytes_per_s);
+  type->set_intra_node_bytes_per_s(options.job.intra_node_bytes_per_s);
   type->set_count(options.nodes.max_nodes);
   return request;
 }
@@ -129,6 +129,53 @@ pb::PlanRequest PlanRequestOf(const pb::PlanTemplatesRequest& templates) {
   request.set_missing_allreduce_in_node(templates.missing_allreduce_in_node());
   return request;
 }
+
+namespace {
+
+// A GPU type without a profile of its own runs profile_measured_on's, scaled by its
+// relative_speed over profile_measured_on's (or --measured-relative-speed).
+absl::Status DeriveFromMeasured(const ClusterFile& file, const ClusterFileGpuType& gpu,
+                                const ClusterOverrides& overrides, pb::NodeType* node_type) {
+  double measured_speed = overrides.measured_relative_speed;
+  if (const ClusterFileGpuType* measured = file.FindGpuType(file.profile_measured_on);
+      measured != nullptr && measured->relative_speed > 0) {
+    measured_speed = measured->relative_speed;
+  }
+  if (measured_speed <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gpu_types.", gpu.name,
+        ".relative_speed is relative to a scale on which "
+        "profile_measured_on \"",
+        file.profile_measured_on,
+        "\" has no relative_speed (it is not in gpu_types); add it to the file or pass "
+        "--measured-relative-speed"));
+  }
+  pb::DerivedProfile* derive = node_type->mutable_derive();
+  derive->set_measured_gpu_type(file.profile_measured_on);
+  derive->set_relative_speed(gpu.relative_speed / measured_speed);
+  return absl::OkStatus();
+}
+
+// The mixes to plan: only the mix of all nodes, a range of sizes, or (neither) every mix.
+absl::Status SetMixes(const NodeMix& counts, const ClusterOverrides& overrides,
+                      pb::PlanTemplatesRequest& request) {
+  const int total_nodes = MixSize(counts);
+  if (overrides.all_nodes) {
+    pb::NodeMix* mix = request.add_mixes();
+    for (int count : counts) mix->add_counts(count);
+  } else if (overrides.nodes.has_value()) {
+    if (overrides.nodes->max_nodes > total_nodes) {
+      return absl::InvalidArgumentError(absl::StrCat("--nodes ", overrides.nodes->min_nodes, "-",
+                                                     overrides.nodes->max_nodes, " exceeds the ",
+                                                     total_nodes, " nodes of the cluster file"));
+    }
+    request.set_min_nodes(overrides.nodes->min_nodes);
+    request.set_max_nodes(overrides.nodes->max_nodes);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<ClusterRequest> BuildClusterRequest(const ClusterFile& file,
                                                    const ClusterOverrides& overrides) {
@@ -177,23 +224,7 @@ absl::StatusOr<ClusterRequest> BuildClusterRequest(const ClusterFile& file,
     // The measured GPU type itself uses its profile as is, whatever its relative_speed.
     if (gpu->name == file.profile_measured_on) continue;
 
-    double measured_speed = overrides.measured_relative_speed;
-    if (const ClusterFileGpuType* measured = file.FindGpuType(file.profile_measured_on);
-        measured != nullptr && measured->relative_speed > 0) {
-      measured_speed = measured->relative_speed;
-    }
-    if (measured_speed <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "gpu_types.", gpu->name,
-          ".relative_speed is relative to a scale on which "
-          "profile_measured_on \"",
-          file.profile_measured_on,
-          "\" has no relative_speed (it is not in gpu_types); add it to the file or pass "
-          "--measured-relative-speed"));
-    }
-    pb::DerivedProfile* derive = node_type->mutable_derive();
-    derive->set_measured_gpu_type(file.profile_measured_on);
-    derive->set_relative_speed(gpu->relative_speed / measured_speed);
+    RETURN_IF_ERROR(DeriveFromMeasured(file, *gpu, overrides, node_type));
   }
   if (needs_measured_profile &&
       uploaded_dir_by_gpu.emplace(file.profile_measured_on, file.profile_dir).second) {
@@ -201,19 +232,7 @@ absl::StatusOr<ClusterRequest> BuildClusterRequest(const ClusterFile& file,
         {file.profile_dir, file.model, file.profile_measured_on, file.microbatch_size});
   }
 
-  const int total_nodes = MixSize(counts);
-  if (overrides.all_nodes) {
-    pb::NodeMix* mix = request.add_mixes();
-    for (int count : counts) mix->add_counts(count);
-  } else if (overrides.nodes.has_value()) {
-    if (overrides.nodes->max_nodes > total_nodes) {
-      return absl::InvalidArgumentError(absl::StrCat("--nodes ", overrides.nodes->min_nodes, "-",
-                                                     overrides.nodes->max_nodes, " exceeds the ",
-                                                     total_nodes, " nodes of the cluster file"));
-    }
-    request.set_min_nodes(overrides.nodes->min_nodes);
-    request.set_max_nodes(overrides.nodes->max_nodes);
-  }
+  RETURN_IF_ERROR(SetMixes(counts, overrides, request));
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "client/job_options.h"
 #include "core/cluster_file.h"
 #include "oobleck/planner/v1/planner.pb.h"
 
@@ -39,17 +40,9 @@ struct ProfileDirFiles {
 absl::StatusOr<ProfileDirFiles> ReadProfileDir(const std::string& dir, int microbatch_size);
 
 struct HomogeneousOptions {
-  std::string model;
-  std::string gpu_type;  // "" = the model's only GPU type
-  int microbatch_size = 0;
+  JobOptions job;
   NodeRange nodes;
-  int gpus_per_node = 1;
-  std::string cost_model;
-  int microbatches = 0;
   double gpu_memory_bytes = 0;
-  double intra_node_bytes_per_s = 0;
-  double inter_node_bytes_per_s = 0;
-  double optimizer_state_multiplier = 0;
   pb::MissingAllreduce missing_allreduce = pb::MISSING_ALLREDUCE_SKIP_SIZE;
 };
 

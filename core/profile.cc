@@ -274,14 +274,12 @@ absl::StatusOr<std::vector<LayerProfile>> ParseOobleckProfile(
     layers[l].param_bytes = param;
     layers[l].activation_bytes = act;
   }
-  absl::Status s = ParseAllreduce(allreduce_in_node_json,
-                                  absl::StrCat(source, "/allreduce_in_node.json"), layers.size(),
-                                  &LayerProfile::allreduce_in_node_ms, layers);
-  if (!s.ok()) return s;
-  s = ParseAllreduce(allreduce_across_nodes_json,
-                     absl::StrCat(source, "/allreduce_across_nodes.json"), layers.size(),
-                     &LayerProfile::allreduce_across_nodes_ms, layers);
-  if (!s.ok()) return s;
+  RETURN_IF_ERROR(ParseAllreduce(allreduce_in_node_json,
+                                 absl::StrCat(source, "/allreduce_in_node.json"), layers.size(),
+                                 &LayerProfile::allreduce_in_node_ms, layers));
+  RETURN_IF_ERROR(ParseAllreduce(allreduce_across_nodes_json,
+                                 absl::StrCat(source, "/allreduce_across_nodes.json"),
+                                 layers.size(), &LayerProfile::allreduce_across_nodes_ms, layers));
   return layers;
 }
 

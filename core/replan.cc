@@ -19,6 +19,7 @@
 #include "core/replan/candidate.h"
 #include "core/replan/context.h"
 #include "core/replan/fallback.h"
+#include "core/status_macros.h"
 
 namespace oobleck {
 namespace {
@@ -170,16 +171,15 @@ class CandidateRound {
          {&CandidateRound::ReachFaultTolerance, &CandidateRound::AddOptimal,
           &CandidateRound::AddKeepPipelines, &CandidateRound::AddDropBroken,
           &CandidateRound::AddFallback}) {
-      if (absl::Status s = (this->*step)(); !s.ok()) return s;
+      RETURN_IF_ERROR((this->*step)());
     }
-    absl::StatusOr<Candidate*> chosen = Choose();
-    if (!chosen.ok()) return chosen.status();
-    Materialize(ctx_, **chosen, type_reasons_, &result_.plan, &result_.copies);
-    result_.copy_bytes = (*chosen)->bytes;
-    result_.strategy = (*chosen)->strategy;
-    result_.pipelines_kept = (*chosen)->kept;
-    result_.transfer_s = (*chosen)->transfer_s;
-    result_.downtime_s = (*chosen)->downtime_s;
+    ASSIGN_OR_RETURN(Candidate * chosen, Choose());
+    Materialize(ctx_, *chosen, type_reasons_, &result_.plan, &result_.copies);
+    result_.copy_bytes = chosen->bytes;
+    result_.strategy = chosen->strategy;
+    result_.pipelines_kept = chosen->kept;
+    result_.transfer_s = chosen->transfer_s;
+    result_.downtime_s = chosen->downtime_s;
     return absl::OkStatus();
   }
 
@@ -226,10 +226,9 @@ class CandidateRound {
   }
 
   absl::Status Add(Draft draft) {
-    absl::StatusOr<Candidate> c = Finalize(ctx_, layer_holders_, std::move(draft));
-    if (!c.ok()) return c.status();
-    PriceDowntime(ctx_, options_, &*c);
-    candidates_.push_back(*std::move(c));
+    ASSIGN_OR_RETURN(Candidate c, Finalize(ctx_, layer_holders_, std::move(draft)));
+    PriceDowntime(ctx_, options_, &c);
+    candidates_.push_back(std::move(c));
     return absl::OkStatus();
   }
 
@@ -321,7 +320,7 @@ class CandidateRound {
       result_.oobleck_fallback_failure = std::string(fallback.status().message());
       return absl::OkStatus();
     }
-    if (absl::Status s = Add(*std::move(fallback)); !s.ok()) return s;
+    RETURN_IF_ERROR(Add(*std::move(fallback)));
     result_.oobleck_fallback_ms = candidates_.back().iteration_time_ms;
     return absl::OkStatus();
   }
@@ -353,19 +352,18 @@ class CandidateRound {
   }
 
   absl::StatusOr<Candidate*> Choose() {
-    absl::StatusOr<std::vector<Candidate*>> eligible = Eligible();
-    if (!eligible.ok()) return eligible.status();
+    ASSIGN_OR_RETURN(std::vector<Candidate*> eligible, Eligible());
     double fastest = kInf;
-    for (const Candidate* c : *eligible) fastest = std::min(fastest, c->iteration_time_ms);
+    for (const Candidate* c : eligible) fastest = std::min(fastest, c->iteration_time_ms);
     Candidate* chosen = nullptr;
     if (options_.tolerance.has_value()) {
       double threshold = fastest * (1 + *options_.tolerance);
-      for (const Candidate* c : *eligible) {
+      for (const Candidate* c : eligible) {
         if (c->strategy == ReplanStrategy::kOobleckFallback) {
           threshold = std::min(threshold, c->iteration_time_ms);
         }
       }
-      for (Candidate* c : *eligible) {
+      for (Candidate* c : eligible) {
         if (c->iteration_time_ms > threshold) continue;
         if (chosen == nullptr ||
             std::make_tuple(c->bytes, -c->kept, c->iteration_time_ms) <
@@ -380,11 +378,11 @@ class CandidateRound {
             c->downtime_s + options_.horizon_iterations * c->iteration_time_ms / 1e3, c->bytes,
             -c->kept, c->iteration_time_ms);
       };
-      for (Candidate* c : *eligible) {
+      for (Candidate* c : eligible) {
         if (chosen == nullptr || key(c) < key(chosen)) chosen = c;
       }
     }
-    result_.alternatives = ParetoFront(*eligible);
+    result_.alternatives = ParetoFront(eligible);
     result_.fastest_iteration_time_ms = fastest;
     if (result_.degraded_reason.empty() && chosen->fault_tolerance() < options_.fault_tolerance) {
       result_.degraded_reason = absl::StrFormat(
@@ -456,10 +454,8 @@ double CopyTransferSeconds(const std::vector<LayerCopy>& copies, double link_byt
 absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostModel& model,
                                     const std::vector<ClusterNode>& nodes, ClusterPlan current,
                                     const ClusterEvent& event, const ReplanOptions& options) {
-  absl::StatusOr<ReplanContext> prepared =
-      Prepare(model, nodes, std::move(current), event, options);
-  if (!prepared.ok()) return prepared.status();
-  ReplanContext& ctx = *prepared;  // ctx.old moves into the result at the end
+  // ctx.old moves into the result at the end.
+  ASSIGN_OR_RETURN(ReplanContext ctx, Prepare(model, nodes, std::move(current), event, options));
   ReplanResult result;
   result.nodes = ctx.survivors;
   result.ignored_failed_node_ids = ctx.ignored_failed;
@@ -467,7 +463,7 @@ absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostMod
   if (!ctx.changed) return UnchangedResult(ctx, options, std::move(result));
   {
     CandidateRound round(planner, ctx, options, &result);
-    if (absl::Status s = round.Run(); !s.ok()) return s;
+    RETURN_IF_ERROR(round.Run());
   }  // the drafts that point into ctx.old are done
   result.old_plan = std::move(ctx.old);
   return result;
@@ -476,19 +472,16 @@ absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostMod
 absl::StatusOr<ClusterPlan> OobleckFallbackPlan(
     const ClusterPlanner& planner, const CostModel& model, const std::vector<ClusterNode>& nodes,
     const ClusterPlan& current, const ClusterEvent& event, const ReplanOptions& options) {
-  absl::StatusOr<ReplanContext> ctx = Prepare(model, nodes, current, event, options);
-  if (!ctx.ok()) return ctx.status();
-  if (!ctx->changed) return ctx->old;
+  ASSIGN_OR_RETURN(ReplanContext ctx, Prepare(model, nodes, current, event, options));
+  if (!ctx.changed) return ctx.old;
   std::vector<std::shared_ptr<const MixResult>> keepalive;
-  absl::StatusOr<Draft> draft =
-      FallbackDraft(*ctx, nullptr, *planner.templates(), options.search, &keepalive);
-  if (!draft.ok()) return draft.status();
-  LayerHolders layer_holders(*ctx);
-  absl::StatusOr<Candidate> c = Finalize(*ctx, layer_holders, *std::move(draft));
-  if (!c.ok()) return c.status();
+  ASSIGN_OR_RETURN(Draft draft,
+                   FallbackDraft(ctx, nullptr, *planner.templates(), options.search, &keepalive));
+  LayerHolders layer_holders(ctx);
+  ASSIGN_OR_RETURN(Candidate c, Finalize(ctx, layer_holders, std::move(draft)));
   ClusterPlan plan;
   std::vector<LayerCopy> copies;
-  Materialize(*ctx, *c, std::vector<std::string>(model.num_types()), &plan, &copies);
+  Materialize(ctx, c, std::vector<std::string>(model.num_types()), &plan, &copies);
   return plan;
 }
 

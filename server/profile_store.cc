@@ -196,12 +196,9 @@ absl::StatusOr<ModelProfile> ParseStoredProfile(std::string_view text) {
       ASSIGN_OR_RETURN(double value, Number(in, key, where));
       layer.*field = value;
     }
-    absl::Status status =
-        ParseAllreduce(in, "allreduce_in_node_ms", where, &layer.allreduce_in_node_ms);
-    if (!status.ok()) return status;
-    status =
-        ParseAllreduce(in, "allreduce_across_nodes_ms", where, &layer.allreduce_across_nodes_ms);
-    if (!status.ok()) return status;
+    RETURN_IF_ERROR(ParseAllreduce(in, "allreduce_in_node_ms", where, &layer.allreduce_in_node_ms));
+    RETURN_IF_ERROR(
+        ParseAllreduce(in, "allreduce_across_nodes_ms", where, &layer.allreduce_across_nodes_ms));
     profile.layers.push_back(std::move(layer));
   }
   RETURN_IF_ERROR(ValidateProfile(profile));

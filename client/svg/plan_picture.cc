@@ -190,93 +190,114 @@ void DrawIdleNodes(Canvas& c, double& y, const pb::ClusterPlan& plan, const Clus
   }
 }
 
+// The label lines left of a row: its name, M and time, and its mix (or its nodes' ids).
+void DrawRowLabel(Canvas& c, double y, const pb::ClusterPlan& plan, const PipelineRow& row,
+                  const NodeMarks& marks, const ClusterTypes& types) {
+  const pb::PlannedPipeline& p = plan.pipelines(row.pipelines[0]);
+  const pb::PipelineTemplate& tmpl = p.template_();
+  const int count = static_cast<int>(row.pipelines.size());
+  std::string name = count == 1 ? absl::StrCat("pipeline ", row.pipelines[0])
+                                : absl::StrCat(count, " x pipeline ", row.pipelines[0]);
+  if (marks.kept_pipelines.count(row.pipelines[0])) absl::StrAppend(&name, " (kept)");
+  std::vector<std::string> row_ids;
+  for (int i : row.pipelines) {
+    row_ids.push_back(absl::StrJoin(plan.pipelines(i).node_ids(), ","));
+  }
+  const std::string row_title =
+      absl::StrCat(count == 1 ? "pipeline " : "identical pipelines ",
+                   absl::StrJoin(row.pipelines, ", "), " on nodes ", absl::StrJoin(row_ids, "; "));
+  c.Text(0, y + 20, name, {.font_px = 12, .bold = true}, row_title);
+  c.Text(0, y + 36, absl::StrFormat("M = %d, %s", p.microbatches(), Ms(p.time_ms())),
+         {.font_px = 11, .fill = "#444"});
+  const std::string mix =
+      MarkDerivedTypes(tmpl.mix_label(), DerivedNodeTypes(tmpl, types.gpu_type_of));
+  const std::string third_line =
+      count > 1 ? absl::StrCat("nodes ", absl::StrJoin(row_ids, "; ")) : mix;
+  c.Text(0, y + 50, Abbreviate(third_line, 29), {.font_px = 10, .fill = "#777"},
+         count > 1 ? row_title : mix);
+}
+
+// The stages of `tmpl` on its node k (`where`: the node's id, or its type for a shared
+// row), left to right in GPU order inside `box`.
+void DrawStages(Canvas& c, const Box& box, const pb::PipelineTemplate& tmpl, int k, int gpus,
+                const std::string& where, const ClusterTypes& types, TypeColours& colours) {
+  double gx = box.x + 3;
+  const double slot = (box.w - 6) / gpus;
+  for (const pb::Stage& s : tmpl.stages()) {
+    if (s.node_index() != k) continue;
+    const double w = slot * s.gpus();
+    const std::string gpu = types.Gpu(s.node_type());
+    const std::string stage_title = absl::StrFormat(
+        "layers [%d, %d) on %d GPU(s) of %s (%s): forward %.2f ms, backward %.2f ms, "
+        "%.2f GiB per GPU",
+        s.layer_begin(), s.layer_end(), s.gpus(), where, gpu, s.forward_ms(), s.backward_ms(),
+        s.memory_bytes_per_gpu() / (1024.0 * 1024.0 * 1024.0));
+    c.Rect(gx + 1, box.y + 16, w - 2, kNodeHeight - 20, {.fill = colours.Of(gpu)}, stage_title, 2);
+    const std::string range = absl::StrFormat("[%d,%d)", s.layer_begin(), s.layer_end());
+    const std::string gpus_label = absl::StrCat(s.gpus(), "g");
+    if (TextWidth(range, 10.5) <= w - 4) {
+      c.Text(gx + w / 2, box.y + 29, range,
+             {.font_px = 10.5, .anchor = "middle", .fill = "#fff", .bold = true}, stage_title);
+      c.Text(gx + w / 2, box.y + 42, gpus_label,
+             {.font_px = 10, .anchor = "middle", .fill = "#fff"});
+    } else {
+      c.Text(gx + w / 2, box.y + 36, range, {.font_px = 8, .anchor = "middle", .fill = "#fff"},
+             stage_title);
+    }
+    gx += w;
+  }
+}
+
+// Position k of a row's pipelines at (x, y + 4): its box, heading and stages. Returns the box.
+Box DrawNode(Panel& panel, double x, double y, const pb::ClusterPlan& plan, const PipelineRow& row,
+             int k, const NodeMarks& marks, const ClusterTypes& types, TypeColours& colours) {
+  Canvas& c = panel.canvas;
+  const pb::PlannedPipeline& p = plan.pipelines(row.pipelines[0]);
+  const pb::PipelineTemplate& tmpl = p.template_();
+  const int count = static_cast<int>(row.pipelines.size());
+  const std::string& node_type = tmpl.node_order(k);
+  const int gpus = types.Gpus(node_type);
+  const Box box{x, y + 4, NodeWidth(gpus), kNodeHeight};
+  const std::string id = k < p.node_ids_size() ? p.node_ids(k) : "";
+  std::vector<std::string> position_ids;
+  for (int i : row.pipelines) {
+    if (k < plan.pipelines(i).node_ids_size())
+      position_ids.push_back(plan.pipelines(i).node_ids(k));
+  }
+  const std::string box_title =
+      count == 1 ? absl::StrCat(id, " (", node_type, ", ", gpus, " GPUs)")
+                 : absl::StrCat("position ", k, " (", node_type, ") of ", count,
+                                " pipelines: ", absl::StrJoin(position_ids, ", "));
+  c.Rect(box.x, box.y, box.w, box.h, NodeOutline(count == 1 ? id : "", marks), box_title, 4);
+  const std::string head = count == 1 ? id : absl::StrCat(count, " x ", node_type);
+  c.Text(box.x + 4, box.y + 11, Abbreviate(head, static_cast<size_t>((box.w - 8) / 6.2)),
+         {.font_px = 10, .fill = "#333"}, box_title);
+  if (count == 1) {
+    panel.node_boxes[id] = box;
+    Tag(c, box, id, marks);
+  }
+  DrawStages(c, box, tmpl, k, gpus, count == 1 ? id : node_type, types, colours);
+  return box;
+}
+
 Panel DrawPanel(const pb::PlanRequest& request, const pb::ClusterPlan& plan, const NodeMarks& marks,
                 TypeColours& colours, const PlanPictureOptions& options) {
   Panel panel;
-  Canvas& c = panel.canvas;
   const ClusterTypes types(request);
   panel.rows = GroupPipelines(plan, marks, options.aggregate_above);
   double y = 0;
   double width = 0;
   for (const PipelineRow& row : panel.rows) {
-    const pb::PlannedPipeline& p = plan.pipelines(row.pipelines[0]);
-    const pb::PipelineTemplate& tmpl = p.template_();
-    const int count = static_cast<int>(row.pipelines.size());
-    std::string name = count == 1 ? absl::StrCat("pipeline ", row.pipelines[0])
-                                  : absl::StrCat(count, " x pipeline ", row.pipelines[0]);
-    if (marks.kept_pipelines.count(row.pipelines[0])) absl::StrAppend(&name, " (kept)");
-    std::vector<std::string> row_ids;
-    for (int i : row.pipelines) {
-      row_ids.push_back(absl::StrJoin(plan.pipelines(i).node_ids(), ","));
-    }
-    const std::string row_title = absl::StrCat(count == 1 ? "pipeline " : "identical pipelines ",
-                                               absl::StrJoin(row.pipelines, ", "), " on nodes ",
-                                               absl::StrJoin(row_ids, "; "));
-    c.Text(0, y + 20, name, {.font_px = 12, .bold = true}, row_title);
-    c.Text(0, y + 36, absl::StrFormat("M = %d, %s", p.microbatches(), Ms(p.time_ms())),
-           {.font_px = 11, .fill = "#444"});
-    const std::string mix =
-        MarkDerivedTypes(tmpl.mix_label(), DerivedNodeTypes(tmpl, types.gpu_type_of));
-    const std::string third_line =
-        count > 1 ? absl::StrCat("nodes ", absl::StrJoin(row_ids, "; ")) : mix;
-    c.Text(0, y + 50, Abbreviate(third_line, 29), {.font_px = 10, .fill = "#777"},
-           count > 1 ? row_title : mix);
+    DrawRowLabel(panel.canvas, y, plan, row, marks, types);
+    const pb::PipelineTemplate& tmpl = plan.pipelines(row.pipelines[0]).template_();
     double x = kRowLabelWidth;
     for (int k = 0; k < tmpl.node_order_size(); ++k) {
-      const std::string& node_type = tmpl.node_order(k);
-      const int gpus = types.Gpus(node_type);
-      const Box box{x, y + 4, NodeWidth(gpus), kNodeHeight};
-      const std::string id = k < p.node_ids_size() ? p.node_ids(k) : "";
-      std::vector<std::string> position_ids;
-      for (int i : row.pipelines) {
-        if (k < plan.pipelines(i).node_ids_size())
-          position_ids.push_back(plan.pipelines(i).node_ids(k));
-      }
-      const std::string box_title =
-          count == 1 ? absl::StrCat(id, " (", node_type, ", ", gpus, " GPUs)")
-                     : absl::StrCat("position ", k, " (", node_type, ") of ", count,
-                                    " pipelines: ", absl::StrJoin(position_ids, ", "));
-      c.Rect(box.x, box.y, box.w, box.h, NodeOutline(count == 1 ? id : "", marks), box_title, 4);
-      const std::string head = count == 1 ? id : absl::StrCat(count, " x ", node_type);
-      c.Text(box.x + 4, box.y + 11, Abbreviate(head, static_cast<size_t>((box.w - 8) / 6.2)),
-             {.font_px = 10, .fill = "#333"}, box_title);
-      if (count == 1) {
-        panel.node_boxes[id] = box;
-        Tag(c, box, id, marks);
-      }
-      // The stages on this node, left to right in GPU order.
-      double gx = box.x + 3;
-      const double slot = (box.w - 6) / gpus;
-      for (const pb::Stage& s : tmpl.stages()) {
-        if (s.node_index() != k) continue;
-        const double w = slot * s.gpus();
-        const std::string gpu = types.Gpu(s.node_type());
-        const std::string stage_title = absl::StrFormat(
-            "layers [%d, %d) on %d GPU(s) of %s (%s): forward %.2f ms, backward %.2f ms, "
-            "%.2f GiB per GPU",
-            s.layer_begin(), s.layer_end(), s.gpus(), count == 1 ? id : node_type, gpu,
-            s.forward_ms(), s.backward_ms(), s.memory_bytes_per_gpu() / (1024.0 * 1024.0 * 1024.0));
-        c.Rect(gx + 1, box.y + 16, w - 2, kNodeHeight - 20, {.fill = colours.Of(gpu)}, stage_title,
-               2);
-        const std::string range = absl::StrFormat("[%d,%d)", s.layer_begin(), s.layer_end());
-        const std::string gpus_label = absl::StrCat(s.gpus(), "g");
-        if (TextWidth(range, 10.5) <= w - 4) {
-          c.Text(gx + w / 2, box.y + 29, range,
-                 {.font_px = 10.5, .anchor = "middle", .fill = "#fff", .bold = true}, stage_title);
-          c.Text(gx + w / 2, box.y + 42, gpus_label,
-                 {.font_px = 10, .anchor = "middle", .fill = "#fff"});
-        } else {
-          c.Text(gx + w / 2, box.y + 36, range, {.font_px = 8, .anchor = "middle", .fill = "#fff"},
-                 stage_title);
-        }
-        gx += w;
-      }
-      x += box.w + kNodeGap;
+      x += DrawNode(panel, x, y, plan, row, k, marks, types, colours).w + kNodeGap;
     }
     width = std::max(width, x);
-    y += kRowHeight + (count > 1 ? 4 : 0);
+    y += kRowHeight + (row.pipelines.size() > 1 ? 4 : 0);
   }
-  DrawIdleNodes(c, y, plan, types, marks, colours, options, panel.node_boxes,
+  DrawIdleNodes(panel.canvas, y, plan, types, marks, colours, options, panel.node_boxes,
                 std::max(width, 500.0));
   return panel;
 }
@@ -333,6 +354,188 @@ std::string Downtime(const pb::ReplanResponse& response) {
   return absl::StrFormat("downtime %.2f s", response.GetReflection()->GetDouble(response, field));
 }
 
+// What a replan picture marks: before, the failed nodes and the copies' senders; after, the
+// joined nodes, the copies' receivers and the kept pipelines.
+struct ReplanMarks {
+  NodeMarks old_marks, new_marks;
+};
+ReplanMarks MarkReplan(const std::set<std::string>& before, const std::set<std::string>& after,
+                       const pb::ClusterPlan& old_plan, const pb::ReplanResponse& response) {
+  const pb::ClusterPlan& plan = response.plan();
+  ReplanMarks marks;
+  for (const std::string& id : before) {
+    if (!after.count(id)) marks.old_marks.failed.insert(id);
+  }
+  for (const std::string& id : after) {
+    if (!before.count(id)) marks.new_marks.joined.insert(id);
+  }
+  for (const pb::LayerCopy& copy : response.copies()) {
+    marks.old_marks.alone.insert(copy.source_node_id());
+    marks.new_marks.alone.insert(copy.dest_node_id());
+  }
+  // Kept: the same nodes running the same template as before (its share may change).
+  std::map<std::string, std::string> old_template_of_nodes;
+  for (const pb::PlannedPipeline& p : old_plan.pipelines()) {
+    old_template_of_nodes[absl::StrJoin(p.node_ids(), ",")] = TemplateKey(p.template_());
+  }
+  for (int i = 0; i < plan.pipelines_size(); ++i) {
+    const pb::PlannedPipeline& p = plan.pipelines(i);
+    auto it = old_template_of_nodes.find(absl::StrJoin(p.node_ids(), ","));
+    if (it != old_template_of_nodes.end() && it->second == TemplateKey(p.template_())) {
+      marks.new_marks.kept_pipelines.insert(i);
+    }
+  }
+  return marks;
+}
+
+// The replan's title, its iteration time and copy lines, the nodes that failed or joined,
+// and the legend.
+void DrawReplanHeader(Canvas& doc, const pb::ReplanResponse& response, const ReplanMarks& marks,
+                      TypeColours& colours) {
+  const pb::ClusterPlan& plan = response.plan();
+  const double change =
+      response.old_iteration_time_ms() > 0
+          ? 100.0 * (plan.iteration_time_ms() / response.old_iteration_time_ms() - 1)
+          : 0;
+  doc.Text(0, 16,
+           absl::StrFormat("Replan (%s): %d failed, %d joined; %d pipelines kept",
+                           response.strategy(), marks.old_marks.failed.size(),
+                           marks.new_marks.joined.size(), response.pipelines_kept()),
+           {.font_px = 17, .bold = true});
+  doc.Text(0, 36,
+           absl::StrFormat(
+               "iteration %s before -> %s after (%+.1f%%); %d copies, %s before training "
+               "resumes; %s",
+               Ms(response.old_iteration_time_ms()), Ms(plan.iteration_time_ms()), change,
+               response.copies_size(), FormatBytes(response.copy_bytes()), Downtime(response)),
+           {.font_px = 12});
+  std::vector<std::string> events;
+  if (!marks.old_marks.failed.empty())
+    events.push_back(absl::StrCat("failed: ", absl::StrJoin(marks.old_marks.failed, ", ")));
+  if (!marks.new_marks.joined.empty())
+    events.push_back(absl::StrCat("joined: ", absl::StrJoin(marks.new_marks.joined, ", ")));
+  const std::string event_line = absl::StrJoin(events, "; ");
+  doc.Text(0, 54, Abbreviate(event_line.empty() ? "no node failed or joined" : event_line, 170),
+           {.font_px = 12, .fill = kFailedColour}, event_line);
+  Legend(doc, 66, colours, DerivedGpus(plan));
+}
+
+// The gap between the panels: wide enough for the copy labels (abbreviated to 44
+// characters).
+double GutterWidth(const pb::ReplanResponse& response) {
+  double gutter = 190;
+  for (const pb::LayerCopy& copy : response.copies()) {
+    const std::string route =
+        Abbreviate(absl::StrCat(copy.source_node_id(), " -> ", copy.dest_node_id()), 44);
+    gutter = std::max(gutter, TextWidth(route, 9.5) + 40);
+  }
+  return gutter;
+}
+
+// A copy's arrow from the sender (before) to the receiver (after), in the document's
+// coordinates, with its label's height in the gutter.
+struct Arrow {
+  double from_x, from_y, to_x, to_y, label_y;
+  std::string label, route, title, colour;
+};
+
+// The arrows of the copies whose nodes both panels drew, their labels in order of height
+// at least a line apart.
+std::vector<Arrow> CopyArrows(const pb::ReplanResponse& response, const Panel& left,
+                              const Panel& right, double panel_top, double right_x) {
+  std::vector<Arrow> arrows;
+  for (const pb::LayerCopy& copy : response.copies()) {
+    auto from = left.node_boxes.find(copy.source_node_id());
+    auto to = right.node_boxes.find(copy.dest_node_id());
+    if (from == left.node_boxes.end() || to == right.node_boxes.end()) continue;
+    const Box& a = from->second;
+    const Box& b = to->second;
+    const int k = static_cast<int>(arrows.size());
+    Arrow arrow;
+    arrow.from_x = a.x + a.w / 2 + (k % 5 - 2) * 6;
+    arrow.from_y = panel_top + a.y + a.h;
+    arrow.to_x = right_x + b.x + b.w / 2 + (k % 5 - 2) * 6;
+    arrow.to_y = panel_top + b.y;
+    arrow.label_y = (arrow.from_y + arrow.to_y) / 2;
+    arrow.label = absl::StrFormat("[%d,%d) %s", copy.layer_begin(), copy.layer_end(),
+                                  FormatBytes(copy.param_bytes()));
+    arrow.colour = kCopyColours[k % std::size(kCopyColours)];
+    arrow.route = absl::StrCat(copy.source_node_id(), " \u2192 ", copy.dest_node_id());
+    arrow.title = absl::StrFormat("%s sends layers [%d, %d) (%s) to %s", copy.source_node_id(),
+                                  copy.layer_begin(), copy.layer_end(),
+                                  FormatBytes(copy.param_bytes()), copy.dest_node_id());
+    arrows.push_back(std::move(arrow));
+  }
+  std::vector<Arrow*> by_height;
+  for (Arrow& arrow : arrows) by_height.push_back(&arrow);
+  std::stable_sort(by_height.begin(), by_height.end(),
+                   [](const Arrow* x, const Arrow* y) { return x->label_y < y->label_y; });
+  constexpr double kLabelPitch = 30;
+  for (size_t i = 1; i < by_height.size(); ++i) {
+    by_height[i]->label_y =
+        std::max(by_height[i]->label_y, by_height[i - 1]->label_y + kLabelPitch);
+  }
+  return arrows;
+}
+
+// Each arrow leaves the sender along the gap under its row, crosses the gutter (from
+// gutter_in to gutter_out, its label centred at gutter_x), and enters the receiver from the
+// gap above its row, so it never runs over a stage. Labels only when `labelled`.
+void DrawArrows(Canvas& doc, const std::vector<Arrow>& arrows, double gutter_in, double gutter_x,
+                double gutter_out, bool labelled) {
+  for (const Arrow& arrow : arrows) {
+    const double under = arrow.from_y + 5;  // the gap under the sender's row
+    const double over = arrow.to_y - 5;     // the gap over the receiver's row
+    doc.Path(absl::StrFormat("M%.1f,%.1f L%.1f,%.1f L%.1f,%.1f C%.1f,%.1f %.1f,%.1f %.1f,%.1f "
+                             "C%.1f,%.1f %.1f,%.1f %.1f,%.1f L%.1f,%.1f L%.1f,%.1f",
+                             arrow.from_x, arrow.from_y - 4, arrow.from_x, under, gutter_in, under,
+                             gutter_x - 20, under, gutter_x - 40, arrow.label_y, gutter_x,
+                             arrow.label_y, gutter_x + 40, arrow.label_y, gutter_x + 20, over,
+                             gutter_out, over, arrow.to_x, over, arrow.to_x, arrow.to_y + 2),
+             {.stroke = arrow.colour, .stroke_px = 1.6, .opacity = 0.8}, true, arrow.title);
+    doc.Rect(arrow.from_x - 3, arrow.from_y - 7, 6, 6, {.fill = arrow.colour}, arrow.title, 3);
+  }
+  if (!labelled) return;
+  for (const Arrow& arrow : arrows) {
+    const double w = std::max(TextWidth(arrow.label, 10.5), TextWidth(arrow.route, 9.5)) + 8;
+    doc.Rect(gutter_x - w / 2, arrow.label_y - 8, w, 27,
+             {.fill = "#ffffff", .stroke = arrow.colour, .stroke_px = 0.8}, arrow.title, 3);
+    doc.Text(gutter_x, arrow.label_y + 3.5, arrow.label,
+             {.font_px = 10.5, .anchor = "middle", .fill = arrow.colour, .bold = true},
+             arrow.title);
+    doc.Text(gutter_x, arrow.label_y + 15, Abbreviate(arrow.route, 44),
+             {.font_px = 9.5, .anchor = "middle", .fill = "#555"}, arrow.title);
+  }
+}
+
+// The copy plan as text from y down (arrows of a large replan are many).
+void ListCopies(Canvas& doc, double y, const pb::ReplanResponse& response,
+                const PlanPictureOptions& options) {
+  if (response.copies_size() == 0) return;
+  doc.Text(0, y,
+           absl::StrCat("copies before training resumes (", response.copies_size(), ", ",
+                        FormatBytes(response.copy_bytes()), "):"),
+           {.font_px = 12, .bold = true});
+  y += 16;
+  int listed = 0;
+  for (const pb::LayerCopy& copy : response.copies()) {
+    if (listed++ == options.max_copies_listed) {
+      doc.Text(12, y,
+               absl::StrCat("... and ", response.copies_size() - options.max_copies_listed,
+                            " more (every arrow's tooltip names its copy)"),
+               {.font_px = 11, .fill = "#555"});
+      y += 15;
+      break;
+    }
+    doc.Text(
+        12, y,
+        absl::StrFormat("%s <- %s: layers [%d,%d), %s", copy.dest_node_id(), copy.source_node_id(),
+                        copy.layer_begin(), copy.layer_end(), FormatBytes(copy.param_bytes())),
+        {.font_px = 11, .monospace = true});
+    y += 15;
+  }
+}
+
 }  // namespace
 
 std::string DrawPlanSvg(const pb::PlanResponse& response, const PlanPictureOptions& options) {
@@ -370,71 +573,18 @@ std::string DrawReplanSvg(const pb::PlanRequest& old_request, const pb::ClusterP
   const pb::ClusterPlan& plan = response.plan();
   const std::set<std::string> before = NodeIds(old_request);
   const std::set<std::string> after = NodeIds(response.request());
-  NodeMarks old_marks, new_marks;
-  for (const std::string& id : before) {
-    if (!after.count(id)) old_marks.failed.insert(id);
-  }
-  for (const std::string& id : after) {
-    if (!before.count(id)) new_marks.joined.insert(id);
-  }
-  for (const pb::LayerCopy& copy : response.copies()) {
-    old_marks.alone.insert(copy.source_node_id());
-    new_marks.alone.insert(copy.dest_node_id());
-  }
-  // Kept: the same nodes running the same template as before (its share may change).
-  std::map<std::string, std::string> old_template_of_nodes;
-  for (const pb::PlannedPipeline& p : old_plan.pipelines()) {
-    old_template_of_nodes[absl::StrJoin(p.node_ids(), ",")] = TemplateKey(p.template_());
-  }
-  for (int i = 0; i < plan.pipelines_size(); ++i) {
-    const pb::PlannedPipeline& p = plan.pipelines(i);
-    auto it = old_template_of_nodes.find(absl::StrJoin(p.node_ids(), ","));
-    if (it != old_template_of_nodes.end() && it->second == TemplateKey(p.template_())) {
-      new_marks.kept_pipelines.insert(i);
-    }
-  }
+  const ReplanMarks marks = MarkReplan(before, after, old_plan, response);
 
   TypeColours colours;
   for (const pb::NodeType& t : old_request.cluster().node_types()) colours.Of(GpuTypeOf(t));
   for (const pb::NodeType& t : response.request().cluster().node_types()) colours.Of(GpuTypeOf(t));
-  Panel left = DrawPanel(old_request, old_plan, old_marks, colours, options);
-  Panel right = DrawPanel(response.request(), plan, new_marks, colours, options);
+  Panel left = DrawPanel(old_request, old_plan, marks.old_marks, colours, options);
+  Panel right = DrawPanel(response.request(), plan, marks.new_marks, colours, options);
 
   Canvas doc;
-  const double change =
-      response.old_iteration_time_ms() > 0
-          ? 100.0 * (plan.iteration_time_ms() / response.old_iteration_time_ms() - 1)
-          : 0;
-  doc.Text(
-      0, 16,
-      absl::StrFormat("Replan (%s): %d failed, %d joined; %d pipelines kept", response.strategy(),
-                      old_marks.failed.size(), new_marks.joined.size(), response.pipelines_kept()),
-      {.font_px = 17, .bold = true});
-  doc.Text(0, 36,
-           absl::StrFormat(
-               "iteration %s before -> %s after (%+.1f%%); %d copies, %s before training "
-               "resumes; %s",
-               Ms(response.old_iteration_time_ms()), Ms(plan.iteration_time_ms()), change,
-               response.copies_size(), FormatBytes(response.copy_bytes()), Downtime(response)),
-           {.font_px = 12});
-  std::vector<std::string> events;
-  if (!old_marks.failed.empty())
-    events.push_back(absl::StrCat("failed: ", absl::StrJoin(old_marks.failed, ", ")));
-  if (!new_marks.joined.empty())
-    events.push_back(absl::StrCat("joined: ", absl::StrJoin(new_marks.joined, ", ")));
-  const std::string event_line = absl::StrJoin(events, "; ");
-  doc.Text(0, 54, Abbreviate(event_line.empty() ? "no node failed or joined" : event_line, 170),
-           {.font_px = 12, .fill = kFailedColour}, event_line);
-  Legend(doc, 66, colours, DerivedGpus(plan));
-
+  DrawReplanHeader(doc, response, marks, colours);
   const double panel_top = 122;
-  // Wide enough for the copy labels (abbreviated to 44 characters).
-  double gutter = 190;
-  for (const pb::LayerCopy& copy : response.copies()) {
-    const std::string route =
-        Abbreviate(absl::StrCat(copy.source_node_id(), " -> ", copy.dest_node_id()), 44);
-    gutter = std::max(gutter, TextWidth(route, 9.5) + 40);
-  }
+  const double gutter = GutterWidth(response);
   const double right_x = left.canvas.width() + gutter;
   doc.Text(
       0, panel_top - 12,
@@ -452,100 +602,10 @@ std::string DrawReplanSvg(const pb::PlanRequest& old_request, const pb::ClusterP
            panel_top + std::max(left.canvas.height(), right.canvas.height()),
            {.stroke = "#CCC", .dash = "2 4"});
 
-  // Copies: an arrow from the sender (before) to the receiver (after). It leaves the
-  // sender along the gap under its row, crosses the gutter, where its label sits, and
-  // enters the receiver from the gap above its row, so it never runs over a stage.
-  struct Arrow {
-    double from_x, from_y, to_x, to_y, label_y;
-    std::string label, route, title, colour;
-  };
-  std::vector<Arrow> arrows;
-  for (const pb::LayerCopy& copy : response.copies()) {
-    auto from = left.node_boxes.find(copy.source_node_id());
-    auto to = right.node_boxes.find(copy.dest_node_id());
-    if (from == left.node_boxes.end() || to == right.node_boxes.end()) continue;
-    const Box& a = from->second;
-    const Box& b = to->second;
-    const int k = static_cast<int>(arrows.size());
-    Arrow arrow;
-    arrow.from_x = a.x + a.w / 2 + (k % 5 - 2) * 6;
-    arrow.from_y = panel_top + a.y + a.h;
-    arrow.to_x = right_x + b.x + b.w / 2 + (k % 5 - 2) * 6;
-    arrow.to_y = panel_top + b.y;
-    arrow.label_y = (arrow.from_y + arrow.to_y) / 2;
-    arrow.label = absl::StrFormat("[%d,%d) %s", copy.layer_begin(), copy.layer_end(),
-                                  FormatBytes(copy.param_bytes()));
-    arrow.colour = kCopyColours[k % std::size(kCopyColours)];
-    arrow.route = absl::StrCat(copy.source_node_id(), " \u2192 ", copy.dest_node_id());
-    arrow.title = absl::StrFormat("%s sends layers [%d, %d) (%s) to %s", copy.source_node_id(),
-                                  copy.layer_begin(), copy.layer_end(),
-                                  FormatBytes(copy.param_bytes()), copy.dest_node_id());
-    arrows.push_back(std::move(arrow));
-  }
-  // Labels in the gutter, in order of height, at least a line apart.
-  std::vector<Arrow*> by_height;
-  for (Arrow& arrow : arrows) by_height.push_back(&arrow);
-  std::stable_sort(by_height.begin(), by_height.end(),
-                   [](const Arrow* x, const Arrow* y) { return x->label_y < y->label_y; });
-  constexpr double kLabelPitch = 30;
-  for (size_t i = 1; i < by_height.size(); ++i) {
-    by_height[i]->label_y =
-        std::max(by_height[i]->label_y, by_height[i - 1]->label_y + kLabelPitch);
-  }
-  const double gutter_x = left.canvas.width() + gutter / 2;
-  const double gutter_in = left.canvas.width() + 8;
-  const double gutter_out = right_x - 8;
-  for (const Arrow& arrow : arrows) {
-    const double under = arrow.from_y + 5;  // the gap under the sender's row
-    const double over = arrow.to_y - 5;     // the gap over the receiver's row
-    doc.Path(absl::StrFormat("M%.1f,%.1f L%.1f,%.1f L%.1f,%.1f C%.1f,%.1f %.1f,%.1f %.1f,%.1f "
-                             "C%.1f,%.1f %.1f,%.1f %.1f,%.1f L%.1f,%.1f L%.1f,%.1f",
-                             arrow.from_x, arrow.from_y - 4, arrow.from_x, under, gutter_in, under,
-                             gutter_x - 20, under, gutter_x - 40, arrow.label_y, gutter_x,
-                             arrow.label_y, gutter_x + 40, arrow.label_y, gutter_x + 20, over,
-                             gutter_out, over, arrow.to_x, over, arrow.to_x, arrow.to_y + 2),
-             {.stroke = arrow.colour, .stroke_px = 1.6, .opacity = 0.8}, true, arrow.title);
-    doc.Rect(arrow.from_x - 3, arrow.from_y - 7, 6, 6, {.fill = arrow.colour}, arrow.title, 3);
-  }
-  if (response.copies_size() <= 30) {
-    for (const Arrow& arrow : arrows) {
-      const double w = std::max(TextWidth(arrow.label, 10.5), TextWidth(arrow.route, 9.5)) + 8;
-      doc.Rect(gutter_x - w / 2, arrow.label_y - 8, w, 27,
-               {.fill = "#ffffff", .stroke = arrow.colour, .stroke_px = 0.8}, arrow.title, 3);
-      doc.Text(gutter_x, arrow.label_y + 3.5, arrow.label,
-               {.font_px = 10.5, .anchor = "middle", .fill = arrow.colour, .bold = true},
-               arrow.title);
-      doc.Text(gutter_x, arrow.label_y + 15, Abbreviate(arrow.route, 44),
-               {.font_px = 9.5, .anchor = "middle", .fill = "#555"}, arrow.title);
-    }
-  }
-
-  // The copy plan as text too (arrows of a large replan are many).
-  double y = panel_top + std::max(left.canvas.height(), right.canvas.height()) + 24;
-  if (response.copies_size() > 0) {
-    doc.Text(0, y,
-             absl::StrCat("copies before training resumes (", response.copies_size(), ", ",
-                          FormatBytes(response.copy_bytes()), "):"),
-             {.font_px = 12, .bold = true});
-    y += 16;
-    int listed = 0;
-    for (const pb::LayerCopy& copy : response.copies()) {
-      if (listed++ == options.max_copies_listed) {
-        doc.Text(12, y,
-                 absl::StrCat("... and ", response.copies_size() - options.max_copies_listed,
-                              " more (every arrow's tooltip names its copy)"),
-                 {.font_px = 11, .fill = "#555"});
-        y += 15;
-        break;
-      }
-      doc.Text(12, y,
-               absl::StrFormat("%s <- %s: layers [%d,%d), %s", copy.dest_node_id(),
-                               copy.source_node_id(), copy.layer_begin(), copy.layer_end(),
-                               FormatBytes(copy.param_bytes())),
-               {.font_px = 11, .monospace = true});
-      y += 15;
-    }
-  }
+  DrawArrows(doc, CopyArrows(response, left, right, panel_top, right_x), left.canvas.width() + 8,
+             left.canvas.width() + gutter / 2, right_x - 8, response.copies_size() <= 30);
+  ListCopies(doc, panel_top + std::max(left.canvas.height(), right.canvas.height()) + 24, response,
+             options);
   return doc.Document(absl::StrCat("oobleck-planner replan (", response.strategy(), ")"));
 }
 

@@ -27,6 +27,75 @@ const std::string& GpuTypeOf(const ScheduleOptions& options, const std::string& 
   return it == options.gpu_type_of.end() ? node_type : it->second;
 }
 
+// A row per stage, from `top`: its label (and p2p time) and the empty lane.
+void DrawStageRows(Canvas& c, const pb::PipelineTemplate& tmpl, const std::vector<double>& transfer,
+                   double top) {
+  const int stages = tmpl.stages_size();
+  for (int s = 0; s < stages; ++s) {
+    const pb::Stage& stage = tmpl.stages(s);
+    const double y = top + s * (kRowHeight + kRowGap);
+    std::string label = absl::StrFormat("s%d %s", s, FormatStage(stage));
+    if (s + 1 < stages && transfer[s] > 0)
+      absl::StrAppendFormat(&label, "  p2p %.1f ms", transfer[s]);
+    c.Text(0, y + kRowHeight * 0.72, label, {.font_px = 10.5, .monospace = true},
+           absl::StrFormat("stage %d: layers [%d, %d) on pipeline node %d (%s), %d GPU(s); "
+                           "forward %.2f ms, backward %.2f ms, stage cost %.2f ms",
+                           s, stage.layer_begin(), stage.layer_end(), stage.node_index(),
+                           stage.node_type(), stage.gpus(), stage.forward_ms(), stage.backward_ms(),
+                           stage.cost_ms()));
+    c.Rect(kLabelWidth, y, kTimeWidth, kRowHeight, {.fill = "#F4F4F4"});
+  }
+}
+
+// Every pass as a block in its stage's lane, numbered when the number fits.
+void DrawPasses(Canvas& c, const pb::PipelineTemplate& tmpl,
+                const std::vector<ScheduledPass>& passes, const ScheduleOptions& options,
+                TypeColours& colours, double top, double px_per_ms) {
+  for (const ScheduledPass& p : passes) {
+    const pb::Stage& stage = tmpl.stages(p.stage);
+    const std::string& gpu = GpuTypeOf(options, stage.node_type());
+    const double x = kLabelWidth + p.start_ms * px_per_ms;
+    const double w = std::max((p.end_ms - p.start_ms) * px_per_ms, 0.5);
+    const double y = top + p.stage * (kRowHeight + kRowGap);
+    c.Rect(x, y, w, kRowHeight,
+           {.fill = p.backward ? colours.Of(gpu) : colours.LightOf(gpu),
+            .stroke = "#ffffff",
+            .stroke_px = w > 3 ? 0.6 : 0},
+           absl::StrFormat("stage %d, micro-batch %d, %s: %.2f .. %.2f ms", p.stage, p.microbatch,
+                           p.backward ? "backward" : "forward", p.start_ms, p.end_ms));
+    const std::string number = absl::StrCat(p.microbatch);
+    if (w >= TextWidth(number, 9) + 3) {
+      c.Text(x + w / 2, y + kRowHeight * 0.7, number,
+             {.font_px = 9, .anchor = "middle", .fill = p.backward ? "#ffffff" : "#222"});
+    }
+  }
+}
+
+// Time axis along `bottom` with 1-2-5 steps, about eight ticks.
+void DrawTimeAxis(Canvas& c, double axis_ms, double px_per_ms, double bottom) {
+  const double raw_step = axis_ms / 8;
+  const double magnitude = std::pow(10.0, std::floor(std::log10(raw_step)));
+  double step = magnitude;
+  for (double f : {1.0, 2.0, 5.0, 10.0}) {
+    if (f * magnitude >= raw_step) {
+      step = f * magnitude;
+      break;
+    }
+  }
+  c.Line(kLabelWidth, bottom, kLabelWidth + kTimeWidth, bottom, {.stroke = "#666"});
+  // Counted, not summed: an infinite or NaN time from a hand-edited answer draws no ticks
+  // instead of looping.
+  for (int i = 0; i <= 20 && std::isfinite(step) && step > 0; ++i) {
+    const double t = i * step;
+    if (t > axis_ms * (1 + 1e-9)) break;
+    const double x = kLabelWidth + t * px_per_ms;
+    c.Line(x, bottom, x, bottom + 4, {.stroke = "#666"});
+    c.Text(x, bottom + 15, absl::StrFormat("%g", t), {.font_px = 10, .anchor = "middle"});
+  }
+  c.Text(kLabelWidth + kTimeWidth, bottom + 28, "time (ms)",
+         {.font_px = 10, .anchor = "end", .fill = "#444"});
+}
+
 // One template's schedule: a header line, a row per stage, a time axis.
 Canvas DrawSchedule(const pb::MixTemplate& result, const std::string& cost_model, int microbatches,
                     const std::string& microbatches_source, const ScheduleOptions& options,
@@ -62,38 +131,8 @@ Canvas DrawSchedule(const pb::MixTemplate& result, const std::string& cost_model
   }
   c.Text(0, 32, line, {.font_px = 11, .fill = "#444"});
   const double top = 44;
-  for (int s = 0; s < stages; ++s) {
-    const pb::Stage& stage = tmpl.stages(s);
-    const double y = top + s * (kRowHeight + kRowGap);
-    std::string label = absl::StrFormat("s%d %s", s, FormatStage(stage));
-    if (s + 1 < stages && transfer[s] > 0)
-      absl::StrAppendFormat(&label, "  p2p %.1f ms", transfer[s]);
-    c.Text(0, y + kRowHeight * 0.72, label, {.font_px = 10.5, .monospace = true},
-           absl::StrFormat("stage %d: layers [%d, %d) on pipeline node %d (%s), %d GPU(s); "
-                           "forward %.2f ms, backward %.2f ms, stage cost %.2f ms",
-                           s, stage.layer_begin(), stage.layer_end(), stage.node_index(),
-                           stage.node_type(), stage.gpus(), stage.forward_ms(), stage.backward_ms(),
-                           stage.cost_ms()));
-    c.Rect(kLabelWidth, y, kTimeWidth, kRowHeight, {.fill = "#F4F4F4"});
-  }
-  for (const ScheduledPass& p : passes) {
-    const pb::Stage& stage = tmpl.stages(p.stage);
-    const std::string& gpu = GpuTypeOf(options, stage.node_type());
-    const double x = kLabelWidth + p.start_ms * px_per_ms;
-    const double w = std::max((p.end_ms - p.start_ms) * px_per_ms, 0.5);
-    const double y = top + p.stage * (kRowHeight + kRowGap);
-    c.Rect(x, y, w, kRowHeight,
-           {.fill = p.backward ? colours.Of(gpu) : colours.LightOf(gpu),
-            .stroke = "#ffffff",
-            .stroke_px = w > 3 ? 0.6 : 0},
-           absl::StrFormat("stage %d, micro-batch %d, %s: %.2f .. %.2f ms", p.stage, p.microbatch,
-                           p.backward ? "backward" : "forward", p.start_ms, p.end_ms));
-    const std::string number = absl::StrCat(p.microbatch);
-    if (w >= TextWidth(number, 9) + 3) {
-      c.Text(x + w / 2, y + kRowHeight * 0.7, number,
-             {.font_px = 9, .anchor = "middle", .fill = p.backward ? "#ffffff" : "#222"});
-    }
-  }
+  DrawStageRows(c, tmpl, transfer, top);
+  DrawPasses(c, tmpl, passes, options, colours, top, px_per_ms);
   const double bottom = top + stages * (kRowHeight + kRowGap);
   // The model's T(M): 1f1b charges transfers to stage costs, so it may end after the
   // simulated schedule.
@@ -103,29 +142,7 @@ Canvas DrawSchedule(const pb::MixTemplate& result, const std::string& cost_model
            {.stroke = "#B2182B", .stroke_px = 1.2, .dash = "4 3"});
     c.Text(model_x - 3, top - 6, "T(M)", {.font_px = 10, .anchor = "end", .fill = "#B2182B"});
   }
-
-  // Time axis with 1-2-5 steps, about eight ticks.
-  const double raw_step = axis_ms / 8;
-  const double magnitude = std::pow(10.0, std::floor(std::log10(raw_step)));
-  double step = magnitude;
-  for (double f : {1.0, 2.0, 5.0, 10.0}) {
-    if (f * magnitude >= raw_step) {
-      step = f * magnitude;
-      break;
-    }
-  }
-  c.Line(kLabelWidth, bottom, kLabelWidth + kTimeWidth, bottom, {.stroke = "#666"});
-  // Counted, not summed: an infinite or NaN time from a hand-edited answer draws no ticks
-  // instead of looping.
-  for (int i = 0; i <= 20 && std::isfinite(step) && step > 0; ++i) {
-    const double t = i * step;
-    if (t > axis_ms * (1 + 1e-9)) break;
-    const double x = kLabelWidth + t * px_per_ms;
-    c.Line(x, bottom, x, bottom + 4, {.stroke = "#666"});
-    c.Text(x, bottom + 15, absl::StrFormat("%g", t), {.font_px = 10, .anchor = "middle"});
-  }
-  c.Text(kLabelWidth + kTimeWidth, bottom + 28, "time (ms)",
-         {.font_px = 10, .anchor = "end", .fill = "#444"});
+  DrawTimeAxis(c, axis_ms, px_per_ms, bottom);
   return c;
 }
 

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 
 namespace oobleck {
 namespace {
@@ -342,8 +343,7 @@ absl::StatusOr<CoverIlpSolution> BranchAndCut(const CoverIlp& p, glp_prob* lp,
     for (size_t j = 0; j < items; ++j) {
       glp_set_obj_coef(lp, static_cast<int>(j) + 1, -static_cast<double>(p.gain[j]));
     }
-    absl::StatusOr<bool> relaxed = SolveRelaxation(lp);
-    if (!relaxed.ok()) return relaxed.status();
+    RETURN_IF_ERROR(SolveRelaxation(lp).status());
     state.by_gain = true;
   }
   glp_iocp params = BranchAndCutParams(p, state);
@@ -395,7 +395,7 @@ bool CoverIlpFeasible(const CoverIlp& p, const std::vector<int64_t>& counts) {
 }
 
 absl::StatusOr<CoverIlpSolution> SolveCoverIlp(const CoverIlp& p, const CoverIlpLimits& limits) {
-  if (absl::Status s = Validate(p); !s.ok()) return s;
+  RETURN_IF_ERROR(Validate(p));
   const size_t items = p.usage.size();
   if (p.need <= 0 && p.min_items == 0) {
     return Finish(p, CoverIlpStatus::kOptimal, std::vector<int64_t>(items, 0), 0, 0);
@@ -404,9 +404,8 @@ absl::StatusOr<CoverIlpSolution> SolveCoverIlp(const CoverIlp& p, const CoverIlp
   GlpkProblem holder;
   glp_prob* lp = holder.get();
   Load(p, lp);
-  absl::StatusOr<bool> relaxed = SolveRelaxation(lp);
-  if (!relaxed.ok()) return relaxed.status();
-  if (!*relaxed) return Finish(p, CoverIlpStatus::kInfeasible, std::vector<int64_t>(items, 0), 0, 0);
+  ASSIGN_OR_RETURN(bool relaxed, SolveRelaxation(lp));
+  if (!relaxed) return Finish(p, CoverIlpStatus::kInfeasible, std::vector<int64_t>(items, 0), 0, 0);
   SearchState state;
   state.problem = &p;
   state.limits = &limits;

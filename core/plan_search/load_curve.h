@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/cost_model.h"
+#include "core/status_macros.h"
 
 namespace oobleck::plan_search {
 
@@ -151,9 +152,8 @@ absl::StatusOr<double> SmallestFeasible(const std::vector<LoadCurve>& curves, do
     // Some tau in [next, good) that makes progress either way.
     double mid = std::isinf(bad) ? next : bad + (good - bad) / 2;
     if (!(mid < good) || mid < next) mid = next;
-    absl::StatusOr<bool> ok = feasible(mid);
-    if (!ok.ok()) return ok.status();
-    if (*ok) {
+    ASSIGN_OR_RETURN(bool ok, feasible(mid));
+    if (ok) {
       good = AtOrBelow(curves, mid);
     } else {
       bad = mid;

@@ -190,8 +190,6 @@ class PlanSearch {
     const PipelineSetProblem& problem = problem_;
     const int T = static_cast<int>(problem.available.size());
     const bool fit_lists = fit_pairs >= 0;
-    usable_all_.reserve(problem.shapes.size());
-    usable_kept_.reserve(problem.shapes.size());
     total_free_ = MixSize(problem.available);
     min_shape_nodes_ = total_free_ + 1;
     offsets_.reserve(problem.shapes.size());
@@ -278,10 +276,9 @@ class PlanSearch {
       if (need == kImpossible) return false;
       if (need <= 0) return true;
       // The fewest pipelines that absorb enough bound the table's width.
-      absl::StatusOr<Unconstrained> free = FreeAbsorbUnconstrained(tau, need);
-      if (!free.ok()) return free.status();
-      if (free->absorbed < need) return false;
-      pipelines_bound = std::min(max_pipelines_free, free->pipelines);
+      ASSIGN_OR_RETURN(Unconstrained free, FreeAbsorbUnconstrained(tau, need));
+      if (free.absorbed < need) return false;
+      pipelines_bound = std::min(max_pipelines_free, free.pipelines);
       return true;
     };
     double bad = -kInf, good = top;
@@ -316,19 +313,20 @@ class PlanSearch {
     // smallest feasible one is feasible; the exact optimum is usually a few candidates on.
     // (Small clusters skip it: there the exact DP costs less than the LP's bisection.)
     if (use_ilp_ || num_states_ * static_cast<int64_t>(shapes_.size()) > kSmallSearch) {
-      absl::StatusOr<double> tau_lp = SmallestFeasible(
-          all_, -kInf, good,  // good is still the largest candidate here
-          [&](double tau) -> absl::StatusOr<bool> { return RelaxedFeasible(tau); });
-      if (!tau_lp.ok()) return tau_lp.status();
-      bad = std::nextafter(*tau_lp, -kInf);
+      ASSIGN_OR_RETURN(
+          double tau_lp,
+          SmallestFeasible(
+              all_, -kInf, good,  // good is still the largest candidate here
+              [&](double tau) -> absl::StatusOr<bool> { return RelaxedFeasible(tau); }));
+      bad = std::nextafter(tau_lp, -kInf);
       proven_infeasible_ = AtOrBelow(all_, bad);  // the LP bound rules out every tau <= bad
       // Gallop up from the LP bound with growing steps (in ms), then bisect what is left.
-      for (double step = std::max(1e-6 * std::abs(*tau_lp), 1e-9);; step *= 4) {
+      for (double step = std::max(kGallopFirstStep * std::abs(tau_lp), kGallopMinStepMs);;
+           step *= kGallopGrowth) {
         const double probe = NextAbove(all_, std::nextafter(bad + step, -kInf));
         if (probe >= good) break;
-        absl::StatusOr<bool> ok = exact(probe);
-        if (!ok.ok()) return ok.status();
-        if (*ok) {
+        ASSIGN_OR_RETURN(bool ok, exact(probe));
+        if (ok) {
           good = probe;
           break;
         }
@@ -339,19 +337,18 @@ class PlanSearch {
       // within a few percent) with relative steps that double; only the search order changes.
       double probe = AtOrBelow(all_, hint);
       if (probe == -kInf) probe = NextAbove(all_, -kInf);
-      absl::StatusOr<bool> ok = probe < good ? exact(probe) : absl::StatusOr<bool>(true);
-      if (!ok.ok()) return ok.status();
-      if (probe < good && *ok) good = probe;
-      if (probe < good && !*ok) bad = probe;
-      for (double f = 0.01; f < 1e6; f *= 2) {
+      ASSIGN_OR_RETURN(bool ok, probe < good ? exact(probe) : absl::StatusOr<bool>(true));
+      if (probe < good && ok) good = probe;
+      if (probe < good && !ok) bad = probe;
+      for (double f = kHintFirstStep; f < kHintStepLimit; f *= 2) {
         const bool down = bad == -kInf;  // still looking for an infeasible tau below
         const double next =
-            down ? AtOrBelow(all_, std::nextafter(good * (1 - std::min(f, 0.999)), -kInf))
-                 : NextAbove(all_, std::nextafter(bad * (1 + f), -kInf));
+            down
+                ? AtOrBelow(all_, std::nextafter(good * (1 - std::min(f, kHintMaxStepDown)), -kInf))
+                : NextAbove(all_, std::nextafter(bad * (1 + f), -kInf));
         if (down ? next == -kInf : next >= good) break;
-        absl::StatusOr<bool> at = exact(next);
-        if (!at.ok()) return at.status();
-        if (*at) {
+        ASSIGN_OR_RETURN(bool at, exact(next));
+        if (at) {
           good = next;
           if (!down) break;
         } else {
@@ -366,13 +363,12 @@ class PlanSearch {
   // From the smallest feasible makespan up: its fewest pipelines, then the branch and bound
   // over the makespans whose smaller all-reduce could still win.
   absl::Status SearchFromSmallest(double tau_inf, int pipelines_bound) {
-    absl::StatusOr<int> p_inf = MinPipelines(tau_inf, pipelines_bound);
-    if (!p_inf.ok()) return p_inf.status();
-    if (*p_inf < 0)
+    ASSIGN_OR_RETURN(int p_inf, MinPipelines(tau_inf, pipelines_bound));
+    if (p_inf < 0)
       return absl::InternalError("plan search: no pipeline count at the smallest makespan");
-    best_ = tau_inf + Allreduce(*p_inf);
+    best_ = tau_inf + Allreduce(p_inf);
     best_tau_ = tau_inf;
-    best_p_ = *p_inf;
+    best_p_ = p_inf;
     std::swap(best_table_, table_);
     std::swap(best_counts_, ilp_counts_);
 
@@ -380,11 +376,9 @@ class PlanSearch {
     // largest one below needs the fewest pipelines of all, which bounds the rest.
     const double top_tau = AtOrBelow(all_, std::nextafter(best_, -kInf));
     if (top_tau > tau_inf) {
-      absl::StatusOr<PipelineRange> p_top = PipelinesAt(top_tau, *p_inf);
-      if (!p_top.ok()) return p_top.status();
-      if (p_top->lower >= 0) {  // (else an unsolved integer program: the gap says so)
-        absl::Status s = Search(tau_inf, *p_inf, top_tau, p_top->lower);
-        if (!s.ok()) return s;
+      ASSIGN_OR_RETURN(PipelineRange p_top, PipelinesAt(top_tau, p_inf));
+      if (p_top.lower >= 0) {  // (else an unsolved integer program: the gap says so)
+        RETURN_IF_ERROR(Search(tau_inf, p_inf, top_tau, p_top.lower));
       }
     }
     return absl::OkStatus();
@@ -460,10 +454,9 @@ class PlanSearch {
     const int num_fixed = static_cast<int>(fixed_.size());
     if (at_most <= num_fixed) return at_most;  // the kept pipelines run the batch already
     const int pcap = std::min({B_ - num_fixed, MaxFreePipelines(), at_most - num_fixed});
-    if (absl::Status s = CheckTableSize(pcap); !s.ok()) return s;
-    absl::StatusOr<int> p = MostPipelines(TopTau(), pcap);
-    if (!p.ok()) return p.status();
-    return *p < 0 ? 0 : num_fixed + *p;
+    RETURN_IF_ERROR(CheckTableSize(pcap));
+    ASSIGN_OR_RETURN(int p, MostPipelines(TopTau(), pcap));
+    return p < 0 ? 0 : num_fixed + p;
   }
 
  private:
@@ -471,12 +464,11 @@ class PlanSearch {
   // FAILED_PRECONDITION when no plan exists at all: the batch, the kept pipelines, or the
   // memory of every pipeline together cannot hold the batch.
   absl::Status CheckCapacity() {
-    if (absl::Status s = CheckBatch(); !s.ok()) return s;
+    RETURN_IF_ERROR(CheckBatch());
     int64_t capacity = 0;
     for (const LoadCurve& c : fixed_) capacity += c.limit();
-    absl::StatusOr<Unconstrained> free = FreeAbsorbUnconstrained(TopTau(), kSaturated);
-    if (!free.ok()) return free.status();
-    capacity += free->absorbed;
+    ASSIGN_OR_RETURN(Unconstrained free, FreeAbsorbUnconstrained(TopTau(), kSaturated));
+    capacity += free.absorbed;
     if (capacity < B_) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "the available pipelines hold at most %d micro-batches per iteration within GPU "
@@ -531,7 +523,7 @@ class PlanSearch {
     pcap = std::min(pcap, MaxFreePipelines());
     if (pcap < 1) return none;
     const int cap = std::max(need, 1);  // every free pipeline takes a micro-batch
-    if (absl::Status s = FillTable(tau, pcap, cap); !s.ok()) return s;
+    RETURN_IF_ERROR(FillTable(tau, pcap, cap));
     for (int p = pcap; p >= 1; --p) {
       if (table_.At(full_, p) >= cap) return p;
     }
@@ -546,6 +538,20 @@ class PlanSearch {
   static constexpr int kMaxInt16Need = (1 << 14) - 1;
   // Below this many (state, shape) pairs a DP pass costs microseconds.
   static constexpr int64_t kSmallSearch = 20000;
+  // Bracket's gallop up from the LP bound: the first step is this fraction of the bound (at
+  // least kGallopMinStepMs), and each step kGallopGrowth times the last. Small first steps
+  // reach an optimum a few candidates above the bound in few exact passes; the growth keeps
+  // the passes logarithmic in the distance when it lies far above.
+  static constexpr double kGallopFirstStep = 1e-6;
+  static constexpr double kGallopMinStepMs = 1e-9;
+  static constexpr double kGallopGrowth = 4;
+  // Bracket around a replan's hint: relative steps from kHintFirstStep (a replan's old
+  // makespan is usually within a few percent), doubling while below kHintStepLimit (far
+  // past any candidate); a step down takes at most kHintMaxStepDown of the makespan, so the
+  // probe stays positive.
+  static constexpr double kHintFirstStep = 0.01;
+  static constexpr double kHintStepLimit = 1e6;
+  static constexpr double kHintMaxStepDown = 0.999;
   // One-block tables up to this many entries (1 MiB as int16).
   static constexpr int64_t kMaxOneBlockEntries = int64_t{1} << 19;
   // Table fills below this many row-element updates stay on one thread.
@@ -669,7 +675,7 @@ class PlanSearch {
     ilp.max_items = max_items;
     if (need == kImpossible || ilp.min_items > ilp.max_items) return answer;  // infeasible
     if (problem_.max_price_steps >= 0 && free_budget_ < 0) return answer;   // fixed ones cost more
-    const std::vector<Usable>& usable = UsableShapes(tau);
+    const std::vector<Usable> usable = UsableShapes(tau);
     for (const Usable& u : usable) {
       const NodeMix& mix = problem_.shapes[u.shape].mix;
       ilp.usage.emplace_back(mix.begin(), mix.end());
@@ -678,24 +684,23 @@ class PlanSearch {
       if (max_price >= 0) ilp.spend.push_back(shape_price_[u.shape]);
     }
     ilp.budget = max_price;
-    if (absl::Status s = Cancelled(); !s.ok()) return s;
+    RETURN_IF_ERROR(Cancelled());
     ++evaluations_;
     CoverIlpLimits limits;
     limits.goal = goal;
     limits.stop_at_bound = stop_at_bound;
     limits.max_nodes = problem_.max_ilp_nodes;
     limits.cancelled = problem_.search.cancelled;
-    absl::StatusOr<CoverIlpSolution> solved = SolveCoverIlp(ilp, limits);
-    if (!solved.ok()) return solved.status();
+    ASSIGN_OR_RETURN(CoverIlpSolution solved, SolveCoverIlp(ilp, limits));
 
-    answer.status = solved->status;
-    answer.items = solved->items;
-    answer.objective = solved->objective;
-    answer.lower_bound = solved->lower_bound;
+    answer.status = solved.status;
+    answer.items = solved.items;
+    answer.objective = solved.objective;
+    answer.lower_bound = solved.lower_bound;
     answer.counts.assign(shapes_.size(), 0);
-    for (size_t i = 0; i < usable.size() && i < solved->counts.size(); ++i) {
-      answer.counts[usable[i].shape] = solved->counts[i];
-      answer.price += solved->counts[i] * shape_price_[usable[i].shape];
+    for (size_t i = 0; i < usable.size() && i < solved.counts.size(); ++i) {
+      answer.counts[usable[i].shape] = solved.counts[i];
+      answer.price += solved.counts[i] * shape_price_[usable[i].shape];
     }
     const bool stopped = goal == CoverIlpGoal::kOptimal && answer.lower_bound >= stop_at_bound &&
                          answer.status != CoverIlpStatus::kOptimal &&
@@ -718,21 +723,19 @@ class PlanSearch {
   // Whether some set of pipelines runs the batch within tau; unsolved counts as no (and
   // leaves a gap).
   absl::StatusOr<bool> IlpFeasible(double tau) {
-    absl::StatusOr<const IlpAnswer*> a = SolveIlp(tau, CoverIlpGoal::kFirstFeasible);
-    if (!a.ok()) return a.status();
-    if ((*a)->status == CoverIlpStatus::kInfeasible) {
+    ASSIGN_OR_RETURN(const IlpAnswer* a, SolveIlp(tau, CoverIlpGoal::kFirstFeasible));
+    if (a->status == CoverIlpStatus::kInfeasible) {
       proven_infeasible_ = std::max(proven_infeasible_, tau);
     }
-    return HasPlan(**a);
+    return HasPlan(*a);
   }
   // The pipeline count of the best plan found at tau (-1: none), its pipelines kept for
   // Consider. An exact answer is at most pcap whenever the search asks (P_min is monotone).
   absl::StatusOr<int> IlpMinPipelines(double tau, int /*pcap*/) {
-    absl::StatusOr<const IlpAnswer*> a = SolveIlp(tau, CoverIlpGoal::kOptimal);
-    if (!a.ok()) return a.status();
-    if (!HasPlan(**a)) return -1;
-    ilp_counts_ = (*a)->counts;
-    return static_cast<int>((*a)->items);
+    ASSIGN_OR_RETURN(const IlpAnswer* a, SolveIlp(tau, CoverIlpGoal::kOptimal));
+    if (!HasPlan(*a)) return -1;
+    ilp_counts_ = a->counts;
+    return static_cast<int>(a->items);
   }
   // A lower bound on every plan's iteration time: the first makespan not proven infeasible
   // plus the all-reduce of the fewest pipelines any plan better than the incumbent needs
@@ -741,19 +744,18 @@ class PlanSearch {
     const double tau_low = NextAbove(all_, proven_infeasible_);
     const double tau_top = AtOrBelow(all_, std::nextafter(best_, -kInf));
     if (tau_top < tau_low) return best_;
-    absl::StatusOr<const IlpAnswer*> a = SolveIlp(tau_top, CoverIlpGoal::kRelaxation);
-    if (!a.ok()) return a.status();
-    if ((*a)->status == CoverIlpStatus::kInfeasible) return best_;
-    const int p_low = static_cast<int>(std::clamp<int64_t>((*a)->lower_bound, 0, MaxAllreduceIndex()));
+    ASSIGN_OR_RETURN(const IlpAnswer* a, SolveIlp(tau_top, CoverIlpGoal::kRelaxation));
+    if (a->status == CoverIlpStatus::kInfeasible) return best_;
+    const int p_low = static_cast<int>(std::clamp<int64_t>(a->lower_bound, 0, MaxAllreduceIndex()));
     return std::min(best_, tau_low + Allreduce(p_low));
   }
   absl::Status NoPlanError() {
     if (problem_.max_price_steps >= 0) {
       // Within the budget nothing fits: say what the cheapest plan would cost, if any.
-      absl::StatusOr<IlpAnswer> cheapest = RunIlp(
-          TopTau(), /*by_price=*/true, std::max<int64_t>(0, B_ - int64_t{FixedCount()}), -1);
-      if (!cheapest.ok()) return cheapest.status();
-      if (HasPlan(*cheapest)) {
+      ASSIGN_OR_RETURN(IlpAnswer cheapest,
+                       RunIlp(TopTau(), /*by_price=*/true,
+                              std::max<int64_t>(0, B_ - int64_t{FixedCount()}), -1));
+      if (HasPlan(cheapest)) {
         return absl::FailedPreconditionError(absl::StrFormat(
             "budget_per_hour = %g is below the price of every plan that runs the global batch "
             "of %d micro-batches%s: the cheapest uses nodes of %g per hour",
@@ -761,7 +763,7 @@ class PlanSearch {
             AsksMorePipelines(problem_)
                 ? absl::StrCat(" with ", problem_.min_pipelines, " pipelines")
                 : std::string(),
-            StepsToPrice(fixed_price_ + cheapest->lower_bound)));
+            StepsToPrice(fixed_price_ + cheapest.lower_bound)));
       }
     }
     if (AsksMorePipelines(problem_)) {
@@ -783,20 +785,20 @@ class PlanSearch {
     int shape;
     int32_t absorb;
   };
-  // The answer lives in a member buffer, valid until the next call.
-  const std::vector<Usable>& UsableShapes(double tau) const {
-    std::vector<Usable>& all = usable_all_;
-    all.clear();
+  std::vector<Usable> UsableShapes(double tau) const {
+    std::vector<Usable> all;
+    all.reserve(shapes_.size());
+    std::vector<int32_t> absorb(shapes_.size(), 0);  // per shape; 0: not usable at tau
     for (int j = 0; j < static_cast<int>(shapes_.size()); ++j) {
       if (!fits_[j]) continue;
       const int k = shapes_[j].Absorb(tau);
-      if (k > 0) all.push_back({j, k});
+      if (k > 0) {
+        all.push_back({j, k});
+        absorb[j] = k;
+      }
     }
-    std::vector<Usable>& kept = usable_kept_;
-    kept.clear();
-    std::vector<int32_t>& absorb = absorb_by_shape_;  // 0: not usable at tau
-    absorb.assign(shapes_.size(), 0);
-    for (const Usable& a : all) absorb[a.shape] = a.absorb;
+    std::vector<Usable> kept;
+    kept.reserve(all.size());
     for (const Usable& a : all) {
       bool dominated = false;
       for (int i = submix_starts_[a.shape]; i < submix_starts_[a.shape + 1]; ++i) {
@@ -806,10 +808,6 @@ class PlanSearch {
         }
       }
       if (!dominated) kept.push_back(a);
-    }
-    if (!fit_starts_.empty()) {
-      kept_absorb_.assign(shapes_.size(), 0);
-      for (const Usable& a : kept) kept_absorb_[a.shape] = a.absorb;
     }
     return kept;
   }
@@ -840,9 +838,9 @@ class PlanSearch {
     int pipelines = 0;
   };
   absl::StatusOr<Unconstrained> FreeAbsorbUnconstrained(double tau, int cap) {
-    if (absl::Status s = Cancelled(); !s.ok()) return s;
+    RETURN_IF_ERROR(Cancelled());
     ++evaluations_;
-    const std::vector<Usable>& usable = UsableShapes(tau);
+    const std::vector<Usable> usable = UsableShapes(tau);
     if (usable.empty()) return Unconstrained{};
     // One int64 per state orders (more absorbed, then fewer pipelines): absorbed << 21 |
     // (kMask - pipelines), so a plain max does both, branch-free. Impossible states are so
@@ -855,13 +853,15 @@ class PlanSearch {
     const int T = static_cast<int>(strides_.size());
     const int64_t cap64 = cap;
     if (!fit_starts_.empty()) {
+      std::vector<int32_t> kept_absorb(shapes_.size(), 0);  // per shape; 0: not in usable
+      for (const Usable& a : usable) kept_absorb[a.shape] = a.absorb;
       for (size_t r = 0; r < real_states_.size(); ++r) {
         const int64_t u = real_states_[r];
         int64_t best = kMask;  // nothing absorbed, no pipeline
         for (int t = 0; t < T; ++t) best = std::max(best, w[u - strides_[t]]);
         for (int i = fit_starts_[r]; i < fit_starts_[r + 1]; ++i) {
           const int j = fit_shapes_[i];
-          const int64_t absorb = kept_absorb_[j];
+          const int64_t absorb = kept_absorb[j];
           if (absorb == 0) continue;
           const int64_t src = w[u - offsets_[j]];
           const int64_t absorbed = std::min((src >> kShift) + absorb, cap64);
@@ -1002,9 +1002,9 @@ class PlanSearch {
     for (int p = 1; p <= pmax; ++p) dst[p] = dst[p] < 0 ? neg : dst[p];
   }
   absl::Status FillTable(double tau, int pcap, int cap) {
-    if (absl::Status s = Cancelled(); !s.ok()) return s;
+    RETURN_IF_ERROR(Cancelled());
     ++evaluations_;
-    const std::vector<Usable>& usable = UsableShapes(tau);
+    const std::vector<Usable> usable = UsableShapes(tau);
     table_.int16 = cap <= kMaxInt16Need;
     // One block per row when pcap allows and the wider table stays small (a table with
     // many states and few pipelines keeps its narrow rows).
@@ -1030,7 +1030,7 @@ class PlanSearch {
     if (need <= 0) return 0;
     pcap = std::min(pcap, MaxFreePipelines());
     if (pcap < 1) return -1;
-    if (absl::Status s = FillTable(tau, pcap, need); !s.ok()) return s;
+    RETURN_IF_ERROR(FillTable(tau, pcap, need));
     for (int p = 1; p <= pcap; ++p) {
       if (table_.At(full_, p) >= need) return p;
     }
@@ -1051,11 +1051,10 @@ class PlanSearch {
     const double mid = a + (hi - a) / 2;
     double c = AtOrBelow(all_, mid);
     if (c <= a) c = first;
-    absl::StatusOr<PipelineRange> pc = PipelinesAt(c, pa);
-    if (!pc.ok()) return pc.status();
-    if (pc->lower < 0) return absl::OkStatus();  // an unsolved integer program: the gap says so
-    if (absl::Status s = Search(a, pa, c, pc->lower); !s.ok()) return s;
-    return Search(c, pc->upper, b, pb);
+    ASSIGN_OR_RETURN(PipelineRange pc, PipelinesAt(c, pa));
+    if (pc.lower < 0) return absl::OkStatus();  // an unsolved integer program: the gap says so
+    RETURN_IF_ERROR(Search(a, pa, c, pc.lower));
+    return Search(c, pc.upper, b, pb);
   }
 
   absl::StatusOr<PipelineSetSolution> Reconstruct() {
@@ -1070,7 +1069,7 @@ class PlanSearch {
       }
     } else if (best_p_ > 0) {
       // best_table_ was filled at best_tau_ with room for at least best_p_ pipelines.
-      const std::vector<Usable>& usable = UsableShapes(best_tau_);
+      const std::vector<Usable> usable = UsableShapes(best_tau_);
       const Table& table = best_table_;
       if (table.width <= best_p_ || table.At(full_, best_p_) < need) {
         return absl::InternalError("plan search: the optimum does not reconstruct");
@@ -1106,14 +1105,13 @@ class PlanSearch {
       const PipelineShape& s = problem_.shapes[j];
       loads.push_back({&s.stage_costs, s.max_microbatches});
     }
-    absl::StatusOr<std::vector<int>> split = SplitBatch(*model_, loads, B_);
-    if (!split.ok()) return split.status();
+    ASSIGN_OR_RETURN(std::vector<int> split, SplitBatch(*model_, loads, B_));
     const size_t num_fixed = fixed_.size();
-    solution.fixed_microbatches.assign(split->begin(), split->begin() + num_fixed);
-    solution.chosen_microbatches.assign(split->begin() + num_fixed, split->end());
+    solution.fixed_microbatches.assign(split.begin(), split.begin() + num_fixed);
+    solution.chosen_microbatches.assign(split.begin() + num_fixed, split.end());
     for (size_t i = 0; i < loads.size(); ++i) {
-      solution.pipeline_time_ms = std::max(
-          solution.pipeline_time_ms, model_->PipelineTimeMs(*loads[i].stage_costs, (*split)[i]));
+      solution.pipeline_time_ms = std::max(solution.pipeline_time_ms,
+                                           model_->PipelineTimeMs(*loads[i].stage_costs, split[i]));
     }
     solution.allreduce_ms = (*problem_.allreduce_ms)[loads.size()];
     solution.iteration_time_ms = solution.pipeline_time_ms + solution.allreduce_ms;
@@ -1128,10 +1126,9 @@ class PlanSearch {
         solution.optimality_gap = std::max(0.0, (cost - std::min(cost, cost_open_bound_)) / cost);
       }
     } else if (inexact_) {
-      absl::StatusOr<double> bound = ProvenLowerBound();
-      if (!bound.ok()) return bound.status();
+      ASSIGN_OR_RETURN(double bound, ProvenLowerBound());
       solution.optimality_gap =
-          std::max(0.0, (solution.iteration_time_ms - *bound) / solution.iteration_time_ms);
+          std::max(0.0, (solution.iteration_time_ms - bound) / solution.iteration_time_ms);
     }
     return solution;
   }
@@ -1174,14 +1171,14 @@ class PlanSearch {
   // fewest pipelines any plan has); intervals are split best bound first and dropped once
   // that bound reaches the incumbent.
   absl::StatusOr<PipelineSetSolution> SolveCost() {
-    if (absl::Status s = CheckBatch(); !s.ok()) return s;
+    RETURN_IF_ERROR(CheckBatch());
     const double top = TopTau();
-    absl::StatusOr<bool> fits = IlpFeasible(top);
-    if (!fits.ok()) return fits.status();
-    if (!*fits) return NoPlanError();
-    absl::StatusOr<double> tau_lp = SmallestFeasible(
-        all_, -kInf, top, [&](double tau) -> absl::StatusOr<bool> { return RelaxedFeasible(tau); });
-    if (!tau_lp.ok()) return tau_lp.status();
+    ASSIGN_OR_RETURN(bool fits, IlpFeasible(top));
+    if (!fits) return NoPlanError();
+    ASSIGN_OR_RETURN(double tau_lp,
+                     SmallestFeasible(all_, -kInf, top, [&](double tau) -> absl::StatusOr<bool> {
+                       return RelaxedFeasible(tau);
+                     }));
     const int fewest_free = std::max(0, std::max(1, problem_.min_pipelines) - FixedCount());
     ar_floor_ = Allreduce(fewest_free);
     struct Interval {
@@ -1198,10 +1195,9 @@ class PlanSearch {
                                     ThroughputBound(first, b, price_b));
       if (bound < best_) open.push({bound, a, b, price_b});
     };
-    absl::StatusOr<std::optional<int64_t>> at_top = CostAt(top);
-    if (!at_top.ok()) return at_top.status();
-    if (!at_top->has_value()) return absl::InternalError("plan search: no plan at the top makespan");
-    push(std::nextafter(*tau_lp, -kInf), top, **at_top);
+    ASSIGN_OR_RETURN(std::optional<int64_t> at_top, CostAt(top));
+    if (!at_top.has_value()) return absl::InternalError("plan search: no plan at the top makespan");
+    push(std::nextafter(tau_lp, -kInf), top, *at_top);
     int makespans = 1;
     while (!open.empty() && open.top().bound < best_) {
       const Interval iv = open.top();
@@ -1214,10 +1210,9 @@ class PlanSearch {
       const double first = NextAbove(all_, iv.a);
       double c = AtOrBelow(all_, iv.a + (iv.b - iv.a) / 2);
       if (c <= iv.a) c = first;
-      absl::StatusOr<std::optional<int64_t>> at = CostAt(c);
-      if (!at.ok()) return at.status();
+      ASSIGN_OR_RETURN(std::optional<int64_t> at, CostAt(c));
       ++makespans;
-      if (at->has_value()) push(iv.a, c, **at);  // (proven infeasible: so is everything below)
+      if (at.has_value()) push(iv.a, c, *at);  // (proven infeasible: so is everything below)
       push(c, iv.b, iv.price_b);
     }
     return Reconstruct();
@@ -1250,31 +1245,29 @@ class PlanSearch {
     int64_t max_items = std::max<int64_t>(0, B_ - int64_t{FixedCount()});
     std::optional<int64_t> least;
     while (max_items >= min_items) {
-      absl::StatusOr<IlpAnswer> cheapest = RunIlp(tau, /*by_price=*/true, max_items, free_budget_);
-      if (!cheapest.ok()) return cheapest.status();
-      if (cheapest->status == CoverIlpStatus::kInfeasible) break;
-      if (!least) least = cheapest->lower_bound;
+      ASSIGN_OR_RETURN(IlpAnswer cheapest, RunIlp(tau, /*by_price=*/true, max_items, free_budget_));
+      if (cheapest.status == CoverIlpStatus::kInfeasible) break;
+      if (!least) least = cheapest.lower_bound;
       // Every plan at tau left to look at costs at least this.
-      const double bound = static_cast<double>(fixed_price_ + cheapest->lower_bound) *
-                           (tau + ar_floor_);
+      const double bound =
+          static_cast<double>(fixed_price_ + cheapest.lower_bound) * (tau + ar_floor_);
       if (bound >= best_) break;
-      if (cheapest->status != CoverIlpStatus::kOptimal) {
-        if (HasPlan(*cheapest)) ConsiderCost(tau, *cheapest);
+      if (cheapest.status != CoverIlpStatus::kOptimal) {
+        if (HasPlan(cheapest)) ConsiderCost(tau, cheapest);
         cost_open_bound_ = std::min(cost_open_bound_, bound);
         break;
       }
       // The fewest pipelines among plans of that price.
-      const int64_t cap = free_budget_ < 0 ? cheapest->objective
-                                           : std::min(free_budget_, cheapest->objective);
-      absl::StatusOr<IlpAnswer> fewest = RunIlp(tau, /*by_price=*/false, cheapest->items, cap);
-      if (!fewest.ok()) return fewest.status();
-      const bool fewer = HasPlan(*fewest) && fewest->items <= cheapest->items;
-      ConsiderCost(tau, fewer ? *fewest : *cheapest);
-      if (fewest->status != CoverIlpStatus::kOptimal) {
+      const int64_t cap =
+          free_budget_ < 0 ? cheapest.objective : std::min(free_budget_, cheapest.objective);
+      ASSIGN_OR_RETURN(IlpAnswer fewest, RunIlp(tau, /*by_price=*/false, cheapest.items, cap));
+      const bool fewer = HasPlan(fewest) && fewest.items <= cheapest.items;
+      ConsiderCost(tau, fewer ? fewest : cheapest);
+      if (fewest.status != CoverIlpStatus::kOptimal) {
         cost_open_bound_ = std::min(cost_open_bound_, bound);
         break;
       }
-      max_items = fewest->items - 1;  // plans with fewer pipelines cost more
+      max_items = fewest.items - 1;  // plans with fewer pipelines cost more
     }
     if (!least) return std::optional<int64_t>();
     return least;
@@ -1308,9 +1301,6 @@ class PlanSearch {
   // UseFitLists says no. The DPs then skip the other shapes, whose sources are padding
   // states that can only give impossible entries.
   std::vector<int> fit_starts_, fit_shapes_;
-  // Per shape: what it absorbs at the tau of the last UsableShapes call, 0 when it is not
-  // among the shapes returned (kept only with fit lists).
-  mutable std::vector<int32_t> kept_absorb_;
   std::vector<int64_t> block_delta_;  // FillRows' buffers
   std::vector<int32_t> block_k_;
   // Shapes with fewer nodes of every type than shape a: submixes_[submix_starts_[a] ...
@@ -1319,8 +1309,6 @@ class PlanSearch {
   std::vector<double> memo_;  // the curves' memos
   std::vector<int64_t> keys_;
   Table table_, best_table_;
-  mutable std::vector<Usable> usable_all_, usable_kept_;
-  mutable std::vector<int32_t> absorb_by_shape_;
   bool use_ilp_ = false;
   std::map<double, IlpAnswer> ilp_memo_;
   std::vector<int64_t> ilp_counts_, best_counts_;  // per shape: the last answer, the best
@@ -1393,7 +1381,7 @@ absl::Status CheckProblem(const PipelineSetProblem& problem) {
 }  // namespace
 
 absl::StatusOr<PipelineSetSolution> SolvePipelineSet(const PipelineSetProblem& problem) {
-  if (absl::Status s = CheckProblem(problem); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckProblem(problem));
   if (problem.min_pipelines > 1) {
     // The optimum without the minimum is the optimum with it whenever it has enough
     // pipelines (usual: f is small next to what a large cluster runs), and its search
@@ -1425,7 +1413,7 @@ absl::StatusOr<PipelineSetSolution> SolvePipelineSet(const PipelineSetProblem& p
 }
 
 absl::StatusOr<int> MaxPipelineCount(const PipelineSetProblem& problem, int at_most) {
-  if (absl::Status s = CheckProblem(problem); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckProblem(problem));
   if (at_most < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("plan search: at_most must be >= 0 (got ", at_most, ")"));
@@ -1437,7 +1425,7 @@ absl::StatusOr<int> MaxPipelineCount(const PipelineSetProblem& problem, int at_m
   counting.objective = PlanObjective::kTime;
   counting.max_price_steps = -1;
   counting.method = PlanSearchMethod::kNodeCountDp;
-  if (absl::Status s = CheckProblem(counting); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckProblem(counting));
   PlanSearch search(counting);
   return search.MaxTotalPipelines(at_most);
 }

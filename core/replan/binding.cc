@@ -5,6 +5,7 @@
 #include "core/assignment/hungarian.h"
 #include "core/assignment/transportation.h"
 #include "core/replan/candidate.h"
+#include "core/status_macros.h"
 
 namespace oobleck::replan_internal {
 namespace {
@@ -115,7 +116,7 @@ absl::Status BindDraft(const ReplanContext& ctx, Draft* draft_ptr) {
         if (ctx.survivors[s].type == t) columns.push_back(s);
       }
       if (positions.empty()) continue;
-      if (absl::Status s = assign(positions, columns); !s.ok()) return s;
+      RETURN_IF_ERROR(assign(positions, columns));
     }
     p.bound = true;
   }
@@ -140,7 +141,7 @@ absl::Status BindDraft(const ReplanContext& ctx, Draft* draft_ptr) {
       if (!used[s] && ctx.survivors[s].type == t) columns.push_back(s);
     }
     if (positions.empty()) continue;
-    if (absl::Status s = assign(positions, columns); !s.ok()) return s;
+    RETURN_IF_ERROR(assign(positions, columns));
   }
   return absl::OkStatus();
 }

@@ -3,6 +3,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/status_macros.h"
+
 namespace oobleck::replan_internal {
 
 namespace {
@@ -102,7 +104,7 @@ void AddCopies(const ReplanContext& ctx, LayerHolders& layer_holders, const Draf
 
 absl::StatusOr<Candidate> Finalize(const ReplanContext& ctx, LayerHolders& layer_holders,
                                    Draft draft) {
-  if (absl::Status s = BindDraft(ctx, &draft); !s.ok()) return s;
+  RETURN_IF_ERROR(BindDraft(ctx, &draft));
   Candidate out;
   out.strategy = draft.strategy;
   AddFigures(ctx, draft, &out);

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/status_macros.h"
 
 namespace oobleck::replan_internal {
 namespace {
@@ -204,12 +205,12 @@ bool SameShape(const PipelineTemplate& a, const PipelineTemplate& b) {
 absl::StatusOr<ReplanContext> Prepare(const CostModel& model, const std::vector<ClusterNode>& nodes,
                                       ClusterPlan current, const ClusterEvent& event,
                                       const ReplanOptions& options) {
-  if (absl::Status s = CheckOptions(options); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckOptions(options));
   ReplanContext ctx;
   ctx.model = &model;
   ctx.assignment = options.assignment;
   // The nodes first, so that every EvaluatePlan error below is about the plan.
-  if (absl::Status valid = ValidateNodes(model, nodes); !valid.ok()) return valid;
+  RETURN_IF_ERROR(ValidateNodes(model, nodes));
   // Entry P is the same whatever the length: one table for the old plan and the new one.
   std::vector<double> allreduce_ms = CrossPipelineAllreduceMs(
       model, static_cast<int>(std::min(nodes.size() + event.joined_nodes.size(),
@@ -223,19 +224,17 @@ absl::StatusOr<ReplanContext> Prepare(const CostModel& model, const std::vector<
   ctx.old = *std::move(old);
 
   EventNodes read;
-  if (absl::Status s = ReadFailures(nodes, node_at, event, &read, &ctx); !s.ok()) return s;
-  if (absl::Status s = ReadJoins(model, nodes, node_at, event, &read, &ctx); !s.ok()) return s;
+  RETURN_IF_ERROR(ReadFailures(nodes, node_at, event, &read, &ctx));
+  RETURN_IF_ERROR(ReadJoins(model, nodes, node_at, event, &read, &ctx));
   ctx.changed = !read.failed_ids.empty() || !read.joined.empty();
-  if (absl::Status s = PlaceSurvivors(nodes, node_at, read, &ctx); !s.ok()) return s;
+  RETURN_IF_ERROR(PlaceSurvivors(nodes, node_at, read, &ctx));
   const int L = model.num_layers();
   if (absl::Status s = CheckEveryLayerHeld(ctx, L, std::move(read.failed_ids)); !s.ok()) {
     return s;
   }
 
   const int N = static_cast<int>(ctx.survivors.size());
-  absl::StatusOr<PipelineSizeLimits> limits = ResolveLimits(options.limits, N);
-  if (!limits.ok()) return limits.status();
-  ctx.limits = *limits;
+  ASSIGN_OR_RETURN(ctx.limits, ResolveLimits(options.limits, N));
   allreduce_ms.resize(std::max(N, 1) + 1);  // as CrossPipelineAllreduceMs(model, N)
   ctx.allreduce_ms = std::move(allreduce_ms);
   return ctx;

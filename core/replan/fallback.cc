@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 
 namespace oobleck::replan_internal {
 namespace {
@@ -25,10 +26,9 @@ class OobleckRule {
     for (size_t gi = 0; gi < groups_.size(); ++gi) {
       Group& g = groups_[gi];
       if (!g.alive || !g.changed) continue;
-      absl::StatusOr<const PipelineTemplate*> own = Usable(g.mix);
-      if (!own.ok()) return own.status();
-      if (*own != nullptr) {
-        g.tmpl = *own;
+      ASSIGN_OR_RETURN(const PipelineTemplate* own, Usable(g.mix));
+      if (own != nullptr) {
+        g.tmpl = own;
         continue;
       }
       absl::StatusOr<bool> fixed = Borrow(gi);
@@ -76,10 +76,9 @@ class OobleckRule {
     if (MixSize(mix) < ctx_.limits.min_nodes) return nullptr;
     const MixResult* r = set_ != nullptr ? set_->Find(mix) : nullptr;
     if (r == nullptr) {  // e.g. a merged pipeline above max_nodes
-      absl::StatusOr<std::vector<PlannedMix>> planned =
-          templates_.PlanTemplates(model_, {mix}, search_);
-      if (!planned.ok()) return planned.status();
-      keepalive_->push_back((*planned)[0].result);
+      ASSIGN_OR_RETURN(std::vector<PlannedMix> planned,
+                       templates_.PlanTemplates(model_, {mix}, search_));
+      keepalive_->push_back(planned[0].result);
       r = keepalive_->back().get();
     }
     if (!r->feasible || model_.MaxMicrobatches(r->best) < 1) return nullptr;
@@ -102,12 +101,10 @@ class OobleckRule {
         NodeMix donor_mix = groups_[d].mix, receiver_mix = g.mix;
         --donor_mix[t];
         ++receiver_mix[t];
-        absl::StatusOr<const PipelineTemplate*> donor_tmpl = Usable(donor_mix);
-        if (!donor_tmpl.ok()) return donor_tmpl.status();
-        if (*donor_tmpl == nullptr) continue;
-        absl::StatusOr<const PipelineTemplate*> receiver_tmpl = Usable(receiver_mix);
-        if (!receiver_tmpl.ok()) return receiver_tmpl.status();
-        if (*receiver_tmpl == nullptr) continue;
+        ASSIGN_OR_RETURN(const PipelineTemplate* donor_tmpl, Usable(donor_mix));
+        if (donor_tmpl == nullptr) continue;
+        ASSIGN_OR_RETURN(const PipelineTemplate* receiver_tmpl, Usable(receiver_mix));
+        if (receiver_tmpl == nullptr) continue;
         // The donor's last node of that type moves.
         std::vector<int>& dn = groups_[d].nodes;
         for (size_t x = dn.size(); x-- > 0;) {
@@ -117,10 +114,10 @@ class OobleckRule {
           break;
         }
         groups_[d].mix = donor_mix;
-        groups_[d].tmpl = *donor_tmpl;
+        groups_[d].tmpl = donor_tmpl;
         groups_[d].changed = true;
         g.mix = receiver_mix;
-        g.tmpl = *receiver_tmpl;
+        g.tmpl = receiver_tmpl;
         return true;
       }
     }
@@ -140,12 +137,11 @@ class OobleckRule {
     for (size_t o : others) {
       NodeMix merged = g.mix;
       for (int t = 0; t < T_; ++t) merged[t] += groups_[o].mix[t];
-      absl::StatusOr<const PipelineTemplate*> merged_tmpl = Usable(merged);
-      if (!merged_tmpl.ok()) return merged_tmpl.status();
-      if (*merged_tmpl == nullptr) continue;
+      ASSIGN_OR_RETURN(const PipelineTemplate* merged_tmpl, Usable(merged));
+      if (merged_tmpl == nullptr) continue;
       g.nodes.insert(g.nodes.end(), groups_[o].nodes.begin(), groups_[o].nodes.end());
       g.mix = merged;
-      g.tmpl = *merged_tmpl;
+      g.tmpl = merged_tmpl;
       groups_[o].alive = false;
       return true;
     }

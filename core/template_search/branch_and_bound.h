@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <string_view>
@@ -15,20 +16,18 @@
 #include "core/cost_model.h"
 #include "core/interrupt.h"
 #include "core/search.h"
+#include "core/status_macros.h"
 #include "core/template_search/bottleneck_bound.h"
 #include "core/template_search/label_search.h"
 #include "core/template_search/objectives.h"
 #include "core/template_search/stage_costs.h"
 #include "core/template_search/state_space.h"
+#include "core/template_search/tolerances.h"
 
 namespace oobleck::template_search {
 
 // Labels kept per state by the beam passes that find incumbents.
 inline constexpr int kBeamWidth = 4;
-// The exact guessed rounds' bounds: each mix's root lower bound times 1 + these, one round
-// each. At the LLM shape the optima are 1.02-1.10 times the lower bound (bench/README.md):
-// a round whose guesses are too low for most mixes costs a whole pass and settles few.
-inline constexpr double kExactGuessSlacks[] = {0.06, 0.1, 0.2, 0.4};
 // Exact guessed rounds run below this many layers. On long models the optima are far
 // above the lower bounds and an exact pass bounded by a loose guess explores far more than
 // one bounded by the beam's incumbent: every mix of 1-16 nodes on 1000 layers
@@ -55,8 +54,10 @@ absl::StatusOr<std::vector<double>> FindIncumbents(const StageCosts& costs,
                                                    const SearchOptions& options) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   const CostModel& model = costs.model();
-  const std::vector<double> slacks =
-      guess ? std::vector<double>{0.02, 0.05, 0.1, 0.2, 0.4, -1.0} : std::vector<double>{-1.0};
+  // The guessed rounds (if any), then one unbounded round (slack -1) for the mixes left.
+  std::vector<double> slacks;
+  if (guess) slacks.assign(std::begin(kBeamGuessSlacks), std::end(kBeamGuessSlacks));
+  slacks.push_back(-1.0);
   std::vector<double> upper_bounds(mixes.size(), kInf), guesses(mixes.size(), kInf);
   std::vector<bool> found(mixes.size(), false);
   if (slacks.size() > 1) {
@@ -85,12 +86,11 @@ absl::StatusOr<std::vector<double>> FindIncumbents(const StageCosts& costs,
     if (!all) round_max.emplace(costs, round_space, round_mixes, interrupt);
     LabelSearch<Objective> beam(costs, round_mixes, objective, kBeamWidth, round_bounds,
                                 all ? prefix_max : *round_max, interrupt);
-    auto incumbents = beam.Run(options);
-    if (!incumbents.ok()) return incumbents.status();
+    ASSIGN_OR_RETURN(auto incumbents, beam.Run(options));
     for (size_t j = 0; j < pending.size(); ++j) {
-      if ((*incumbents)[j].feasible) {
+      if (incumbents[j].feasible) {
         found[pending[j]] = true;
-        upper_bounds[pending[j]] = (*incumbents)[j].best.iteration_time_ms;
+        upper_bounds[pending[j]] = incumbents[j].best.iteration_time_ms;
       }
     }
   }
@@ -139,10 +139,9 @@ absl::Status SettleByGuessedRounds(const StageCosts& costs, const std::vector<No
     if (!all) round_max.emplace(costs, round_space, round_mixes, interrupt);
     LabelSearch<Objective> exact(costs, round_mixes, objective, 0, round_bounds,
                                  all ? prefix_max : *round_max, interrupt);
-    absl::StatusOr<std::vector<MixResult>> round = exact.Run(round_options);
-    if (!round.ok()) return round.status();
+    ASSIGN_OR_RETURN(std::vector<MixResult> round, exact.Run(round_options));
     for (size_t j = 0; j < pending.size(); ++j) {
-      MixResult& r = (*round)[j];
+      MixResult& r = round[j];
       if (r.feasible && r.best.iteration_time_ms <= round_bounds[j]) {
         results[pending[j]] = std::move(r);
       }
@@ -172,13 +171,11 @@ absl::Status SettleWithIncumbents(const StageCosts& costs, const std::vector<Nod
   std::optional<PrefixMaxBound> rest_max;
   if (!all) rest_max.emplace(costs, rest_space, rest_mixes, interrupt);
   const PrefixMaxBound& bound = all ? prefix_max : *rest_max;
-  absl::StatusOr<std::vector<double>> upper_bounds =
-      FindIncumbents(costs, rest_mixes, objective, bound, guess, interrupt, options);
-  if (!upper_bounds.ok()) return upper_bounds.status();
-  LabelSearch<Objective> exact(costs, rest_mixes, objective, 0, *upper_bounds, bound, interrupt);
-  absl::StatusOr<std::vector<MixResult>> found = exact.Run(options);
-  if (!found.ok()) return found.status();
-  for (size_t j = 0; j < rest.size(); ++j) results[rest[j]] = std::move((*found)[j]);
+  ASSIGN_OR_RETURN(std::vector<double> upper_bounds,
+                   FindIncumbents(costs, rest_mixes, objective, bound, guess, interrupt, options));
+  LabelSearch<Objective> exact(costs, rest_mixes, objective, 0, upper_bounds, bound, interrupt);
+  ASSIGN_OR_RETURN(std::vector<MixResult> found, exact.Run(options));
+  for (size_t j = 0; j < rest.size(); ++j) results[rest[j]] = std::move(found[j]);
   return absl::OkStatus();
 }
 
@@ -201,15 +198,13 @@ absl::StatusOr<std::vector<MixResult>> BranchAndBound(const CostModel& model,
   const bool guess = L >= Objective::kGuessFromLayers;
   const bool exact_guesses = guess && L < kExactGuessesBelowLayers;
   if (exact_guesses) {
-    absl::Status status =
-        SettleByGuessedRounds(costs, mixes, objective, prefix_max, interrupt, options, settled);
-    if (!status.ok()) return status;
+    RETURN_IF_ERROR(
+        SettleByGuessedRounds(costs, mixes, objective, prefix_max, interrupt, options, settled));
   }
   // After exact rounds, the mixes left have optima far above the guesses: beam rounds with
   // guesses would find nothing.
-  absl::Status status = SettleWithIncumbents(costs, mixes, objective, prefix_max,
-                                             guess && !exact_guesses, interrupt, options, settled);
-  if (!status.ok()) return status;
+  RETURN_IF_ERROR(SettleWithIncumbents(costs, mixes, objective, prefix_max, guess && !exact_guesses,
+                                       interrupt, options, settled));
   std::vector<MixResult> results;
   results.reserve(mixes.size());
   for (std::optional<MixResult>& r : settled) results.push_back(*std::move(r));

@@ -215,6 +215,9 @@ class LabelSearch {
                  prefix_cost_.floor_ms(L) - floor_ms);
     }
     if (served.empty()) return;
+    // Scratch owned by this thread for this call (cleared here, dead when it returns): no
+    // second ComputeTarget can start on the thread meanwhile, since none waits on TBB. The
+    // objectives' and ServedMixes' thread_local scratch relies on the same.
     thread_local std::vector<Entry> candidates;
     candidates.clear();
     Sentinels sentinels;

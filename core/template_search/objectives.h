@@ -123,7 +123,12 @@ struct OneFOneBObjective {
   void ForUsefulSources(std::span<const E> sources, double c, double rest_max_ms,
                         double primary_limit, bool by_sum, Use use) const {
     const double floor = std::max(c, rest_max_ms);
-    thread_local std::vector<int32_t> cheapest;  // per stage count, the min-sum low source
+    // Per stage count, the min-sum low source. Scratch owned by the calling thread, for one
+    // call: cleared here, dead when it returns. Safe because a template-search task
+    // (ComputeTarget, one per parallel_for index) never waits on TBB, so a thread cannot
+    // start a second task in the middle of this one. (An explicit per-task Scratch would
+    // have to pass through the SearchObjective concept: ForUsefulSources, ParetoFilter.)
+    thread_local std::vector<int32_t> cheapest;
     cheapest.clear();
     for (int32_t i = 0; i < static_cast<int32_t>(sources.size()); ++i) {
       const Label& x = sources[i].label;
@@ -252,6 +257,7 @@ struct Sosp23Objective {
   template <typename E, typename Use>
   void ForUsefulSources(std::span<const E> sources, double c, double /*rest_max_ms*/,
                         double primary_limit, bool /*by_sum*/, Use use) const {
+    // Scratch owned by the calling thread for one call, as `cheapest` in OneFOneBObjective.
     thread_local std::vector<int32_t> best_by_r;
     best_by_r.clear();
     for (int32_t i = 0; i < static_cast<int32_t>(sources.size()); ++i) {
@@ -291,6 +297,7 @@ struct Sosp23Objective {
       double m;
       int32_t index;
     };
+    // Scratch owned by the calling thread for one call, as `cheapest` in OneFOneBObjective.
     thread_local std::vector<Keyed> order, kept;
     order.clear();
     for (int32_t i = 0; i < static_cast<int32_t>(candidates.size()); ++i) {

@@ -128,12 +128,16 @@ class ServedMixes {
     double break_coeff;  // StageCoefficient for a stage that is not alone, and one that is
     double alone_coeff;
   };
-  // Scratch reused by every state a thread computes.
+  // Scratch reused by every state a thread computes, owned by that thread: the constructor
+  // clears both, and they serve the one ServedMixes alive on the thread (one per
+  // ComputeTarget, which never waits on TBB, so no second state starts on this thread
+  // before the first is done).
   static std::vector<Target>& targets() {
     thread_local std::vector<Target> v;
     return v;
   }
-  // (max, G(max)) by max: known values of the largest sum some mix accepts at a max.
+  // (max, G(max)) by max: known values of the largest sum some mix accepts at a max. Owned
+  // as targets() is.
   static std::vector<std::pair<double, double>>& sum_limits() {
     thread_local std::vector<std::pair<double, double>> v;
     return v;

@@ -20,6 +20,19 @@ inline constexpr double kFineGridSpan = 1.1;
 // Bisection steps for the requested mixes' bottleneck (each halves the interval).
 inline constexpr int kBottleneckBisections = 60;
 
+// The guessed bounds of the template search (branch_and_bound.h): a round bounds each mix
+// by its root lower bound times 1 + a slack, the slacks widening round by round. A tight
+// slack prunes hard but settles only the mixes whose optimum lies under it; each round that
+// settles few costs a whole pass.
+//
+// The exact guessed rounds. At the LLM shape the optima are 1.02-1.10 times the lower bound
+// (bench/README.md): a round whose guesses are too low for most mixes costs a whole pass and
+// settles few, hence the first step of 6%.
+inline constexpr double kExactGuessSlacks[] = {0.06, 0.1, 0.2, 0.4};
+// The beam rounds that find incumbents (FindIncumbents with guesses); a last unbounded
+// round follows them for the mixes still without an incumbent.
+inline constexpr double kBeamGuessSlacks[] = {0.02, 0.05, 0.1, 0.2, 0.4};
+
 // The bound a pruning test compares with: `incumbent_ms` plus the slack.
 inline double WithSlack(double incumbent_ms) {
   return incumbent_ms + kRelativeSlack * std::abs(incumbent_ms) + kRelativeSlack;

@@ -109,10 +109,12 @@ class LabelSearch {
         ComputeTarget(a, space_.Code(target / NS), target % NS);
       });
       if (interrupt_.stopped()) return Interrupt::Status("template search");
-      for (int target = 0; target < num_targets; ++target) {
+      // After the layer's barrier (the targets above read these lists); each target's list
+      // is its own, and every read of fronts_ here is a cache miss, so not on one thread.
+      tbb::parallel_for(0, num_targets, [&](int target) {
         const std::vector<Entry>& front = fronts_[int64_t{target} * (L + 1) + a];  // FrontIndex
         if (!front.empty()) label_positions_[target].push_back({a, front});
-      }
+      });
       if (options.progress) options.progress(phase_name(), L - a, L);
     }
     std::vector<MixResult> results;

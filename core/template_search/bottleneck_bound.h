@@ -13,6 +13,7 @@
 #include "core/template_search/stage_costs.h"
 #include "core/template_search/state_space.h"
 #include "core/template_search/tolerances.h"
+#include "tbb/parallel_for.h"
 
 namespace oobleck::template_search {
 
@@ -32,6 +33,9 @@ class PrefixMaxBound {
                  const std::vector<NodeMix>& mixes, Interrupt& interrupt)
       : model_(costs.model()), costs_(costs), space_(space) {
     const CostModel& model = model_;
+    for (int t = 0; t < model.num_types(); ++t) {
+      memo_stride_ = std::max(memo_stride_, model.node_type(t).gpus_per_node + 1);
+    }
     const int T = model.num_types();
     const int L = model.num_layers();
     // The grid is refined around the bottleneck of the largest requested mixes (a mix
@@ -59,12 +63,13 @@ class PrefixMaxBound {
     if (!(lo < hi)) return;  // degenerate costs: no bound (At() returns 0)
     double bottleneck = hi;
     {
+      std::vector<int> memo;
       double below = 0, above = hi;  // reach(below) < L <= reach(above) for some mix
       for (int iter = 0; iter < kBottleneckBisections && above - below > kRelativeSlack * above;
            ++iter) {
         if (interrupt.Poll()) return;
         const double mid = 0.5 * (below + above);
-        const std::vector<int> reach = Reach(mid);
+        const std::vector<int> reach = Reach(mid, memo);
         bool covers = false;
         for (int x : maximal) covers |= reach[space.Dense(x)] >= L;
         (covers ? above : below) = mid;
@@ -80,29 +85,7 @@ class PrefixMaxBound {
     std::sort(caps_.begin(), caps_.end());
     caps_.erase(std::unique(caps_.begin(), caps_.end()), caps_.end());
 
-    const int K = static_cast<int>(caps_.size());
-    const int NS = space.num_node_states();
-    const int D = space.num_useful();
-    reach_.assign(static_cast<size_t>(D) * NS * K, 0);
-    mix_reach_.assign(static_cast<size_t>(D) * K, 0);
-    for (int k = 0; k < K; ++k) {
-      if (interrupt.Poll()) {
-        caps_.clear();
-        return;
-      }
-      const std::vector<int> reach = Reach(caps_[k]);
-      for (int d = 0; d < D; ++d) mix_reach_[static_cast<size_t>(d) * K + k] = reach[d];
-      for (int d = 0; d < D; ++d) {
-        for (int ns = 0; ns < NS; ++ns) {
-          int best = reach[d];
-          if (ns != 0) {
-            const auto [t, used] = space.PartialOf(ns);
-            best = NodeReach(t, model.node_type(t).gpus_per_node - used, best, caps_[k]);
-          }
-          reach_[(static_cast<size_t>(d) * NS + ns) * K + k] = best;
-        }
-      }
-    }
+    Tabulate(interrupt);
   }
 
   // Every pipeline over the nodes of `mix` has a stage that costs more than this.
@@ -144,12 +127,39 @@ class PrefixMaxBound {
     }
     return lo;
   }
+  // The reach tables, one grid cap per task: the caps are independent (each has its own
+  // memo and writes only its own column), so the tables are the same on any thread count.
+  void Tabulate(Interrupt& interrupt) {
+    const int K = static_cast<int>(caps_.size());
+    const int NS = space_.num_node_states();
+    const int D = space_.num_useful();
+    reach_.assign(static_cast<size_t>(D) * NS * K, 0);
+    mix_reach_.assign(static_cast<size_t>(D) * K, 0);
+    tbb::parallel_for(0, K, [&](int k) {
+      if (interrupt.Poll()) return;
+      std::vector<int> memo;
+      const std::vector<int> reach = Reach(caps_[k], memo);
+      for (int d = 0; d < D; ++d) mix_reach_[static_cast<size_t>(d) * K + k] = reach[d];
+      for (int d = 0; d < D; ++d) {
+        for (int ns = 0; ns < NS; ++ns) {
+          int best = reach[d];
+          if (ns != 0) {
+            const auto [t, used] = space_.PartialOf(ns);
+            best = NodeReach(t, model_.node_type(t).gpus_per_node - used, best, caps_[k], memo);
+          }
+          reach_[(static_cast<size_t>(d) * NS + ns) * K + k] = best;
+        }
+      }
+    });
+    if (interrupt.stopped()) caps_.clear();
+  }
   // The farthest layer `gpus` GPUs of one type-t node reach from p, over every split of
   // them into stages in any order. Many multisets reach the same p, so the answers for
-  // the current cap are memoised (ForgetReaches starts a new cap): each (t, p) is solved
+  // one cap are memoised in `memo` (ForgetReaches starts a new cap): each (t, p) is solved
   // once per cap, for every GPU count at once.
-  int NodeReach(int t, int gpus, int p, double cap) const {
-    int* memo = &memo_[(static_cast<size_t>(t) * (model_.num_layers() + 1) + p) * memo_stride_];
+  int NodeReach(int t, int gpus, int p, double cap, std::vector<int>& memo_table) const {
+    int* memo =
+        &memo_table[(static_cast<size_t>(t) * (model_.num_layers() + 1) + p) * memo_stride_];
     if (memo[gpus] >= 0) return memo[gpus];
     const int G = model_.node_type(t).gpus_per_node;
     memo[0] = p;
@@ -162,29 +172,22 @@ class PrefixMaxBound {
     }
     return memo[gpus];
   }
-  void ForgetReaches() const {
-    if (memo_.empty()) {
-      int most_gpus = 0;
-      for (int t = 0; t < model_.num_types(); ++t) {
-        most_gpus = std::max(most_gpus, model_.node_type(t).gpus_per_node);
-      }
-      memo_stride_ = most_gpus + 1;
-      memo_.resize(static_cast<size_t>(model_.num_types()) * (model_.num_layers() + 1) *
-                   memo_stride_);
-    }
-    std::fill(memo_.begin(), memo_.end(), -1);
+  void ForgetReaches(std::vector<int>& memo) const {
+    memo.assign(static_cast<size_t>(model_.num_types()) * (model_.num_layers() + 1) * memo_stride_,
+                -1);
   }
   // Per useful node multiset (by dense index), the farthest layer its nodes reach from
   // layer 0, in the best order. A multiset's sub-multisets are useful too, and come first.
-  std::vector<int> Reach(double cap) const {
-    ForgetReaches();
+  std::vector<int> Reach(double cap, std::vector<int>& memo) const {
+    ForgetReaches(memo);
     std::vector<int> reach(space_.num_useful(), 0);
     for (int d = 1; d < space_.num_useful(); ++d) {
       const int u = space_.Code(d);
       for (int t = 0; t < model_.num_types(); ++t) {
         if (space_.count(u, t) == 0) continue;
         reach[d] = std::max(reach[d], NodeReach(t, model_.node_type(t).gpus_per_node,
-                                                reach[space_.Dense(u - space_.stride(t))], cap));
+                                                reach[space_.Dense(u - space_.stride(t))], cap,
+                                                memo));
       }
     }
     return reach;
@@ -193,10 +196,9 @@ class PrefixMaxBound {
   const CostModel& model_;
   const StageCosts& costs_;
   const StateSpace& space_;
-  // NodeReach's answers at the current cap: [(t * (L + 1) + p) * memo_stride_ + gpus]
-  // (-1: not known yet). Only the constructor computes reaches, on one thread.
-  mutable std::vector<int> memo_;
-  mutable int memo_stride_ = 0;
+  // The stride of NodeReach's memo, [(t * (L + 1) + p) * memo_stride_ + gpus] (-1: not
+  // known yet); each cap's computation has its own memo.
+  int memo_stride_ = 0;
   std::vector<double> caps_;    // the grid, ascending
   std::vector<int> reach_;      // [(free multiset * node states + ns) * grid + k]
   std::vector<int> mix_reach_;  // [u * grid + k]: reach of the nodes u alone

@@ -1,5 +1,6 @@
 #include "core/search.h"
 
+#include <atomic>
 #include <cmath>
 
 #include "core/cluster.h"
@@ -180,6 +181,31 @@ TEST(SearchTest, CancelledSearchReturnsCancelled) {
   options.cancelled = [] { return true; };
   auto results = SearchTemplates(*model, EnumerateMixes({4}, 1, 4), options);
   EXPECT_EQ(results.status().code(), absl::StatusCode::kCancelled);
+}
+
+// A cancellation that arrives part-way (in the bound set-up, whose grid caps are tabulated
+// in parallel, or in a later pass) still ends the search with CANCELLED, never with results.
+TEST(SearchTest, CancelledPartWayReturnsCancelled) {
+  auto profile = LoadGpt2Xl();
+  ASSERT_NE(profile, nullptr);
+  auto model = CostModel::Create(Homogeneous(profile, 1, CostModelKind::kOneFOneB, 8));
+  ASSERT_TRUE(model.ok());
+  for (int after : {2, 30, 61, 80, 150, 300, 1000}) {
+    std::atomic<int> polls{0};
+    std::atomic<bool> fired{false};
+    SearchOptions options;
+    options.cancelled = [&] {
+      if (polls.fetch_add(1) + 1 < after) return false;
+      fired = true;
+      return true;
+    };
+    auto results = SearchTemplates(*model, EnumerateMixes({4}, 1, 4), options);
+    if (fired) {
+      EXPECT_EQ(results.status().code(), absl::StatusCode::kCancelled) << "after " << after;
+    } else {
+      EXPECT_TRUE(results.ok()) << results.status();
+    }
+  }
 }
 
 TEST(SearchTest, TooManyGpusForTheLayersIsInfeasibleWithReason) {

@@ -20,6 +20,8 @@
 #include "core/replan/context.h"
 #include "core/replan/fallback.h"
 #include "core/status_macros.h"
+#include "tbb/parallel_invoke.h"
+#include "tbb/task_arena.h"
 
 namespace oobleck {
 namespace {
@@ -166,13 +168,27 @@ class CandidateRound {
     if (!set_.ok()) return set_.status();
     shapes_ = FeasibleShapes(model_, *set_, ctx_.limits);
     type_reasons_ = UnusedTypeReasons(model_, shapes_, counts_, ctx_.limits);
+    RETURN_IF_ERROR(ReachFaultTolerance());
+    // The two searches are independent (they share shapes_ read-only): run together, on
+    // the planner's thread count as every core search does; their candidates are added
+    // in the same order as one after the other, so the answer is the same.
+    absl::StatusOr<PipelineSetSolution> optimal = absl::CancelledError("not run");
+    absl::StatusOr<PipelineSetSolution> keep = absl::CancelledError("not run");
+    const PipelineSetProblem optimal_problem = ProblemFor(false);
+    const PipelineSetProblem keep_problem = ProblemFor(true);
+    auto solve_keep = [&] {
+      if (!intact_.empty()) keep = SolvePipelineSet(keep_problem);
+    };
+    tbb::task_arena arena(planner_.threads() > 0 ? planner_.threads()
+                                                 : tbb::task_arena::automatic);
+    arena.execute([&] {
+      tbb::parallel_invoke([&] { optimal = SolvePipelineSet(optimal_problem); }, solve_keep);
+    });
     // Each step in turn; the first error ends the round.
-    for (absl::Status (CandidateRound::*step)() :
-         {&CandidateRound::ReachFaultTolerance, &CandidateRound::AddOptimal,
-          &CandidateRound::AddKeepPipelines, &CandidateRound::AddDropBroken,
-          &CandidateRound::AddFallback}) {
-      RETURN_IF_ERROR((this->*step)());
-    }
+    RETURN_IF_ERROR(AddOptimal(std::move(optimal)));
+    RETURN_IF_ERROR(AddKeepPipelines(std::move(keep)));
+    RETURN_IF_ERROR(AddDropBroken());
+    RETURN_IF_ERROR(AddFallback());
     ASSIGN_OR_RETURN(Candidate * chosen, Choose());
     Materialize(ctx_, *chosen, type_reasons_, &result_.plan, &result_.copies);
     result_.copy_bytes = chosen->bytes;
@@ -195,7 +211,7 @@ class CandidateRound {
         for (int t = 0; t < model_.num_types(); ++t) problem.available[t] -= tmpl.mix[t];
       }
     }
-    problem.shapes = std::move(shapes_);  // lent; TakeShapesBack after each search
+    problem.shared_shapes = &shapes_;
     problem.global_batch = ctx_.old.global_batch;
     problem.allreduce_ms = &ctx_.allreduce_ms;
     problem.search = options_.search;
@@ -204,7 +220,6 @@ class CandidateRound {
     problem.min_pipelines_reason = absl::StrCat("fault_tolerance = ", fault_tolerance_);
     return problem;
   }
-  void TakeShapesBack(PipelineSetProblem& problem) { shapes_ = std::move(problem.shapes); }
 
   // The f-failure guarantee: f + 1 pipelines when the survivors allow it, else the most
   // they allow (any plan of the survivors has at least one).
@@ -212,7 +227,6 @@ class CandidateRound {
     if (fault_tolerance_ == 0) return absl::OkStatus();
     PipelineSetProblem problem = ProblemFor(false);
     absl::StatusOr<int> most = MaxPipelineCount(problem, fault_tolerance_ + 1);
-    TakeShapesBack(problem);
     if (!most.ok()) return most.status();
     if (*most >= 1 && *most < fault_tolerance_ + 1) {
       fault_tolerance_ = *most - 1;
@@ -232,12 +246,9 @@ class CandidateRound {
     return absl::OkStatus();
   }
 
-  // 1. The fastest plan of the new cluster; old pipelines it rebuilds identically keep
-  // their nodes.
-  absl::Status AddOptimal() {
-    PipelineSetProblem problem = ProblemFor(false);
-    absl::StatusOr<PipelineSetSolution> solution = SolvePipelineSet(problem);
-    TakeShapesBack(problem);
+  // 1. The fastest plan of the new cluster (`solution`: the search of ProblemFor(false));
+  // old pipelines it rebuilds identically keep their nodes.
+  absl::Status AddOptimal(absl::StatusOr<PipelineSetSolution> solution) {
     if (!solution.ok()) {
       if (solution.status().code() != absl::StatusCode::kFailedPrecondition) {
         return solution.status();
@@ -275,12 +286,10 @@ class CandidateRound {
     return draft;
   }
 
-  // 2. Untouched pipelines kept, the other nodes planned exactly around them.
-  absl::Status AddKeepPipelines() {
+  // 2. Untouched pipelines kept, the other nodes planned exactly around them (`solution`:
+  // the search of ProblemFor(true)).
+  absl::Status AddKeepPipelines(absl::StatusOr<PipelineSetSolution> solution) {
     if (intact_.empty()) return absl::OkStatus();
-    PipelineSetProblem problem = ProblemFor(true);
-    absl::StatusOr<PipelineSetSolution> solution = SolvePipelineSet(problem);
-    TakeShapesBack(problem);
     if (!solution.ok()) {
       return solution.status().code() == absl::StatusCode::kFailedPrecondition ? absl::OkStatus()
                                                                                : solution.status();
@@ -404,7 +413,7 @@ class CandidateRound {
   NodeMix counts_;
   std::vector<size_t> intact_;  // old pipelines that lost no node
   absl::StatusOr<TemplateSet> set_;
-  std::vector<PipelineShape> shapes_;  // lent to each search's problem and taken back
+  std::vector<PipelineShape> shapes_;  // shared read-only by each search's problem
   std::vector<std::string> type_reasons_;
   std::vector<Candidate> candidates_;
   absl::Status optimal_status_;

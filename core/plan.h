@@ -197,6 +197,9 @@ absl::StatusOr<ClusterPlan> EvaluatePlanOnValidNodes(const CostModel& model,
 
 // Checks ids (non-empty, unique) and types; errors name "nodes[i]".
 absl::Status ValidateNodes(const CostModel& model, const std::vector<ClusterNode>& nodes);
+// ValidateNodes, and the index of the valid nodes (one pass, one hash map).
+absl::StatusOr<NodeIndex> ValidateAndIndexNodes(const CostModel& model,
+                                                const std::vector<ClusterNode>& nodes);
 
 class ClusterPlanner {
  public:

@@ -169,15 +169,19 @@ class CandidateRound {
     shapes_ = FeasibleShapes(model_, *set_, ctx_.limits);
     type_reasons_ = UnusedTypeReasons(model_, shapes_, counts_, ctx_.limits);
     RETURN_IF_ERROR(ReachFaultTolerance());
-    // The two searches are independent (they share shapes_ read-only): run together, on
-    // the planner's thread count as every core search does; their candidates are added
-    // in the same order as one after the other, so the answer is the same.
+    // The two searches and the drop-broken split are independent (the searches share
+    // shapes_ read-only): run together, on the planner's thread count as every core
+    // search does; their candidates are added in the same order as one after the other,
+    // so the answer is the same.
     absl::StatusOr<PipelineSetSolution> optimal = absl::CancelledError("not run");
     absl::StatusOr<PipelineSetSolution> keep = absl::CancelledError("not run");
     const PipelineSetProblem optimal_problem = ProblemFor(false);
     const PipelineSetProblem keep_problem = ProblemFor(true);
+    absl::StatusOr<std::vector<int>> drop_split = absl::CancelledError("not run");
     auto solve_keep = [&] {
-      if (!intact_.empty()) keep = SolvePipelineSet(keep_problem);
+      if (intact_.empty()) return;
+      keep = SolvePipelineSet(keep_problem);
+      drop_split = DropBrokenSplit();
     };
     tbb::task_arena arena(planner_.threads() > 0 ? planner_.threads()
                                                  : tbb::task_arena::automatic);
@@ -187,7 +191,7 @@ class CandidateRound {
     // Each step in turn; the first error ends the round.
     RETURN_IF_ERROR(AddOptimal(std::move(optimal)));
     RETURN_IF_ERROR(AddKeepPipelines(std::move(keep)));
-    RETURN_IF_ERROR(AddDropBroken());
+    RETURN_IF_ERROR(AddDropBroken(drop_split));
     RETURN_IF_ERROR(AddFallback());
     ASSIGN_OR_RETURN(Candidate * chosen, Choose());
     Materialize(ctx_, *chosen, type_reasons_, &result_.plan, &result_.copies);
@@ -305,16 +309,18 @@ class CandidateRound {
   }
 
   // 3. Only the untouched pipelines, the batch split over them: nothing to copy.
-  absl::Status AddDropBroken() {
-    if (intact_.empty()) return absl::OkStatus();
+  absl::StatusOr<std::vector<int>> DropBrokenSplit() const {
     std::vector<std::vector<double>> costs;
     std::vector<PipelineLoad> loads;
     for (size_t i : intact_) costs.push_back(StageCosts(ctx_.old.pipelines[i].tmpl));
     for (size_t f = 0; f < intact_.size(); ++f) {
       loads.push_back({&costs[f], model_.MaxMicrobatches(ctx_.old.pipelines[intact_[f]].tmpl)});
     }
-    absl::StatusOr<std::vector<int>> split = SplitBatch(model_, loads, ctx_.old.global_batch);
-    if (!split.ok()) return absl::OkStatus();
+    return SplitBatch(model_, loads, ctx_.old.global_batch);
+  }
+  // `split`: DropBrokenSplit().
+  absl::Status AddDropBroken(const absl::StatusOr<std::vector<int>>& split) {
+    if (intact_.empty() || !split.ok()) return absl::OkStatus();
     return Add(IntactDraft(ReplanStrategy::kDropBroken, *split));
   }
 

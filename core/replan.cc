@@ -20,8 +20,6 @@
 #include "core/replan/context.h"
 #include "core/replan/fallback.h"
 #include "core/status_macros.h"
-#include "tbb/parallel_invoke.h"
-#include "tbb/task_arena.h"
 
 namespace oobleck {
 namespace {
@@ -170,9 +168,10 @@ class CandidateRound {
     type_reasons_ = UnusedTypeReasons(model_, shapes_, counts_, ctx_.limits);
     RETURN_IF_ERROR(ReachFaultTolerance());
     // The two searches and the drop-broken split are independent (the searches share
-    // shapes_ read-only): run together, on the planner's thread count as every core
-    // search does; their candidates are added in the same order as one after the other,
-    // so the answer is the same.
+    // shapes_ read-only) but run one after the other: run together (tbb::parallel_invoke
+    // in an arena of the planner's threads) they cost the server about 1.3 ms more CPU
+    // per fleet call (workers waking and spinning) and shortened no call on the 2 shared
+    // cores measured (bench/README.md#fleet-replan-through-the-server).
     absl::StatusOr<PipelineSetSolution> optimal = absl::CancelledError("not run");
     absl::StatusOr<PipelineSetSolution> keep = absl::CancelledError("not run");
     const PipelineSetProblem optimal_problem = ProblemFor(false);
@@ -183,11 +182,8 @@ class CandidateRound {
       keep = SolvePipelineSet(keep_problem);
       drop_split = DropBrokenSplit();
     };
-    tbb::task_arena arena(planner_.threads() > 0 ? planner_.threads()
-                                                 : tbb::task_arena::automatic);
-    arena.execute([&] {
-      tbb::parallel_invoke([&] { optimal = SolvePipelineSet(optimal_problem); }, solve_keep);
-    });
+    optimal = SolvePipelineSet(optimal_problem);
+    solve_keep();
     // Each step in turn; the first error ends the round.
     RETURN_IF_ERROR(AddOptimal(std::move(optimal)));
     RETURN_IF_ERROR(AddKeepPipelines(std::move(keep)));

@@ -172,18 +172,14 @@ class CandidateRound {
     // in an arena of the planner's threads) they cost the server about 1.3 ms more CPU
     // per fleet call (workers waking and spinning) and shortened no call on the 2 shared
     // cores measured (bench/README.md#fleet-replan-through-the-server).
-    absl::StatusOr<PipelineSetSolution> optimal = absl::CancelledError("not run");
+    absl::StatusOr<PipelineSetSolution> optimal = SolvePipelineSet(ProblemFor(false));
+    // Unread when no pipeline is intact.
     absl::StatusOr<PipelineSetSolution> keep = absl::CancelledError("not run");
-    const PipelineSetProblem optimal_problem = ProblemFor(false);
-    const PipelineSetProblem keep_problem = ProblemFor(true);
     absl::StatusOr<std::vector<int>> drop_split = absl::CancelledError("not run");
-    auto solve_keep = [&] {
-      if (intact_.empty()) return;
-      keep = SolvePipelineSet(keep_problem);
+    if (!intact_.empty()) {
+      keep = SolvePipelineSet(ProblemFor(true));
       drop_split = DropBrokenSplit();
-    };
-    optimal = SolvePipelineSet(optimal_problem);
-    solve_keep();
+    }
     // Each step in turn; the first error ends the round.
     RETURN_IF_ERROR(AddOptimal(std::move(optimal)));
     RETURN_IF_ERROR(AddKeepPipelines(std::move(keep)));

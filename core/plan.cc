@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <set>
 #include <string_view>
 #include <utility>
@@ -13,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/field_path.h"
+#include "core/fnv1a.h"
 #include "core/status_macros.h"
 #include "tbb/parallel_for.h"
 #include "tbb/task_arena.h"
@@ -148,15 +150,16 @@ const MixResult* TemplateSet::Find(const NodeMix& mix) const {
   return nullptr;
 }
 
-absl::Status ValidateNodes(const CostModel& model, const std::vector<ClusterNode>& nodes) {
+absl::StatusOr<NodeIndex> ValidateAndIndexNodes(const CostModel& model,
+                                                const std::vector<ClusterNode>& nodes) {
   if (nodes.empty()) return absl::InvalidArgumentError("nodes must not be empty");
   if (nodes.size() > static_cast<size_t>(kMaxClusterNodes)) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "nodes has %d entries, more than the limit of %d nodes per plan", nodes.size(),
         kMaxClusterNodes));
   }
-  absl::flat_hash_map<std::string_view, size_t> seen;  // views into nodes
-  seen.reserve(nodes.size());
+  NodeIndex index;  // views into nodes
+  index.reserve(nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i) {
     const ClusterNode& node = nodes[i];
     if (node.id.empty())
@@ -165,13 +168,17 @@ absl::Status ValidateNodes(const CostModel& model, const std::vector<ClusterNode
       return absl::InvalidArgumentError(
           absl::StrCat("nodes[", i, "] (\"", node.id, "\") has no valid node type"));
     }
-    auto [it, inserted] = seen.emplace(node.id, i);
+    auto [it, inserted] = index.emplace(node.id, static_cast<int>(i));
     if (!inserted) {
       return absl::InvalidArgumentError(
           absl::StrCat("nodes[", i, "].id \"", node.id, "\" repeats nodes[", it->second, "].id"));
     }
   }
-  return absl::OkStatus();
+  return index;
+}
+
+absl::Status ValidateNodes(const CostModel& model, const std::vector<ClusterNode>& nodes) {
+  return ValidateAndIndexNodes(model, nodes).status();
 }
 
 absl::Status ValidateFaultTolerance(int fault_tolerance) {
@@ -414,9 +421,9 @@ std::vector<std::string> UnusedTypeReasons(const CostModel& model,
 
 absl::StatusOr<ClusterPlan> EvaluatePlan(const CostModel& model,
                                          const std::vector<ClusterNode>& nodes, ClusterPlan plan) {
-  RETURN_IF_ERROR(ValidateNodes(model, nodes));
+  ASSIGN_OR_RETURN(const NodeIndex index, ValidateAndIndexNodes(model, nodes));
   const int P = static_cast<int>(plan.pipelines.size());
-  return EvaluatePlanOnValidNodes(model, nodes, IndexNodes(nodes), std::move(plan),
+  return EvaluatePlanOnValidNodes(model, nodes, index, std::move(plan),
                                   CrossPipelineAllreduceMs(model, P));
 }
 
@@ -523,6 +530,64 @@ PipelineSetProblem FreshPlanProblem(const CostModel& model, const NodeMix& count
   return problem;
 }
 
+// The evaluated templates of a plan's pipelines, each distinct one evaluated once (a
+// fleet's hundreds of pipelines share a few dozen templates). Evaluate reads only the mix,
+// the node order and each stage's layers, node, type and GPUs, so equal inputs give equal
+// results.
+class TemplateEvaluations {
+ public:
+  struct Evaluated {
+    PipelineTemplate tmpl;
+    std::vector<double> stage_costs;
+    int max_microbatches = 0;
+  };
+  explicit TemplateEvaluations(const CostModel& model) : model_(model) {}
+
+  absl::StatusOr<const Evaluated*> Of(PipelineTemplate tmpl) {
+    std::vector<int>& same_hash = by_hash_[Hash(tmpl)];
+    for (int e : same_hash) {
+      if (SameInput(evaluated_[e]->tmpl, tmpl)) return evaluated_[e].get();
+    }
+    ASSIGN_OR_RETURN(PipelineTemplate t, model_.Evaluate(std::move(tmpl)));
+    auto e = std::make_unique<Evaluated>();
+    e->stage_costs = StageCosts(t);
+    e->max_microbatches = model_.MaxMicrobatches(t);
+    e->tmpl = std::move(t);
+    same_hash.push_back(static_cast<int>(evaluated_.size()));
+    evaluated_.push_back(std::move(e));
+    return evaluated_.back().get();
+  }
+
+ private:
+  static uint64_t Hash(const PipelineTemplate& t) {
+    uint64_t h = Fnv1a64(t.mix.data(), t.mix.size() * sizeof(int));
+    h = Fnv1a64(t.node_order.data(), t.node_order.size() * sizeof(int), h);
+    for (const Stage& s : t.stages) {
+      for (int x : {s.layer_begin, s.layer_end, s.node_index, s.node_type, s.gpus}) {
+        h = Fnv1a64(&x, sizeof(x), h);
+      }
+    }
+    return h;
+  }
+  static bool SameInput(const PipelineTemplate& a, const PipelineTemplate& b) {
+    if (a.mix != b.mix || a.node_order != b.node_order || a.stages.size() != b.stages.size()) {
+      return false;
+    }
+    for (size_t s = 0; s < a.stages.size(); ++s) {
+      const Stage& x = a.stages[s];
+      const Stage& y = b.stages[s];
+      if (x.layer_begin != y.layer_begin || x.layer_end != y.layer_end ||
+          x.node_index != y.node_index || x.node_type != y.node_type || x.gpus != y.gpus) {
+        return false;
+      }
+    }
+    return true;
+  }
+  const CostModel& model_;
+  absl::flat_hash_map<uint64_t, std::vector<int>> by_hash_;
+  std::vector<std::unique_ptr<Evaluated>> evaluated_;
+};
+
 // Why no plan exists when no template fits any mix: that, and why each type is unusable.
 std::string NoShapeReason(const std::vector<std::string>& type_reasons) {
   std::string why = "no pipeline template fits any mix of the cluster's nodes";
@@ -547,23 +612,25 @@ absl::StatusOr<ClusterPlan> EvaluatePlanOnValidNodes(const CostModel& model,
   std::vector<std::pair<int, int>> placed(nodes.size(), {-1, -1});
   int64_t total = 0;
   plan.pipeline_time_ms = 0;
+  TemplateEvaluations evaluations(model);
   for (size_t i = 0; i < plan.pipelines.size(); ++i) {
     PlannedPipeline& p = plan.pipelines[i];
     // (Messages only: thousands of pipelines at fleet scale.)
     auto field = [i] { return absl::StrCat("pipelines[", i, "]"); };
-    absl::StatusOr<PipelineTemplate> tmpl = model.Evaluate(p.tmpl);
-    if (!tmpl.ok()) {
-      return absl::Status(tmpl.status().code(),
-                          absl::StrCat(field(), ".template: ", tmpl.status().message()));
+    absl::StatusOr<const TemplateEvaluations::Evaluated*> evaluated =
+        evaluations.Of(std::move(p.tmpl));
+    if (!evaluated.ok()) {
+      return absl::Status(evaluated.status().code(),
+                          absl::StrCat(field(), ".template: ", evaluated.status().message()));
     }
-    p.tmpl = *std::move(tmpl);
+    p.tmpl = (*evaluated)->tmpl;
     if (static_cast<int>(p.node_ids.size()) != p.tmpl.num_nodes()) {
       return absl::InvalidArgumentError(
           absl::StrFormat("%s.node_ids has %d ids but the template has %d nodes", field(),
                           p.node_ids.size(), p.tmpl.num_nodes()));
     }
     RETURN_IF_ERROR(PlaceNodes(model, nodes, node_index, p, static_cast<int>(i), placed));
-    const int limit = model.MaxMicrobatches(p.tmpl);
+    const int limit = (*evaluated)->max_microbatches;
     if (p.microbatches < 1 || p.microbatches > std::min(limit, plan.global_batch)) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "%s.microbatches must be in [1, %d] (the template's GPU memory and the global batch "
@@ -571,7 +638,7 @@ absl::StatusOr<ClusterPlan> EvaluatePlanOnValidNodes(const CostModel& model,
           field(), std::min(limit, plan.global_batch), p.microbatches));
     }
     total += p.microbatches;
-    p.time_ms = model.PipelineTimeMs(StageCosts(p.tmpl), p.microbatches);
+    p.time_ms = model.PipelineTimeMs((*evaluated)->stage_costs, p.microbatches);
     plan.pipeline_time_ms = std::max(plan.pipeline_time_ms, p.time_ms);
   }
   if (total != plan.global_batch) {

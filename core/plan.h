@@ -197,6 +197,9 @@ absl::StatusOr<ClusterPlan> EvaluatePlanOnValidNodes(const CostModel& model,
 
 // Checks ids (non-empty, unique) and types; errors name "nodes[i]".
 absl::Status ValidateNodes(const CostModel& model, const std::vector<ClusterNode>& nodes);
+// ValidateNodes, and the index of the valid nodes (one pass, one hash map).
+absl::StatusOr<NodeIndex> ValidateAndIndexNodes(const CostModel& model,
+                                                const std::vector<ClusterNode>& nodes);
 
 class ClusterPlanner {
  public:
@@ -278,6 +281,12 @@ struct PipelineSetProblem {
   const CostModel* model = nullptr;
   NodeMix available;
   std::vector<PipelineShape> shapes;
+  // When set, the shapes the search reads instead of `shapes` (which stays empty): several
+  // problems over the same shapes (Replan's concurrent searches) share them read-only.
+  const std::vector<PipelineShape>* shared_shapes = nullptr;
+  const std::vector<PipelineShape>& Shapes() const {
+    return shared_shapes != nullptr ? *shared_shapes : shapes;
+  }
   std::vector<PipelineShape> fixed;
   int global_batch = 0;
   const std::vector<double>* allreduce_ms = nullptr;

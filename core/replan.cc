@@ -166,13 +166,25 @@ class CandidateRound {
     if (!set_.ok()) return set_.status();
     shapes_ = FeasibleShapes(model_, *set_, ctx_.limits);
     type_reasons_ = UnusedTypeReasons(model_, shapes_, counts_, ctx_.limits);
-    // Each step in turn; the first error ends the round.
-    for (absl::Status (CandidateRound::*step)() :
-         {&CandidateRound::ReachFaultTolerance, &CandidateRound::AddOptimal,
-          &CandidateRound::AddKeepPipelines, &CandidateRound::AddDropBroken,
-          &CandidateRound::AddFallback}) {
-      RETURN_IF_ERROR((this->*step)());
+    RETURN_IF_ERROR(ReachFaultTolerance());
+    // The two searches and the drop-broken split are independent (the searches share
+    // shapes_ read-only) but run one after the other: run together (tbb::parallel_invoke
+    // in an arena of the planner's threads) they cost the server about 1.3 ms more CPU
+    // per fleet call (workers waking and spinning) and shortened no call on the 2 shared
+    // cores measured (bench/README.md#fleet-replan-through-the-server).
+    absl::StatusOr<PipelineSetSolution> optimal = SolvePipelineSet(ProblemFor(false));
+    // Unread when no pipeline is intact.
+    absl::StatusOr<PipelineSetSolution> keep = absl::CancelledError("not run");
+    absl::StatusOr<std::vector<int>> drop_split = absl::CancelledError("not run");
+    if (!intact_.empty()) {
+      keep = SolvePipelineSet(ProblemFor(true));
+      drop_split = DropBrokenSplit();
     }
+    // Each step in turn; the first error ends the round.
+    RETURN_IF_ERROR(AddOptimal(std::move(optimal)));
+    RETURN_IF_ERROR(AddKeepPipelines(std::move(keep)));
+    RETURN_IF_ERROR(AddDropBroken(drop_split));
+    RETURN_IF_ERROR(AddFallback());
     ASSIGN_OR_RETURN(Candidate * chosen, Choose());
     Materialize(ctx_, *chosen, type_reasons_, &result_.plan, &result_.copies);
     result_.copy_bytes = chosen->bytes;
@@ -195,7 +207,7 @@ class CandidateRound {
         for (int t = 0; t < model_.num_types(); ++t) problem.available[t] -= tmpl.mix[t];
       }
     }
-    problem.shapes = std::move(shapes_);  // lent; TakeShapesBack after each search
+    problem.shared_shapes = &shapes_;
     problem.global_batch = ctx_.old.global_batch;
     problem.allreduce_ms = &ctx_.allreduce_ms;
     problem.search = options_.search;
@@ -204,7 +216,6 @@ class CandidateRound {
     problem.min_pipelines_reason = absl::StrCat("fault_tolerance = ", fault_tolerance_);
     return problem;
   }
-  void TakeShapesBack(PipelineSetProblem& problem) { shapes_ = std::move(problem.shapes); }
 
   // The f-failure guarantee: f + 1 pipelines when the survivors allow it, else the most
   // they allow (any plan of the survivors has at least one).
@@ -212,7 +223,6 @@ class CandidateRound {
     if (fault_tolerance_ == 0) return absl::OkStatus();
     PipelineSetProblem problem = ProblemFor(false);
     absl::StatusOr<int> most = MaxPipelineCount(problem, fault_tolerance_ + 1);
-    TakeShapesBack(problem);
     if (!most.ok()) return most.status();
     if (*most >= 1 && *most < fault_tolerance_ + 1) {
       fault_tolerance_ = *most - 1;
@@ -232,12 +242,9 @@ class CandidateRound {
     return absl::OkStatus();
   }
 
-  // 1. The fastest plan of the new cluster; old pipelines it rebuilds identically keep
-  // their nodes.
-  absl::Status AddOptimal() {
-    PipelineSetProblem problem = ProblemFor(false);
-    absl::StatusOr<PipelineSetSolution> solution = SolvePipelineSet(problem);
-    TakeShapesBack(problem);
+  // 1. The fastest plan of the new cluster (`solution`: the search of ProblemFor(false));
+  // old pipelines it rebuilds identically keep their nodes.
+  absl::Status AddOptimal(absl::StatusOr<PipelineSetSolution> solution) {
     if (!solution.ok()) {
       if (solution.status().code() != absl::StatusCode::kFailedPrecondition) {
         return solution.status();
@@ -275,12 +282,10 @@ class CandidateRound {
     return draft;
   }
 
-  // 2. Untouched pipelines kept, the other nodes planned exactly around them.
-  absl::Status AddKeepPipelines() {
+  // 2. Untouched pipelines kept, the other nodes planned exactly around them (`solution`:
+  // the search of ProblemFor(true)).
+  absl::Status AddKeepPipelines(absl::StatusOr<PipelineSetSolution> solution) {
     if (intact_.empty()) return absl::OkStatus();
-    PipelineSetProblem problem = ProblemFor(true);
-    absl::StatusOr<PipelineSetSolution> solution = SolvePipelineSet(problem);
-    TakeShapesBack(problem);
     if (!solution.ok()) {
       return solution.status().code() == absl::StatusCode::kFailedPrecondition ? absl::OkStatus()
                                                                                : solution.status();
@@ -296,16 +301,18 @@ class CandidateRound {
   }
 
   // 3. Only the untouched pipelines, the batch split over them: nothing to copy.
-  absl::Status AddDropBroken() {
-    if (intact_.empty()) return absl::OkStatus();
+  absl::StatusOr<std::vector<int>> DropBrokenSplit() const {
     std::vector<std::vector<double>> costs;
     std::vector<PipelineLoad> loads;
     for (size_t i : intact_) costs.push_back(StageCosts(ctx_.old.pipelines[i].tmpl));
     for (size_t f = 0; f < intact_.size(); ++f) {
       loads.push_back({&costs[f], model_.MaxMicrobatches(ctx_.old.pipelines[intact_[f]].tmpl)});
     }
-    absl::StatusOr<std::vector<int>> split = SplitBatch(model_, loads, ctx_.old.global_batch);
-    if (!split.ok()) return absl::OkStatus();
+    return SplitBatch(model_, loads, ctx_.old.global_batch);
+  }
+  // `split`: DropBrokenSplit().
+  absl::Status AddDropBroken(const absl::StatusOr<std::vector<int>>& split) {
+    if (intact_.empty() || !split.ok()) return absl::OkStatus();
     return Add(IntactDraft(ReplanStrategy::kDropBroken, *split));
   }
 
@@ -404,7 +411,7 @@ class CandidateRound {
   NodeMix counts_;
   std::vector<size_t> intact_;  // old pipelines that lost no node
   absl::StatusOr<TemplateSet> set_;
-  std::vector<PipelineShape> shapes_;  // lent to each search's problem and taken back
+  std::vector<PipelineShape> shapes_;  // shared read-only by each search's problem
   std::vector<std::string> type_reasons_;
   std::vector<Candidate> candidates_;
   absl::Status optimal_status_;

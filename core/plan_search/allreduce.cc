@@ -19,14 +19,18 @@ std::vector<double> CrossPipelineAllreduceMs(const CostModel& model, int max_pip
       largest = std::max(largest, profile->layers[l].param_bytes);
     max_params += largest;
   }
-  for (int P = 2; P <= max_pipelines; ++P) {
-    bool measured = false;
-    for (const auto& profile : problem.profiles) {
-      measured |=
-          !profile->layers.empty() && profile->layers[0].allreduce_across_nodes_ms.count(P) > 0;
+  // The measured P up to max_pipelines, from each profile's keys (a few), instead of a
+  // lookup per profile and P (thousands of P at fleet scale).
+  std::vector<char> measured(allreduce.size(), 0);
+  for (const auto& profile : problem.profiles) {
+    if (profile->layers.empty()) continue;
+    for (const auto& [P, ms] : profile->layers[0].allreduce_across_nodes_ms) {
+      if (P >= 2 && P <= max_pipelines) measured[P] = 1;
     }
+  }
+  for (int P = 2; P <= max_pipelines; ++P) {
     double sum = 0;
-    if (!measured) {
+    if (!measured[P]) {
       sum = 2.0 * (P - 1) / P * max_params / problem.inter_node_bytes_per_s * 1e3;
     } else {
       for (int l = 0; l < model.num_layers(); ++l) {

@@ -56,7 +56,7 @@ constexpr int kSaturated = 1 << 29;
 // Padding per node type of the DP's state space, so that u - mix never leaves the array.
 std::vector<int> DpPadding(const PipelineSetProblem& problem) {
   std::vector<int> pad(problem.available.size(), 1);  // at least one: idle steps go to u - e_t
-  for (const PipelineShape& s : problem.shapes) {
+  for (const PipelineShape& s : problem.Shapes()) {
     for (size_t t = 0; t < pad.size(); ++t)
       pad[t] = std::max(pad[t], std::min(s.mix[t], problem.available[t] + 1));
   }
@@ -96,7 +96,7 @@ bool UsesIlp(const PipelineSetProblem& problem) {
   if (AsksMorePipelines(problem)) return true;
   // Prices are rows and weights of the integer program; the DP knows none.
   if (problem.objective == PlanObjective::kCost || problem.max_price_steps >= 0) return true;
-  return DpStateCount(problem) * static_cast<int64_t>(std::max<size_t>(problem.shapes.size(), 1)) >
+  return DpStateCount(problem) * static_cast<int64_t>(std::max<size_t>(problem.Shapes().size(), 1)) >
          kMaxAutoDpWork;
 }
 
@@ -109,19 +109,19 @@ class PlanSearch {
   // node-count DP never sees one (UsesIlp, CheckProblem).
   explicit PlanSearch(const PipelineSetProblem& problem)
       : problem_(problem), model_(problem.model), B_(problem.global_batch) {
-    all_.reserve(problem.fixed.size() + problem.shapes.size());
+    all_.reserve(problem.fixed.size() + problem.Shapes().size());
     for (const PipelineShape& f : problem.fixed) {
       all_.emplace_back(model_, &f.stage_costs, f.max_microbatches, B_);
     }
-    for (const PipelineShape& s : problem.shapes) {
+    for (const PipelineShape& s : problem.Shapes()) {
       all_.emplace_back(model_, &s.stage_costs, s.max_microbatches, B_);
     }
     AttachMemos(all_, memo_);  // copies below share the memos
     fixed_.assign(all_.begin(), all_.begin() + problem.fixed.size());
     shapes_.assign(all_.begin() + problem.fixed.size(), all_.end());
     for (const PipelineShape& f : problem.fixed) fixed_price_ += PriceOf(f.mix);
-    shape_price_.reserve(problem.shapes.size());
-    for (const PipelineShape& s : problem.shapes) shape_price_.push_back(PriceOf(s.mix));
+    shape_price_.reserve(problem.Shapes().size());
+    for (const PipelineShape& s : problem.Shapes()) shape_price_.push_back(PriceOf(s.mix));
     free_budget_ = problem.max_price_steps < 0 ? -1 : problem.max_price_steps - fixed_price_;
     use_ilp_ = UsesIlp(problem);
     std::vector<int> row_digits;  // T per real state, for the fit lists below
@@ -192,16 +192,16 @@ class PlanSearch {
     const bool fit_lists = fit_pairs >= 0;
     total_free_ = MixSize(problem.available);
     min_shape_nodes_ = total_free_ + 1;
-    offsets_.reserve(problem.shapes.size());
-    fits_.reserve(problem.shapes.size());
-    for (const PipelineShape& s : problem.shapes) {
+    offsets_.reserve(problem.Shapes().size());
+    fits_.reserve(problem.Shapes().size());
+    for (const PipelineShape& s : problem.Shapes()) {
       min_shape_nodes_ = std::min(min_shape_nodes_, MixSize(s.mix));
       if (!use_ilp_) offsets_.push_back(Offset(s.mix));
       bool fits = true;
       for (int t = 0; t < T; ++t) fits = fits && s.mix[t] <= problem.available[t];
       fits_.push_back(fits);
     }
-    const int num_shapes = static_cast<int>(problem.shapes.size());
+    const int num_shapes = static_cast<int>(problem.Shapes().size());
     // at_most[t][v]: the shapes with at most v nodes of type t, a bit set of W words (v up
     // to the largest count of a shape or of the available nodes). The shapes within a mix
     // or a state are the AND over its counts.
@@ -210,7 +210,7 @@ class PlanSearch {
     // (Up to the available counts for the fit lists' states, else the shapes' counts.)
     std::vector<int> top(T, 0);
     if (fit_lists) top.assign(problem.available.begin(), problem.available.end());
-    for (const PipelineShape& s : problem.shapes) {
+    for (const PipelineShape& s : problem.Shapes()) {
       for (int t = 0; t < T; ++t) top[t] = std::max(top[t], s.mix[t]);
     }
     for (int t = 0; t < T; ++t) {
@@ -221,7 +221,7 @@ class PlanSearch {
       const uint64_t bit = uint64_t{1} << (j % 64);
       if (fits_[j]) fitting[j / 64] |= bit;
       for (int t = 0; t < T; ++t) {
-        for (int v = problem.shapes[j].mix[t]; v <= top[t]; ++v) {
+        for (int v = problem.Shapes()[j].mix[t]; v <= top[t]; ++v) {
           at_most[type_base[t] + v * W + j / 64] |= bit;
         }
       }
@@ -236,13 +236,13 @@ class PlanSearch {
     {
       int64_t count = 0;
       for (int a = 0; a < num_shapes; ++a) {
-        for (int w = 0; w < W; ++w) count += std::popcount(within(problem.shapes[a].mix.data(), w));
+        for (int w = 0; w < W; ++w) count += std::popcount(within(problem.Shapes()[a].mix.data(), w));
       }
       submixes_.reserve(count);  // (counts each shape itself too)
     }
     for (int a = 0; a < num_shapes; ++a) {
       for (int w = 0; w < W; ++w) {
-        uint64_t bits = within(problem.shapes[a].mix.data(), w);
+        uint64_t bits = within(problem.Shapes()[a].mix.data(), w);
         if (w == a / 64) bits &= ~(uint64_t{1} << (a % 64));
         for (; bits != 0; bits &= bits - 1) submixes_.push_back(w * 64 + std::countr_zero(bits));
       }
@@ -566,8 +566,8 @@ class PlanSearch {
     constexpr int64_t kMaxFitPairs = int64_t{1} << 18;
     int64_t all = 1, fitting = 0;
     for (int count : problem.available) all *= count + 1;
-    all *= static_cast<int64_t>(problem.shapes.size());
-    for (const PipelineShape& s : problem.shapes) {
+    all *= static_cast<int64_t>(problem.Shapes().size());
+    for (const PipelineShape& s : problem.Shapes()) {
       int64_t states = 1;  // u >= mix within the available counts
       for (size_t t = 0; t < problem.available.size(); ++t) {
         states *= std::max(0, problem.available[t] - s.mix[t] + 1);
@@ -677,7 +677,7 @@ class PlanSearch {
     if (problem_.max_price_steps >= 0 && free_budget_ < 0) return answer;   // fixed ones cost more
     const std::vector<Usable> usable = UsableShapes(tau);
     for (const Usable& u : usable) {
-      const NodeMix& mix = problem_.shapes[u.shape].mix;
+      const NodeMix& mix = problem_.Shapes()[u.shape].mix;
       ilp.usage.emplace_back(mix.begin(), mix.end());
       ilp.gain.push_back(std::min(u.absorb, std::max(need, 1)));
       if (by_price) ilp.weight.push_back(shape_price_[u.shape]);
@@ -821,7 +821,7 @@ class PlanSearch {
     std::vector<std::vector<double>> columns;
     std::vector<double> gains, rows(problem_.available.begin(), problem_.available.end());
     for (const Usable& s : UsableShapes(tau)) {
-      const NodeMix& mix = problem_.shapes[s.shape].mix;
+      const NodeMix& mix = problem_.Shapes()[s.shape].mix;
       columns.emplace_back(mix.begin(), mix.end());
       gains.push_back(s.absorb);
     }
@@ -1102,7 +1102,7 @@ class PlanSearch {
     for (const PipelineShape& f : problem_.fixed)
       loads.push_back({&f.stage_costs, f.max_microbatches});
     for (int j : solution.chosen) {
-      const PipelineShape& s = problem_.shapes[j];
+      const PipelineShape& s = problem_.Shapes()[j];
       loads.push_back({&s.stage_costs, s.max_microbatches});
     }
     ASSIGN_OR_RETURN(std::vector<int> split, SplitBatch(*model_, loads, B_));

@@ -210,12 +210,11 @@ absl::StatusOr<ReplanContext> Prepare(const CostModel& model, const std::vector<
   ctx.model = &model;
   ctx.assignment = options.assignment;
   // The nodes first, so that every EvaluatePlan error below is about the plan.
-  RETURN_IF_ERROR(ValidateNodes(model, nodes));
+  ASSIGN_OR_RETURN(const NodeIndex node_at, ValidateAndIndexNodes(model, nodes));
   // Entry P is the same whatever the length: one table for the old plan and the new one.
   std::vector<double> allreduce_ms = CrossPipelineAllreduceMs(
       model, static_cast<int>(std::min(nodes.size() + event.joined_nodes.size(),
                                        static_cast<size_t>(kMaxClusterNodes))));
-  const NodeIndex node_at = IndexNodes(nodes);
   absl::StatusOr<ClusterPlan> old =
       EvaluatePlanOnValidNodes(model, nodes, node_at, std::move(current), allreduce_ms);
   if (!old.ok()) {

@@ -61,6 +61,7 @@ absl::StatusOr<std::vector<double>> FindIncumbents(const StageCosts& costs,
   std::vector<double> upper_bounds(mixes.size(), kInf), guesses(mixes.size(), kInf);
   std::vector<bool> found(mixes.size(), false);
   if (slacks.size() > 1) {
+    if (interrupt.Poll()) return Interrupt::Status("template search");
     LabelSearch<Objective> probe(costs, mixes, objective, kBeamWidth, upper_bounds, prefix_max,
                                  interrupt);
     for (size_t i = 0; i < mixes.size(); ++i) {
@@ -69,6 +70,8 @@ absl::StatusOr<std::vector<double>> FindIncumbents(const StageCosts& costs,
     }
   }
   for (double slack : slacks) {
+    // Each round first sets up its state space and bounds, which poll nothing.
+    if (interrupt.Poll()) return Interrupt::Status("template search");
     std::vector<size_t> pending;
     for (size_t i = 0; i < mixes.size(); ++i) {
       if (!found[i]) pending.push_back(i);
@@ -123,6 +126,8 @@ absl::Status SettleByGuessedRounds(const StageCosts& costs, const std::vector<No
     };
   }
   for (double slack : kExactGuessSlacks) {
+    // Each round first sets up its state space and bounds, which poll nothing.
+    if (interrupt.Poll()) return Interrupt::Status("template search");
     std::vector<size_t> pending;
     std::vector<NodeMix> round_mixes;
     std::vector<double> round_bounds;
@@ -166,6 +171,7 @@ absl::Status SettleWithIncumbents(const StageCosts& costs, const std::vector<Nod
     }
   }
   if (rest.empty()) return absl::OkStatus();
+  if (interrupt.Poll()) return Interrupt::Status("template search");
   const bool all = rest.size() == mixes.size();
   const StateSpace rest_space(costs.model(), rest_mixes);
   std::optional<PrefixMaxBound> rest_max;
@@ -192,7 +198,7 @@ absl::StatusOr<std::vector<MixResult>> BranchAndBound(const CostModel& model,
   const StageCosts costs(model);
   const StateSpace space(model, mixes);
   const PrefixMaxBound prefix_max(costs, space, mixes, interrupt);
-  if (interrupt.stopped()) return Interrupt::Status("template search");
+  if (interrupt.Poll()) return Interrupt::Status("template search");
   std::vector<std::optional<MixResult>> settled(mixes.size());
   const int L = model.num_layers();
   const bool guess = L >= Objective::kGuessFromLayers;

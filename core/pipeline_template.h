@@ -2,10 +2,12 @@
 #ifndef OOBLECK_CORE_PIPELINE_TEMPLATE_H_
 #define OOBLECK_CORE_PIPELINE_TEMPLATE_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "core/cluster.h"
+#include "core/fnv1a.h"
 
 namespace oobleck {
 
@@ -29,6 +31,36 @@ struct PipelineTemplate {
 
   int num_nodes() const { return static_cast<int>(node_order.size()); }
 };
+
+// A template's shape: its mix, node order and each stage's layers, node, type and GPUs —
+// everything the cost model's Evaluate reads and everything Replan compares to keep a
+// pipeline, not the times derived from it.
+inline bool SameShape(const PipelineTemplate& a, const PipelineTemplate& b) {
+  if (a.mix != b.mix || a.node_order != b.node_order || a.stages.size() != b.stages.size()) {
+    return false;
+  }
+  for (size_t s = 0; s < a.stages.size(); ++s) {
+    const Stage& x = a.stages[s];
+    const Stage& y = b.stages[s];
+    if (x.layer_begin != y.layer_begin || x.layer_end != y.layer_end ||
+        x.node_index != y.node_index || x.node_type != y.node_type || x.gpus != y.gpus) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// A hash of the shape: equal for templates of SameShape.
+inline uint64_t ShapeHash(const PipelineTemplate& t) {
+  uint64_t h = Fnv1a64(t.mix.data(), t.mix.size() * sizeof(int));
+  h = Fnv1a64(t.node_order.data(), t.node_order.size() * sizeof(int), h);
+  for (const Stage& s : t.stages) {
+    for (int x : {s.layer_begin, s.layer_end, s.node_index, s.node_type, s.gpus}) {
+      h = Fnv1a64(&x, sizeof(x), h);
+    }
+  }
+  return h;
+}
 
 }  // namespace oobleck
 

@@ -14,7 +14,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/field_path.h"
-#include "core/fnv1a.h"
 #include "core/status_macros.h"
 #include "tbb/parallel_for.h"
 #include "tbb/task_arena.h"
@@ -531,9 +530,8 @@ PipelineSetProblem FreshPlanProblem(const CostModel& model, const NodeMix& count
 }
 
 // The evaluated templates of a plan's pipelines, each distinct one evaluated once (a
-// fleet's hundreds of pipelines share a few dozen templates). Evaluate reads only the mix,
-// the node order and each stage's layers, node, type and GPUs, so equal inputs give equal
-// results.
+// fleet's hundreds of pipelines share a few dozen templates). Evaluate reads only a
+// template's shape (SameShape), so equal shapes give equal results.
 class TemplateEvaluations {
  public:
   struct Evaluated {
@@ -544,9 +542,9 @@ class TemplateEvaluations {
   explicit TemplateEvaluations(const CostModel& model) : model_(model) {}
 
   absl::StatusOr<const Evaluated*> Of(PipelineTemplate tmpl) {
-    std::vector<int>& same_hash = by_hash_[Hash(tmpl)];
+    std::vector<int>& same_hash = by_hash_[ShapeHash(tmpl)];
     for (int e : same_hash) {
-      if (SameInput(evaluated_[e]->tmpl, tmpl)) return evaluated_[e].get();
+      if (SameShape(evaluated_[e]->tmpl, tmpl)) return evaluated_[e].get();
     }
     ASSIGN_OR_RETURN(PipelineTemplate t, model_.Evaluate(std::move(tmpl)));
     auto e = std::make_unique<Evaluated>();
@@ -559,30 +557,6 @@ class TemplateEvaluations {
   }
 
  private:
-  static uint64_t Hash(const PipelineTemplate& t) {
-    uint64_t h = Fnv1a64(t.mix.data(), t.mix.size() * sizeof(int));
-    h = Fnv1a64(t.node_order.data(), t.node_order.size() * sizeof(int), h);
-    for (const Stage& s : t.stages) {
-      for (int x : {s.layer_begin, s.layer_end, s.node_index, s.node_type, s.gpus}) {
-        h = Fnv1a64(&x, sizeof(x), h);
-      }
-    }
-    return h;
-  }
-  static bool SameInput(const PipelineTemplate& a, const PipelineTemplate& b) {
-    if (a.mix != b.mix || a.node_order != b.node_order || a.stages.size() != b.stages.size()) {
-      return false;
-    }
-    for (size_t s = 0; s < a.stages.size(); ++s) {
-      const Stage& x = a.stages[s];
-      const Stage& y = b.stages[s];
-      if (x.layer_begin != y.layer_begin || x.layer_end != y.layer_end ||
-          x.node_index != y.node_index || x.node_type != y.node_type || x.gpus != y.gpus) {
-        return false;
-      }
-    }
-    return true;
-  }
   const CostModel& model_;
   absl::flat_hash_map<uint64_t, std::vector<int>> by_hash_;
   std::vector<std::unique_ptr<Evaluated>> evaluated_;

@@ -15,7 +15,6 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/fnv1a.h"
 #include "core/replan/candidate.h"
 #include "core/replan/context.h"
 #include "core/replan/fallback.h"
@@ -34,20 +33,8 @@ using replan_internal::LayerHolders;
 using replan_internal::Materialize;
 using replan_internal::Prepare;
 using replan_internal::ReplanContext;
-using replan_internal::SameShape;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-uint64_t ShapeHash(const PipelineTemplate& t) {
-  uint64_t h = Fnv1a64(t.mix.data(), t.mix.size() * sizeof(int));
-  h = Fnv1a64(t.node_order.data(), t.node_order.size() * sizeof(int), h);
-  for (const Stage& s : t.stages) {
-    for (int x : {s.layer_begin, s.layer_end, s.node_index, s.node_type, s.gpus}) {
-      h = Fnv1a64(&x, sizeof(x), h);
-    }
-  }
-  return h;
-}
 
 // The old pipelines that lost no node, in classes of SameShape, each in index order: a new
 // pipeline takes the first free one of its shape (what a scan of every old pipeline would

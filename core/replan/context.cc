@@ -187,21 +187,6 @@ LayerRange LayersOfPosition(const PipelineTemplate& tmpl, int position) {
   return r.empty() ? LayerRange{} : r;
 }
 
-bool SameShape(const PipelineTemplate& a, const PipelineTemplate& b) {
-  if (a.mix != b.mix || a.node_order != b.node_order || a.stages.size() != b.stages.size()) {
-    return false;
-  }
-  for (size_t s = 0; s < a.stages.size(); ++s) {
-    const Stage& x = a.stages[s];
-    const Stage& y = b.stages[s];
-    if (x.layer_begin != y.layer_begin || x.layer_end != y.layer_end ||
-        x.node_index != y.node_index || x.node_type != y.node_type || x.gpus != y.gpus) {
-      return false;
-    }
-  }
-  return true;
-}
-
 absl::StatusOr<ReplanContext> Prepare(const CostModel& model, const std::vector<ClusterNode>& nodes,
                                       ClusterPlan current, const ClusterEvent& event,
                                       const ReplanOptions& options) {

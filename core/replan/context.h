@@ -23,9 +23,6 @@ struct LayerRange {
 // The layers a template position (one node) runs: its stages are consecutive.
 LayerRange LayersOfPosition(const PipelineTemplate& tmpl, int position);
 
-// Same mix, node order and stages: a pipeline built from one runs exactly as the other.
-bool SameShape(const PipelineTemplate& a, const PipelineTemplate& b);
-
 // The cluster after the event and what every surviving node holds.
 struct ReplanContext {
   const CostModel* model = nullptr;

@@ -255,50 +255,16 @@ absl::StatusOr<Fleet> MakeFleet(int nodes, int types) {
 
 constexpr int kFleetBatch = 1024;
 
-// args: nodes, types, cold (1: template search included) or warm (0: templates cached by a
-// first call with another global batch).
-void BM_PlanFleet(benchmark::State& state) {
-  absl::StatusOr<Fleet> fleet =
-      MakeFleet(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)));
+// Plans the fleet of `nodes` x `types` with `options`: cold (template search included, a
+// fresh cache each iteration) or warm (templates cached by a first call with another
+// global batch).
+void PlanFleetCase(benchmark::State& state, int nodes, int types, const PlanOptions& options,
+                   bool cold) {
+  absl::StatusOr<Fleet> fleet = MakeFleet(nodes, types);
   if (!fleet.ok()) {
     state.SkipWithError(std::string(fleet.status().message()).c_str());
     return;
   }
-  const bool cold = state.range(2) == 1;
-  if (!cold) (void)fleet->planner->Plan(*fleet->model, fleet->nodes, {kFleetBatch - 1}, {});
-  absl::StatusOr<PlanResult> result;
-  for (auto _ : state) {
-    if (cold) {
-      state.PauseTiming();
-      fleet->cache = std::make_unique<TemplateCache>(int64_t{512} << 20);
-      fleet->templates = std::make_unique<TemplatePlanner>(fleet->cache.get(), kThreads);
-      fleet->planner = std::make_unique<ClusterPlanner>(fleet->templates.get(), kThreads);
-      state.ResumeTiming();
-    }
-    result = fleet->planner->Plan(*fleet->model, fleet->nodes, {kFleetBatch}, {});
-    if (!result.ok()) {
-      state.SkipWithError(std::string(result.status().message()).c_str());
-      return;
-    }
-  }
-  ReportPlan(state, *result);
-  state.counters["gap"] = result->sizes[0].optimality_gap;
-  state.counters["peak_rss_MiB"] = PeakRssMiB();
-}
-
-// Pipelines of up to `max_nodes` nodes (issue 10: up to 8, 12 869 mixes at 8 types); args:
-// nodes, types, max_nodes, cold (1: template search included, minutes at 8 types) or warm
-// (0: templates cached by a first call with another global batch).
-void BM_PlanFleetLongPipelines(benchmark::State& state) {
-  absl::StatusOr<Fleet> fleet =
-      MakeFleet(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)));
-  if (!fleet.ok()) {
-    state.SkipWithError(std::string(fleet.status().message()).c_str());
-    return;
-  }
-  PlanOptions options;
-  options.limits.max_nodes = static_cast<int>(state.range(2));
-  const bool cold = state.range(3) == 1;
   if (!cold) {
     absl::StatusOr<PlanResult> first =
         fleet->planner->Plan(*fleet->model, fleet->nodes, {kFleetBatch - 1}, options);
@@ -325,6 +291,21 @@ void BM_PlanFleetLongPipelines(benchmark::State& state) {
   ReportPlan(state, *result);
   state.counters["gap"] = result->sizes[0].optimality_gap;
   state.counters["peak_rss_MiB"] = PeakRssMiB();
+}
+
+// args: nodes, types, cold (1) or warm (0); pipelines of up to the default 4 nodes.
+void BM_PlanFleet(benchmark::State& state) {
+  PlanFleetCase(state, static_cast<int>(state.range(0)), static_cast<int>(state.range(1)), {},
+                state.range(2) == 1);
+}
+
+// Pipelines of up to `max_nodes` nodes (issue 10: up to 8, 12 869 mixes at 8 types); args:
+// nodes, types, max_nodes, cold (1: minutes at 8 types) or warm (0).
+void BM_PlanFleetLongPipelines(benchmark::State& state) {
+  PlanOptions options;
+  options.limits.max_nodes = static_cast<int>(state.range(2));
+  PlanFleetCase(state, static_cast<int>(state.range(0)), static_cast<int>(state.range(1)),
+                options, state.range(3) == 1);
 }
 
 // Warm Replan of the fleet's plan; args: nodes, types, failures (0: one node joins a

@@ -188,7 +188,11 @@ grpc::Status ServeReplan(
   auto* response = google::protobuf::Arena::CreateMessage<pb::ReplanResponse>(&arena);
   const grpc::Status status = HandleReplan(context, request, response, rpc, start);
   if (!status.ok()) return status;
-  if (!stream->Write(*response)) {
+  // As the last message the answer is held back until the status goes out with it, as a
+  // unary handler sends it: the client never sees a Replan's headers before its status, so
+  // a replica killed in between leaves an uncommitted call that the channel's retry policy
+  // retries on another replica (with a plain Write, e2e_replication's kill -9 test lost one).
+  if (!stream->Write(*response, grpc::WriteOptions().set_last_message())) {
     return grpc::Status(grpc::StatusCode::CANCELLED,
                         "the call was cancelled before the answer was sent");
   }

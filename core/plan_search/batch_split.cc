@@ -31,17 +31,27 @@ std::vector<double> StageCosts(const PipelineTemplate& tmpl) {
 namespace {
 
 // Pipelines with the same stage costs and limit share one curve (e.g. every node of a type
-// in the data-parallel baseline): pipeline i follows curves[group[i]], and curve g stands for
-// multiplicity[g] pipelines.
+// in the data-parallel baseline, or the hundreds of pipelines of a fleet plan built from a few
+// dozen templates): pipeline i follows curves[group[i]], and curve g stands for
+// multiplicity[g] pipelines. A curve is a function of the costs' values and the limit only,
+// so grouping by values (not by the vectors' addresses: Replan's callers hold one vector per
+// pipeline) changes no time the search reads, and each curve's memo is filled once.
 struct CurveGroups {
   std::vector<LoadCurve> curves;
   std::vector<int> group, multiplicity;
 };
 
+struct SameCostsAndLimit {
+  using Key = std::pair<const std::vector<double>*, int>;
+  bool operator()(const Key& a, const Key& b) const {
+    return a.second != b.second ? a.second < b.second : *a.first < *b.first;
+  }
+};
+
 CurveGroups GroupCurves(const CostModel& model, const std::vector<PipelineLoad>& pipelines,
                         int global_batch) {
   const int P = static_cast<int>(pipelines.size());
-  std::map<std::pair<const std::vector<double>*, int>, int> curve_of;
+  std::map<std::pair<const std::vector<double>*, int>, int, SameCostsAndLimit> curve_of;
   CurveGroups out;
   out.group.resize(P);
   for (int i = 0; i < P; ++i) {

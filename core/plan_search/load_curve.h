@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -48,6 +50,7 @@ class LoadCurve {
     return memo;
   }
   int limit() const { return limit_; }
+  const std::vector<double>* costs() const { return costs_; }
   // A lower bound of tau / Absorb(tau) over tau in [lo, hi] (+inf when the pipeline absorbs
   // nothing there): T(x) = T(1) + (x - 1) * slope (affine, COST_MODEL.md), so Absorb(tau)
   // <= (tau - o) / slope with o = T(1) - slope, and Absorb(tau) <= limit.
@@ -113,16 +116,28 @@ class LoadCurve {
   double t1_ = 0, slope_ = 0;  // T(1) and T(2) - T(1), set with the memo when limit >= 2
 };
 
-// Gives every curve its memo, all in one buffer.
+// Gives every curve its memo, all in one buffer. Curves of equal stage costs (by value) and
+// memo size share one: an entry is T(x) of those costs whichever curve computes it. A
+// fleet's Replan keeps hundreds of pipelines built from a few dozen templates, each with its
+// own costs vector, and filling a memo of up to kMemo entries per pipeline cost more than
+// the searches that read them.
 inline void AttachMemos(std::vector<LoadCurve>& curves, std::vector<double>& buffer) {
+  using Key = std::pair<const std::vector<double>*, int>;  // costs, memo size
+  auto less = [](const Key& a, const Key& b) {
+    if (a.second != b.second) return a.second < b.second;
+    return a.first != b.first && *a.first < *b.first;
+  };
+  std::map<Key, size_t, decltype(less)> offset_of(less);
+  std::vector<size_t> offsets;
+  offsets.reserve(curves.size());
   size_t size = 0;
-  for (const LoadCurve& c : curves) size += c.MemoSize();
-  buffer.assign(size, -1);
-  size_t at = 0;
-  for (LoadCurve& c : curves) {
-    c.SetMemo(buffer.data() + at);
-    at += c.MemoSize();
+  for (const LoadCurve& c : curves) {
+    auto [it, inserted] = offset_of.emplace(Key{c.costs(), c.MemoSize()}, size);
+    if (inserted) size += c.MemoSize();
+    offsets.push_back(it->second);
   }
+  buffer.assign(size, -1);
+  for (size_t i = 0; i < curves.size(); ++i) curves[i].SetMemo(buffer.data() + offsets[i]);
 }
 
 inline double NextAbove(const std::vector<LoadCurve>& curves, double tau) {

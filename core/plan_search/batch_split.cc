@@ -16,7 +16,6 @@
 namespace oobleck {
 
 using plan_search::AtOrBelow;
-using plan_search::AttachMemos;
 using plan_search::kInf;
 using plan_search::LoadCurve;
 using plan_search::SmallestFeasible;
@@ -35,7 +34,7 @@ namespace {
 // dozen templates): pipeline i follows curves[group[i]], and curve g stands for
 // multiplicity[g] pipelines. A curve is a function of the costs' values and the limit only,
 // so grouping by values (not by the vectors' addresses: Replan's callers hold one vector per
-// pipeline) changes no time the search reads, and each curve's memo is filled once.
+// pipeline) changes no time the search reads.
 struct CurveGroups {
   std::vector<LoadCurve> curves;
   std::vector<int> group, multiplicity;
@@ -132,8 +131,6 @@ absl::StatusOr<std::vector<int>> SplitBatch(const CostModel& model,
   CurveGroups groups = GroupCurves(model, pipelines, global_batch);
   std::vector<LoadCurve>& curves = groups.curves;
   const std::vector<int>& multiplicity = groups.multiplicity;
-  std::vector<double> memo;
-  AttachMemos(curves, memo);
   int64_t capacity = 0;
   double top = -kInf;
   for (size_t g = 0; g < curves.size(); ++g) {

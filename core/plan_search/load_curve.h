@@ -7,8 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <map>
-#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -19,38 +17,25 @@ namespace oobleck::plan_search {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// T(x) of one pipeline under the model's formula with x micro-batches, x in [1, limit].
-// Values of small x are memoised in storage the owner provides (SetMemo), shared by every
-// copy of the curve: the searches ask for the same few values many times.
+// T(x) of one pipeline under the model's formula with x micro-batches, x in [1, limit]. The
+// parts of the formula that do not depend on x (CostModel::TimeParts) are computed once, so
+// each T(x) is a few operations: the searches ask for many values, and a fleet's hundreds of
+// pipelines are hundreds of curves.
 class LoadCurve {
  public:
   LoadCurve(const CostModel* model, const std::vector<double>* costs, int max_microbatches,
             int global_batch)
       : model_(model),
-        costs_(costs),
-        limit_(std::min(max_microbatches, global_batch)),
-        memo_size_(std::max(0, std::min(kMemo, limit_ + 2))) {}
-
-  // Entries the memo needs: Time(x) for x < MemoSize() is memoised.
-  int MemoSize() const { return memo_size_; }
-  // `memo` holds MemoSize() entries, all -1 (not computed; times are >= 0), and outlives
-  // every copy of this curve.
-  void SetMemo(double* memo) {
-    memo_ = memo;
+        parts_(model->TimeParts(*costs)),
+        limit_(std::min(max_microbatches, global_batch)) {
     if (limit_ >= 2) {
       t1_ = Time(1);
       slope_ = Time(2) - t1_;
     }
   }
 
-  double Time(int x) const {
-    if (x >= memo_size_) return model_->PipelineTimeMs(*costs_, x);
-    double& memo = memo_[x];
-    if (memo < 0) memo = model_->PipelineTimeMs(*costs_, x);
-    return memo;
-  }
+  double Time(int x) const { return model_->PipelineTimeMs(parts_, x); }
   int limit() const { return limit_; }
-  const std::vector<double>* costs() const { return costs_; }
   // A lower bound of tau / Absorb(tau) over tau in [lo, hi] (+inf when the pipeline absorbs
   // nothing there): T(x) = T(1) + (x - 1) * slope (affine, COST_MODEL.md), so Absorb(tau)
   // <= (tau - o) / slope with o = T(1) - slope, and Absorb(tau) <= limit.
@@ -107,38 +92,11 @@ class LoadCurve {
   }
 
  private:
-  static constexpr int kMemo = 4096;
   const CostModel* model_;
-  const std::vector<double>* costs_;
+  CostModel::PipelineTimeParts parts_;
   int limit_;
-  int memo_size_;
-  double* memo_ = nullptr;
-  double t1_ = 0, slope_ = 0;  // T(1) and T(2) - T(1), set with the memo when limit >= 2
+  double t1_ = 0, slope_ = 0;  // T(1) and T(2) - T(1), set when limit >= 2
 };
-
-// Gives every curve its memo, all in one buffer. Curves of equal stage costs (by value) and
-// memo size share one: an entry is T(x) of those costs whichever curve computes it. A
-// fleet's Replan keeps hundreds of pipelines built from a few dozen templates, each with its
-// own costs vector, and filling a memo of up to kMemo entries per pipeline cost more than
-// the searches that read them.
-inline void AttachMemos(std::vector<LoadCurve>& curves, std::vector<double>& buffer) {
-  using Key = std::pair<const std::vector<double>*, int>;  // costs, memo size
-  auto less = [](const Key& a, const Key& b) {
-    if (a.second != b.second) return a.second < b.second;
-    return a.first != b.first && *a.first < *b.first;
-  };
-  std::map<Key, size_t, decltype(less)> offset_of(less);
-  std::vector<size_t> offsets;
-  offsets.reserve(curves.size());
-  size_t size = 0;
-  for (const LoadCurve& c : curves) {
-    auto [it, inserted] = offset_of.emplace(Key{c.costs(), c.MemoSize()}, size);
-    if (inserted) size += c.MemoSize();
-    offsets.push_back(it->second);
-  }
-  buffer.assign(size, -1);
-  for (size_t i = 0; i < curves.size(); ++i) curves[i].SetMemo(buffer.data() + offsets[i]);
-}
 
 inline double NextAbove(const std::vector<LoadCurve>& curves, double tau) {
   double best = kInf;

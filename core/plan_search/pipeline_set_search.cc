@@ -40,7 +40,6 @@ namespace oobleck {
 namespace {
 
 using plan_search::AtOrBelow;
-using plan_search::AttachMemos;
 using plan_search::kInf;
 using plan_search::kLanes;
 using plan_search::LoadCurve;
@@ -116,7 +115,6 @@ class PlanSearch {
     for (const PipelineShape& s : problem.Shapes()) {
       all_.emplace_back(model_, &s.stage_costs, s.max_microbatches, B_);
     }
-    AttachMemos(all_, memo_);  // copies below share the memos
     fixed_.assign(all_.begin(), all_.begin() + problem.fixed.size());
     shapes_.assign(all_.begin() + problem.fixed.size(), all_.end());
     for (const PipelineShape& f : problem.fixed) fixed_price_ += PriceOf(f.mix);
@@ -1306,7 +1304,6 @@ class PlanSearch {
   // Shapes with fewer nodes of every type than shape a: submixes_[submix_starts_[a] ...
   // submix_starts_[a + 1]).
   std::vector<int> submixes_, submix_starts_;
-  std::vector<double> memo_;  // the curves' memos
   std::vector<int64_t> keys_;
   Table table_, best_table_;
   bool use_ilp_ = false;

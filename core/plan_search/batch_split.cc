@@ -40,17 +40,10 @@ struct CurveGroups {
   std::vector<int> group, multiplicity;
 };
 
-struct SameCostsAndLimit {
-  using Key = std::pair<const std::vector<double>*, int>;
-  bool operator()(const Key& a, const Key& b) const {
-    return a.second != b.second ? a.second < b.second : *a.first < *b.first;
-  }
-};
-
 CurveGroups GroupCurves(const CostModel& model, const std::vector<PipelineLoad>& pipelines,
                         int global_batch) {
   const int P = static_cast<int>(pipelines.size());
-  std::map<std::pair<const std::vector<double>*, int>, int, SameCostsAndLimit> curve_of;
+  std::map<plan_search::LoadLess::Key, int, plan_search::LoadLess> curve_of;
   CurveGroups out;
   out.group.resize(P);
   for (int i = 0; i < P; ++i) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -96,6 +97,16 @@ class LoadCurve {
   CostModel::PipelineTimeParts parts_;
   int limit_;
   double t1_ = 0, slope_ = 0;  // T(1) and T(2) - T(1), set when limit >= 2
+};
+
+// Orders (stage costs, memory limit) pairs by value. A LoadCurve depends on nothing else,
+// so pipelines equal under it share one curve: a fleet's hundreds of pipelines, each with
+// its own costs vector, have a few dozen distinct templates.
+struct LoadLess {
+  using Key = std::pair<const std::vector<double>*, int>;
+  bool operator()(const Key& a, const Key& b) const {
+    return a.second != b.second ? a.second < b.second : a.first != b.first && *a.first < *b.first;
+  }
 };
 
 inline double NextAbove(const std::vector<LoadCurve>& curves, double tau) {

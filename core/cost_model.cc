@@ -317,24 +317,26 @@ double CostModel::PipelineTimeMs(const std::vector<double>& stage_costs) const {
   return PipelineTimeMs(stage_costs, problem_.microbatches);
 }
 
-double CostModel::PipelineTimeMs(const std::vector<double>& stage_costs, int microbatches) const {
-  double sum = 0;
-  for (double c : stage_costs) sum += c;
-  if (stage_costs.empty()) return 0;
+CostModel::PipelineTimeParts CostModel::TimeParts(const std::vector<double>& stage_costs) const {
+  PipelineTimeParts parts;
+  parts.stages = static_cast<int>(stage_costs.size());
+  if (stage_costs.empty()) return parts;
+  for (double c : stage_costs) parts.sum_ms += c;
   if (kind() == CostModelKind::kOneFOneB) {
-    const double max_cost = *std::max_element(stage_costs.begin(), stage_costs.end());
-    return OneFOneBTimeMs(sum, max_cost, microbatches);
+    parts.max_ms = *std::max_element(stage_costs.begin(), stage_costs.end());
+    return parts;
   }
-  const int S = static_cast<int>(stage_costs.size());
-  int kstar = 0;
+  const int S = parts.stages;
   for (int i = 1; i < S; ++i) {
-    if (stage_costs[i] >= stage_costs[kstar]) kstar = i;
+    if (stage_costs[i] >= stage_costs[parts.kstar]) parts.kstar = i;
   }
-  const int M = microbatches;
-  const int n_k = M > 0 ? M - S + kstar + 1 : 2 * S + kstar + 1;
-  double tail = 0;
-  for (int i = kstar; i < S; ++i) tail += stage_costs[i];
-  return Sosp23TimeMs(sum, stage_costs[kstar], tail, n_k, S);
+  parts.max_ms = stage_costs[parts.kstar];
+  for (int i = parts.kstar; i < S; ++i) parts.tail_ms += stage_costs[i];
+  return parts;
+}
+
+double CostModel::PipelineTimeMs(const std::vector<double>& stage_costs, int microbatches) const {
+  return PipelineTimeMs(TimeParts(stage_costs), microbatches);
 }
 
 absl::Status CostModel::CheckTemplateShape(const PipelineTemplate& tmpl) const {

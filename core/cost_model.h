@@ -114,6 +114,27 @@ class CostModel {
   int MaxStagesFromEnd(int t, int gpus, int begin, int end) const;
   bool memory_can_bind() const { return memory_can_bind_; }
 
+  // What PipelineTimeMs reads of a pipeline's stage costs: the same numbers whatever the
+  // micro-batch count, so that searches asking for T(x) at many x compute them once.
+  struct PipelineTimeParts {
+    double sum_ms = 0;   // sum of the costs, in pipeline order
+    double max_ms = 0;   // the largest cost (oobleck-sosp23: at the last argmax k*)
+    double tail_ms = 0;  // oobleck-sosp23: the costs from k* to the end
+    int stages = 0;
+    int kstar = 0;  // oobleck-sosp23: the last argmax
+  };
+  PipelineTimeParts TimeParts(const std::vector<double>& stage_costs) const;
+  // PipelineTimeMs(stage_costs, microbatches) from TimeParts(stage_costs): the same value.
+  double PipelineTimeMs(const PipelineTimeParts& parts, int microbatches) const {
+    if (parts.stages == 0) return 0;
+    if (kind() == CostModelKind::kOneFOneB) {
+      return OneFOneBTimeMs(parts.sum_ms, parts.max_ms, microbatches);
+    }
+    const int M = microbatches;
+    const int S = parts.stages;
+    const int n_k = M > 0 ? M - S + parts.kstar + 1 : 2 * S + parts.kstar + 1;
+    return Sosp23TimeMs(parts.sum_ms, parts.max_ms, parts.tail_ms, n_k, S);
+  }
   // Pipeline time of stage costs in pipeline order under the selected model.
   double PipelineTimeMs(const std::vector<double>& stage_costs) const;
   // The same for `microbatches` in place of the problem's M: a plan gives every pipeline

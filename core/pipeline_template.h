@@ -50,14 +50,18 @@ inline bool SameShape(const PipelineTemplate& a, const PipelineTemplate& b) {
   return true;
 }
 
-// A hash of the shape: equal for templates of SameShape.
+// A hash of the shape: equal for templates of SameShape. Only for in-memory lookups (never
+// stored), so it mixes whole ints (FNV-1a's step on 32-bit words): Replan hashes each of a
+// fleet's hundreds of pipelines' templates, and the byte-wise hash showed in its profile.
 inline uint64_t ShapeHash(const PipelineTemplate& t) {
-  uint64_t h = Fnv1a64(t.mix.data(), t.mix.size() * sizeof(int));
-  h = Fnv1a64(t.node_order.data(), t.node_order.size() * sizeof(int), h);
+  uint64_t h = 14695981039346656037ull;
+  auto add = [&h](int x) { h = (h ^ static_cast<uint32_t>(x)) * 1099511628211ull; };
+  add(static_cast<int>(t.mix.size()));
+  for (int x : t.mix) add(x);
+  add(static_cast<int>(t.node_order.size()));
+  for (int x : t.node_order) add(x);
   for (const Stage& s : t.stages) {
-    for (int x : {s.layer_begin, s.layer_end, s.node_index, s.node_type, s.gpus}) {
-      h = Fnv1a64(&x, sizeof(x), h);
-    }
+    for (int x : {s.layer_begin, s.layer_end, s.node_index, s.node_type, s.gpus}) add(x);
   }
   return h;
 }

@@ -573,10 +573,10 @@ std::string NoShapeReason(const std::vector<std::string>& type_reasons) {
 
 }  // namespace
 
-absl::StatusOr<ClusterPlan> EvaluatePlanOnValidNodes(const CostModel& model,
-                                                     const std::vector<ClusterNode>& nodes,
-                                                     const NodeIndex& node_index, ClusterPlan plan,
-                                                     const std::vector<double>& allreduce_ms) {
+absl::StatusOr<ClusterPlan> EvaluatePlanOnValidNodes(
+    const CostModel& model, const std::vector<ClusterNode>& nodes, const NodeIndex& node_index,
+    ClusterPlan plan, const std::vector<double>& allreduce_ms,
+    std::vector<std::pair<int, int>>* placement) {
   if (plan.pipelines.empty()) return absl::InvalidArgumentError("pipelines must not be empty");
   if (plan.global_batch < 1 || plan.global_batch > kMaxGlobalBatch) {
     return absl::InvalidArgumentError(absl::StrFormat("global_batch must be in [1, %d] (got %d)",
@@ -625,6 +625,7 @@ absl::StatusOr<ClusterPlan> EvaluatePlanOnValidNodes(const CostModel& model,
                           : CrossPipelineAllreduceMs(model, static_cast<int>(P))[P];
   plan.iteration_time_ms = plan.pipeline_time_ms + plan.allreduce_ms;
   ListIdleNodes(nodes, placed, &plan);
+  if (placement != nullptr) *placement = std::move(placed);
   return plan;
 }
 

@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <utility>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -189,11 +190,13 @@ NodeIndex IndexNodes(const std::vector<ClusterNode>& nodes);
 
 // EvaluatePlan for a caller that has checked `nodes` (ValidateNodes), indexed them and holds
 // CrossPipelineAllreduceMs of the model (entries past the plan's pipeline count are not read):
-// Replan, which needs all three anyway at thousands of nodes.
-absl::StatusOr<ClusterPlan> EvaluatePlanOnValidNodes(const CostModel& model,
-                                                     const std::vector<ClusterNode>& nodes,
-                                                     const NodeIndex& node_index, ClusterPlan plan,
-                                                     const std::vector<double>& allreduce_ms);
+// Replan, which needs all three anyway at thousands of nodes. `placement`, when given and
+// the plan is valid: per node, the (pipeline, position) that runs it, {-1, -1} if none (what
+// the check looked up, so that Replan does not look every id up again).
+absl::StatusOr<ClusterPlan> EvaluatePlanOnValidNodes(
+    const CostModel& model, const std::vector<ClusterNode>& nodes, const NodeIndex& node_index,
+    ClusterPlan plan, const std::vector<double>& allreduce_ms,
+    std::vector<std::pair<int, int>>* placement = nullptr);
 
 // Checks ids (non-empty, unique) and types; errors name "nodes[i]".
 absl::Status ValidateNodes(const CostModel& model, const std::vector<ClusterNode>& nodes);

@@ -6,6 +6,43 @@
 
 namespace oobleck {
 
+namespace {
+
+// For the k-th measured P (measured[P] set, in increasing P) and layer l, at [k * L + l]: the
+// slowest profile's all-reduce time (its measurement, else the ring estimate of its own
+// parameter bytes). Each profile's sorted map is walked once along the measured P instead
+// of looked up per P, layer and profile (tens of thousands of lookups with profiles that
+// measure dozens of P); the maximum does not depend on the order it is taken in.
+std::vector<double> SlowestLayerMs(const CostModel& model, const std::vector<char>& measured) {
+  const PlanningProblem& problem = model.problem();
+  std::vector<int> measured_p;
+  for (size_t P = 0; P < measured.size(); ++P) {
+    if (measured[P]) measured_p.push_back(static_cast<int>(P));
+  }
+  const int L = model.num_layers();
+  std::vector<double> slowest(measured_p.size() * L, 0.0);
+  for (const auto& profile : problem.profiles) {
+    for (int l = 0; l < L; ++l) {
+      const LayerProfile& layer = profile->layers[l];
+      auto it = layer.allreduce_across_nodes_ms.begin();
+      const auto end = layer.allreduce_across_nodes_ms.end();
+      for (size_t k = 0; k < measured_p.size(); ++k) {
+        const int P = measured_p[k];
+        while (it != end && it->first < P) ++it;
+        const double ms =
+            it != end && it->first == P
+                ? it->second
+                : 2.0 * (P - 1) / P * layer.param_bytes / problem.inter_node_bytes_per_s * 1e3;
+        double& s = slowest[k * L + l];
+        s = std::max(s, ms);
+      }
+    }
+  }
+  return slowest;
+}
+
+}  // namespace
+
 std::vector<double> CrossPipelineAllreduceMs(const CostModel& model, int max_pipelines) {
   const PlanningProblem& problem = model.problem();
   std::vector<double> allreduce(std::max(max_pipelines, 1) + 1, 0.0);
@@ -28,24 +65,15 @@ std::vector<double> CrossPipelineAllreduceMs(const CostModel& model, int max_pip
       if (P >= 2 && P <= max_pipelines) measured[P] = 1;
     }
   }
-  for (int P = 2; P <= max_pipelines; ++P) {
+  const std::vector<double> slowest = SlowestLayerMs(model, measured);
+  const int L = model.num_layers();
+  for (int P = 2, k = 0; P <= max_pipelines; ++P) {
     double sum = 0;
     if (!measured[P]) {
       sum = 2.0 * (P - 1) / P * max_params / problem.inter_node_bytes_per_s * 1e3;
     } else {
-      for (int l = 0; l < model.num_layers(); ++l) {
-        double slowest = 0;
-        for (const auto& profile : problem.profiles) {
-          const LayerProfile& layer = profile->layers[l];
-          auto it = layer.allreduce_across_nodes_ms.find(P);
-          const double ms =
-              it != layer.allreduce_across_nodes_ms.end()
-                  ? it->second
-                  : 2.0 * (P - 1) / P * layer.param_bytes / problem.inter_node_bytes_per_s * 1e3;
-          slowest = std::max(slowest, ms);
-        }
-        sum += slowest;
-      }
+      for (int l = 0; l < L; ++l) sum += slowest[static_cast<size_t>(k) * L + l];
+      ++k;
     }
     allreduce[P] = std::max(allreduce[P - 1], sum);
   }

@@ -16,7 +16,6 @@
 namespace oobleck {
 
 using plan_search::AtOrBelow;
-using plan_search::AttachMemos;
 using plan_search::kInf;
 using plan_search::LoadCurve;
 using plan_search::SmallestFeasible;
@@ -31,8 +30,11 @@ std::vector<double> StageCosts(const PipelineTemplate& tmpl) {
 namespace {
 
 // Pipelines with the same stage costs and limit share one curve (e.g. every node of a type
-// in the data-parallel baseline): pipeline i follows curves[group[i]], and curve g stands for
-// multiplicity[g] pipelines.
+// in the data-parallel baseline, or the hundreds of pipelines of a fleet plan built from a few
+// dozen templates): pipeline i follows curves[group[i]], and curve g stands for
+// multiplicity[g] pipelines. A curve is a function of the costs' values and the limit only,
+// so grouping by values (not by the vectors' addresses: Replan's callers hold one vector per
+// pipeline) changes no time the search reads.
 struct CurveGroups {
   std::vector<LoadCurve> curves;
   std::vector<int> group, multiplicity;
@@ -41,7 +43,7 @@ struct CurveGroups {
 CurveGroups GroupCurves(const CostModel& model, const std::vector<PipelineLoad>& pipelines,
                         int global_batch) {
   const int P = static_cast<int>(pipelines.size());
-  std::map<std::pair<const std::vector<double>*, int>, int> curve_of;
+  std::map<plan_search::LoadLess::Key, int, plan_search::LoadLess> curve_of;
   CurveGroups out;
   out.group.resize(P);
   for (int i = 0; i < P; ++i) {
@@ -122,8 +124,6 @@ absl::StatusOr<std::vector<int>> SplitBatch(const CostModel& model,
   CurveGroups groups = GroupCurves(model, pipelines, global_batch);
   std::vector<LoadCurve>& curves = groups.curves;
   const std::vector<int>& multiplicity = groups.multiplicity;
-  std::vector<double> memo;
-  AttachMemos(curves, memo);
   int64_t capacity = 0;
   double top = -kInf;
   for (size_t g = 0; g < curves.size(); ++g) {

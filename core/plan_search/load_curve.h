@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -17,36 +18,24 @@ namespace oobleck::plan_search {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// T(x) of one pipeline under the model's formula with x micro-batches, x in [1, limit].
-// Values of small x are memoised in storage the owner provides (SetMemo), shared by every
-// copy of the curve: the searches ask for the same few values many times.
+// T(x) of one pipeline under the model's formula with x micro-batches, x in [1, limit]. The
+// parts of the formula that do not depend on x (CostModel::TimeParts) are computed once, so
+// each T(x) is a few operations: the searches ask for many values, and a fleet's hundreds of
+// pipelines are hundreds of curves.
 class LoadCurve {
  public:
   LoadCurve(const CostModel* model, const std::vector<double>* costs, int max_microbatches,
             int global_batch)
       : model_(model),
-        costs_(costs),
-        limit_(std::min(max_microbatches, global_batch)),
-        memo_size_(std::max(0, std::min(kMemo, limit_ + 2))) {}
-
-  // Entries the memo needs: Time(x) for x < MemoSize() is memoised.
-  int MemoSize() const { return memo_size_; }
-  // `memo` holds MemoSize() entries, all -1 (not computed; times are >= 0), and outlives
-  // every copy of this curve.
-  void SetMemo(double* memo) {
-    memo_ = memo;
+        parts_(model->TimeParts(*costs)),
+        limit_(std::min(max_microbatches, global_batch)) {
     if (limit_ >= 2) {
       t1_ = Time(1);
       slope_ = Time(2) - t1_;
     }
   }
 
-  double Time(int x) const {
-    if (x >= memo_size_) return model_->PipelineTimeMs(*costs_, x);
-    double& memo = memo_[x];
-    if (memo < 0) memo = model_->PipelineTimeMs(*costs_, x);
-    return memo;
-  }
+  double Time(int x) const { return model_->PipelineTimeMs(parts_, x); }
   int limit() const { return limit_; }
   // A lower bound of tau / Absorb(tau) over tau in [lo, hi] (+inf when the pipeline absorbs
   // nothing there): T(x) = T(1) + (x - 1) * slope (affine, COST_MODEL.md), so Absorb(tau)
@@ -104,26 +93,21 @@ class LoadCurve {
   }
 
  private:
-  static constexpr int kMemo = 4096;
   const CostModel* model_;
-  const std::vector<double>* costs_;
+  CostModel::PipelineTimeParts parts_;
   int limit_;
-  int memo_size_;
-  double* memo_ = nullptr;
-  double t1_ = 0, slope_ = 0;  // T(1) and T(2) - T(1), set with the memo when limit >= 2
+  double t1_ = 0, slope_ = 0;  // T(1) and T(2) - T(1), set when limit >= 2
 };
 
-// Gives every curve its memo, all in one buffer.
-inline void AttachMemos(std::vector<LoadCurve>& curves, std::vector<double>& buffer) {
-  size_t size = 0;
-  for (const LoadCurve& c : curves) size += c.MemoSize();
-  buffer.assign(size, -1);
-  size_t at = 0;
-  for (LoadCurve& c : curves) {
-    c.SetMemo(buffer.data() + at);
-    at += c.MemoSize();
+// Orders (stage costs, memory limit) pairs by value. A LoadCurve depends on nothing else,
+// so pipelines equal under it share one curve: a fleet's hundreds of pipelines, each with
+// its own costs vector, have a few dozen distinct templates.
+struct LoadLess {
+  using Key = std::pair<const std::vector<double>*, int>;
+  bool operator()(const Key& a, const Key& b) const {
+    return a.second != b.second ? a.second < b.second : a.first != b.first && *a.first < *b.first;
   }
-}
+};
 
 inline double NextAbove(const std::vector<LoadCurve>& curves, double tau) {
   double best = kInf;

@@ -40,7 +40,6 @@ namespace oobleck {
 namespace {
 
 using plan_search::AtOrBelow;
-using plan_search::AttachMemos;
 using plan_search::kInf;
 using plan_search::kLanes;
 using plan_search::LoadCurve;
@@ -109,16 +108,12 @@ class PlanSearch {
   // node-count DP never sees one (UsesIlp, CheckProblem).
   explicit PlanSearch(const PipelineSetProblem& problem)
       : problem_(problem), model_(problem.model), B_(problem.global_batch) {
-    all_.reserve(problem.fixed.size() + problem.Shapes().size());
-    for (const PipelineShape& f : problem.fixed) {
-      all_.emplace_back(model_, &f.stage_costs, f.max_microbatches, B_);
-    }
+    GroupFixed();
     for (const PipelineShape& s : problem.Shapes()) {
-      all_.emplace_back(model_, &s.stage_costs, s.max_microbatches, B_);
+      shapes_.emplace_back(model_, &s.stage_costs, s.max_microbatches, B_);
     }
-    AttachMemos(all_, memo_);  // copies below share the memos
-    fixed_.assign(all_.begin(), all_.begin() + problem.fixed.size());
-    shapes_.assign(all_.begin() + problem.fixed.size(), all_.end());
+    all_ = fixed_groups_;
+    all_.insert(all_.end(), shapes_.begin(), shapes_.end());
     for (const PipelineShape& f : problem.fixed) fixed_price_ += PriceOf(f.mix);
     shape_price_.reserve(problem.Shapes().size());
     for (const PipelineShape& s : problem.Shapes()) shape_price_.push_back(PriceOf(s.mix));
@@ -603,15 +598,33 @@ class PlanSearch {
   }
 
   // Micro-batches the free pipelines must absorb at tau; kImpossible if a kept pipeline
-  // cannot take even one.
+  // cannot take even one. (Over the groups of equal kept pipelines: the same sum.)
   int Need(double tau) const {
     int64_t need = B_;
-    for (const LoadCurve& c : fixed_) {
-      const int k = c.Absorb(tau);
+    for (size_t g = 0; g < fixed_groups_.size(); ++g) {
+      const int k = fixed_groups_[g].Absorb(tau);
       if (k == 0) return kImpossible;
-      need -= k;
+      need -= int64_t{k} * fixed_multiplicity_[g];
     }
     return static_cast<int>(std::max<int64_t>(need, 0));
+  }
+  // fixed_, and its curves grouped by value (plan_search::LoadLess): a Replan keeps hundreds
+  // of pipelines of a few dozen templates, and the searches ask every kept curve at every
+  // makespan they try. all_ holds each group once: it only answers the smallest or largest
+  // time of any curve.
+  void GroupFixed() {
+    std::map<plan_search::LoadLess::Key, int, plan_search::LoadLess> group_of;
+    for (const PipelineShape& f : problem_.fixed) {
+      fixed_.emplace_back(model_, &f.stage_costs, f.max_microbatches, B_);
+      auto [it, inserted] = group_of.emplace(
+          plan_search::LoadLess::Key{&f.stage_costs, f.max_microbatches},
+          static_cast<int>(fixed_groups_.size()));
+      if (inserted) {
+        fixed_groups_.push_back(fixed_.back());
+        fixed_multiplicity_.push_back(0);
+      }
+      ++fixed_multiplicity_[it->second];
+    }
   }
 
   // ---- the integer program per makespan (use_ilp_) ----------------------------------
@@ -1284,7 +1297,10 @@ class PlanSearch {
   int64_t free_budget_ = -1;          // what the free pipelines may cost (< 0: no budget)
   double ar_floor_ = 0;               // all-reduce of the fewest pipelines a plan has
   double cost_open_bound_ = kInf;     // kCost: proven bound on plans not looked at
-  std::vector<LoadCurve> fixed_, shapes_, all_;
+  std::vector<LoadCurve> fixed_, shapes_;
+  std::vector<LoadCurve> fixed_groups_;  // GroupFixed
+  std::vector<int> fixed_multiplicity_;  // per group: its kept pipelines
+  std::vector<LoadCurve> all_;           // fixed_groups_, then shapes_
   std::vector<int64_t> strides_;
   int64_t num_states_ = 1;
   int64_t full_ = 0;                  // the state u = available
@@ -1306,7 +1322,6 @@ class PlanSearch {
   // Shapes with fewer nodes of every type than shape a: submixes_[submix_starts_[a] ...
   // submix_starts_[a + 1]).
   std::vector<int> submixes_, submix_starts_;
-  std::vector<double> memo_;  // the curves' memos
   std::vector<int64_t> keys_;
   Table table_, best_table_;
   bool use_ilp_ = false;

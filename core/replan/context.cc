@@ -95,14 +95,15 @@ absl::Status ReadJoins(const CostModel& model, const std::vector<ClusterNode>& n
 }
 
 // Survivors (old nodes in order, then joined ones), what each holds, and per old pipeline
-// its survivors by position.
-absl::Status PlaceSurvivors(const std::vector<ClusterNode>& nodes, const NodeIndex& node_at,
+// its survivors by position. placed[n]: the (pipeline, position) of the old plan that runs
+// node n, {-1, -1} if none (EvaluatePlanOnValidNodes).
+absl::Status PlaceSurvivors(const std::vector<ClusterNode>& nodes,
+                            const std::vector<std::pair<int, int>>& placed,
                             const EventNodes& event, ReplanContext* ctx) {
   std::vector<LayerRange> held_by(nodes.size());
-  for (const PlannedPipeline& p : ctx->old.pipelines) {
-    for (size_t j = 0; j < p.node_ids.size(); ++j) {
-      held_by[node_at.at(p.node_ids[j])] = LayersOfPosition(p.tmpl, static_cast<int>(j));
-    }
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    const auto [i, j] = placed[n];
+    if (i >= 0) held_by[n] = LayersOfPosition(ctx->old.pipelines[i].tmpl, j);
   }
   std::vector<int> survivor_of(nodes.size(), -1);
   ctx->survivors.reserve(nodes.size() + event.joined.size());
@@ -123,15 +124,17 @@ absl::Status PlaceSurvivors(const std::vector<ClusterNode>& nodes, const NodeInd
         "joined_nodes would grow the cluster to %d nodes, more than the limit of %d nodes per plan",
         ctx->survivors.size(), kMaxClusterNodes));
   }
-  for (const PlannedPipeline& p : ctx->old.pipelines) {
-    std::vector<int> positions;
-    bool intact = true;
-    for (const std::string& id : p.node_ids) {
-      positions.push_back(survivor_of[node_at.at(id)]);
-      intact &= positions.back() >= 0;
-    }
-    ctx->old_positions.push_back(std::move(positions));
-    ctx->intact.push_back(intact);
+  ctx->old_positions.resize(ctx->old.pipelines.size());
+  for (size_t i = 0; i < ctx->old.pipelines.size(); ++i) {
+    ctx->old_positions[i].assign(ctx->old.pipelines[i].node_ids.size(), -1);
+  }
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    const auto [i, j] = placed[n];
+    if (i >= 0) ctx->old_positions[i][j] = survivor_of[n];
+  }
+  for (const std::vector<int>& positions : ctx->old_positions) {
+    ctx->intact.push_back(std::all_of(positions.begin(), positions.end(),
+                                      [](int s) { return s >= 0; }));
   }
   return absl::OkStatus();
 }
@@ -200,8 +203,9 @@ absl::StatusOr<ReplanContext> Prepare(const CostModel& model, const std::vector<
   std::vector<double> allreduce_ms = CrossPipelineAllreduceMs(
       model, static_cast<int>(std::min(nodes.size() + event.joined_nodes.size(),
                                        static_cast<size_t>(kMaxClusterNodes))));
+  std::vector<std::pair<int, int>> placed;  // per node: its (pipeline, position), or -1s
   absl::StatusOr<ClusterPlan> old =
-      EvaluatePlanOnValidNodes(model, nodes, node_at, std::move(current), allreduce_ms);
+      EvaluatePlanOnValidNodes(model, nodes, node_at, std::move(current), allreduce_ms, &placed);
   if (!old.ok()) {
     return absl::Status(old.status().code(), absl::StrCat("plan.", old.status().message()));
   }
@@ -211,7 +215,7 @@ absl::StatusOr<ReplanContext> Prepare(const CostModel& model, const std::vector<
   RETURN_IF_ERROR(ReadFailures(nodes, node_at, event, &read, &ctx));
   RETURN_IF_ERROR(ReadJoins(model, nodes, node_at, event, &read, &ctx));
   ctx.changed = !read.failed_ids.empty() || !read.joined.empty();
-  RETURN_IF_ERROR(PlaceSurvivors(nodes, node_at, read, &ctx));
+  RETURN_IF_ERROR(PlaceSurvivors(nodes, placed, read, &ctx));
   const int L = model.num_layers();
   if (absl::Status s = CheckEveryLayerHeld(ctx, L, std::move(read.failed_ids)); !s.ok()) {
     return s;

@@ -16,6 +16,7 @@
 
 #include "core/template_search/objectives.h"
 #include "core/template_search/prefix_cost_bound.h"
+#include "core/template_search/split_bound.h"
 
 namespace oobleck::template_search {
 
@@ -34,6 +35,15 @@ struct LayerBound {
   double empty_stage_bound = 0;  // StageBound of a stage of no compute
 };
 
+// What ServedMixes::Add reads of a LayerBound to drop a mix, with the split bound's prefix
+// parts, in one cache line: Add reads one per served mix candidate (most of them dropped),
+// and with the whole LayerBound (two lines, strided by the node states) each was a miss.
+struct alignas(64) ServeTest {
+  double rest_max_ms = 0;
+  double empty_stage_bound = 0;
+  SplitParts split = kNoSplit;  // SplitBound::Prefix
+};
+
 // The mixes served at one state (layer a), built by Add and then queried while the state's
 // candidates are generated. Not thread-safe: one per computing thread and state.
 template <SearchObjective Objective>
@@ -48,10 +58,13 @@ class ServedMixes {
   }
 
   // Serves `mix` unless the bounds `b` on its free nodes plus the cheapest compute of the
-  // layers after a (`suffix_floor_ms`) already exceed its incumbent.
-  void Add(const TargetMix& mix, const LayerBound& b, double suffix_floor_ms) {
-    if (std::isinf(b.rest_max_ms)) return;  // no node left for the layers before a
-    if (b.empty_stage_bound + suffix_floor_ms > mix.bound) return;
+  // layers after a (`suffix_floor_ms`), or the split bound of `b` and the state's own nodes
+  // (`suffix`), already exceed its incumbent (`test` holds those parts of `b`).
+  void Add(const TargetMix& mix, const ServeTest& test, const LayerBound& b,
+           double suffix_floor_ms, const SplitParts& suffix) {
+    if (std::isinf(test.rest_max_ms)) return;  // no node left for the layers before a
+    if (test.empty_stage_bound + suffix_floor_ms > mix.bound) return;
+    if (SplitBound::Combined(test.split, suffix) > mix.bound) return;
     const Target& target = targets().emplace_back(
         Target{&mix, b.prefix, b.rest_max_ms,
                objective_.StageCoefficient(mix.min_stages, mix.max_stages, a_ == 0),

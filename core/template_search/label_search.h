@@ -62,10 +62,10 @@ class LabelSearch {
         space_(model_, mixes),
         prefix_max_(prefix_max),
         prefix_cost_(model_, space_, objective.CommonPrefixCoefficient(), interrupt),
-        split_(prefix_cost_, space_,
+        split_(model_, prefix_cost_, space_,
                kSplit ? objective.CommonPrefixCoefficient()
                       : std::numeric_limits<double>::quiet_NaN(),
-               model_.num_layers(), interrupt),
+               interrupt),
         interrupt_(interrupt),
         beam_width_(beam_width) {
     const CostModel& model = model_;
@@ -229,7 +229,7 @@ class LabelSearch {
     const double floor_ms = prefix_cost_.floor_ms(a);
     ServedMixes<Objective> served(objective_, a, floor_ms);
     const int NS = space_.num_node_states();
-    const SplitParts suffix = split_.Suffix(a, u);
+    const SplitParts suffix = split_.Suffix(a, u, ns);
     for (const TargetMix& mix : targets_[space_.Dense(u)]) {
       if (a == 0 ? mix.free != 0 : ns == 0 && mix.free == 0) continue;  // nodes must match
       const int dense_free = space_.Dense(mix.free);

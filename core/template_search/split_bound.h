@@ -14,6 +14,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/cost_model.h"
 #include "core/interrupt.h"
 #include "core/template_search/prefix_cost_bound.h"
 #include "core/template_search/state_space.h"
@@ -45,16 +46,19 @@ inline constexpr SplitParts kNoSplit = [] {
 class SplitBound {
  public:
   // k: the coefficient of the max in T (NaN: the objective has no such form, no bound).
-  SplitBound(const PrefixCostBound& prefix_cost, const StateSpace& space, double k, int layers,
-             Interrupt& interrupt)
-      : prefix_cost_(prefix_cost), space_(space), k_(k), layers_(layers) {
+  SplitBound(const CostModel& model, const PrefixCostBound& prefix_cost, const StateSpace& space,
+             double k, Interrupt& interrupt)
+      : prefix_cost_(prefix_cost), space_(space), k_(k), layers_(model.num_layers()) {
     if (!(k >= 0) || !std::isfinite(k)) return;  // disabled: every part is -inf
+    for (int t = 0; t < model.num_types(); ++t) {
+      gpus_per_node_.push_back(model.node_type(t).gpus_per_node);
+    }
     const int NS = space.num_node_states();
     ratios_.assign(static_cast<size_t>(space.num_useful()) * NS * (kSplitCount + 1), 0);
     for (int d = 0; d < space.num_useful(); ++d) {
       if (interrupt.Every(d)) return;
       for (int ns = 0; ns < NS; ++ns) {
-        const PrefixCost cost = prefix_cost.At(layers, space.Code(d), ns);
+        const PrefixCost cost = prefix_cost.At(layers_, space.Code(d), ns);
         const size_t row = (static_cast<size_t>(d) * NS + ns) * (kSplitCount + 1);
         for (int j = 0; j <= kSplitCount; ++j) {
           ratios_[row + j] = cost.MinPerWork(k_ * j / kSplitCount);
@@ -76,12 +80,19 @@ class SplitBound {
     }
     return parts;
   }
-  // Suffix_j for the layers [a, L) on the multiset u; part j takes k2 = k j / kSplitCount.
-  SplitParts Suffix(int a, int u) const {
+  // Suffix_j for the layers [a, L) on the multiset u whose leftmost node is in node state
+  // ns; part j takes k2 = k j / kSplitCount. A partial node of type t with `used` GPUs
+  // used is the row of u less that node with a partial node of G_t - used GPUs used (whose
+  // free GPUs, the ones the table counts, are `used`).
+  SplitParts Suffix(int a, int u, int ns) const {
     if (ratios_.empty()) return kNoSplit;
     const double work = prefix_cost_.work(layers_) - prefix_cost_.work(a);
     const double floor_ms = prefix_cost_.floor_ms(layers_) - prefix_cost_.floor_ms(a);
     const double* ratio = Row(u, 0);
+    if (ns != 0) {
+      const auto [t, used] = space_.PartialOf(ns);
+      ratio = Row(u - space_.stride(t), space_.PartialState(t, gpus_per_node_[t] - used));
+    }
     SplitParts parts;
     for (int j = 1; j <= kSplitCount; ++j) {
       parts[j - 1] = std::max(Times(work, ratio[j]), floor_ms);
@@ -107,6 +118,7 @@ class SplitBound {
   const StateSpace& space_;
   double k_;
   int layers_;
+  std::vector<int> gpus_per_node_;  // per type
   // Per (multiset, node state) and j = 0..kSplitCount: MinPerWork(k j / kSplitCount).
   std::vector<double> ratios_;
 };

@@ -145,13 +145,14 @@ class LabelSearch {
   void AddTargetMix(const NodeMix& mix, double upper_bound) {
     const int T = model_.num_types();
     const int code = space_.Encode(mix);
-    const TargetMix entry{0, WithSlack(upper_bound), MixSize(mix),
+    const TargetMix entry{0, 0, WithSlack(upper_bound), MixSize(mix),
                           std::min(model_.num_layers(), MixGpus(mix))};
     // Every sub-multiset u of the mix, in increasing code order (an odometer on counts).
     std::vector<int> counts(T, 0);
     for (int u = 0;;) {
       targets_[space_.Dense(u)].push_back(entry);
       targets_[space_.Dense(u)].back().free = code - u;
+      targets_[space_.Dense(u)].back().dense_free = space_.Dense(code - u);
       int t = 0;
       while (t < T && counts[t] == mix[t]) {
         u -= counts[t] * space_.stride(t);
@@ -230,9 +231,16 @@ class LabelSearch {
     ServedMixes<Objective> served(objective_, a, floor_ms);
     const int NS = space_.num_node_states();
     const SplitParts suffix = split_.Suffix(a, u, ns);
-    for (const TargetMix& mix : targets_[space_.Dense(u)]) {
+    const std::vector<TargetMix>& mixes = targets_[space_.Dense(u)];
+    for (size_t k = 0; k < mixes.size(); ++k) {
+      // Most tests are cache misses and most mixes are dropped by them: fetch ahead.
+      constexpr size_t kPrefetchAhead = 8;
+      if (k + kPrefetchAhead < mixes.size()) {
+        __builtin_prefetch(&serve_tests_[ServeTestIndex(mixes[k + kPrefetchAhead].dense_free, ns)]);
+      }
+      const TargetMix& mix = mixes[k];
       if (a == 0 ? mix.free != 0 : ns == 0 && mix.free == 0) continue;  // nodes must match
-      const int dense_free = space_.Dense(mix.free);
+      const int dense_free = mix.dense_free;
       served.Add(mix, serve_tests_[ServeTestIndex(dense_free, ns)],
                  layer_[static_cast<size_t>(dense_free) * NS + ns],
                  prefix_cost_.floor_ms(L) - floor_ms, suffix);

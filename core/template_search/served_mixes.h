@@ -23,6 +23,7 @@ namespace oobleck::template_search {
 // A requested mix as seen from the states on one multiset u.
 struct TargetMix {
   int free;          // the mix minus u: the nodes left for the layers before the state
+  int dense_free;    // StateSpace::Dense(free), read for every state on u
   double bound;      // its incumbent, with the slack (may be +inf)
   int min_stages;    // fewest and most stages a pipeline over it can have
   int max_stages;

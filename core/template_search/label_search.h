@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -28,6 +29,7 @@
 #include "core/template_search/objectives.h"
 #include "core/template_search/prefix_cost_bound.h"
 #include "core/template_search/served_mixes.h"
+#include "core/template_search/split_bound.h"
 #include "core/template_search/stage_costs.h"
 #include "core/template_search/state_space.h"
 #include "core/template_search/tolerances.h"
@@ -60,6 +62,10 @@ class LabelSearch {
         space_(model_, mixes),
         prefix_max_(prefix_max),
         prefix_cost_(model_, space_, objective.CommonPrefixCoefficient(), interrupt),
+        split_(model_, prefix_cost_, space_,
+               kSplit ? objective.CommonPrefixCoefficient()
+                      : std::numeric_limits<double>::quiet_NaN(),
+               interrupt),
         interrupt_(interrupt),
         beam_width_(beam_width) {
     const CostModel& model = model_;
@@ -139,13 +145,14 @@ class LabelSearch {
   void AddTargetMix(const NodeMix& mix, double upper_bound) {
     const int T = model_.num_types();
     const int code = space_.Encode(mix);
-    const TargetMix entry{0, WithSlack(upper_bound), MixSize(mix),
+    const TargetMix entry{0, 0, WithSlack(upper_bound), MixSize(mix),
                           std::min(model_.num_layers(), MixGpus(mix))};
     // Every sub-multiset u of the mix, in increasing code order (an odometer on counts).
     std::vector<int> counts(T, 0);
     for (int u = 0;;) {
       targets_[space_.Dense(u)].push_back(entry);
       targets_[space_.Dense(u)].back().free = code - u;
+      targets_[space_.Dense(u)].back().dense_free = space_.Dense(code - u);
       int t = 0;
       while (t < T && counts[t] == mix[t]) {
         u -= counts[t] * space_.stride(t);
@@ -166,6 +173,7 @@ class LabelSearch {
   void PrepareLayer(int a) {
     const int NS = space_.num_node_states();
     layer_.resize(static_cast<size_t>(space_.num_useful()) * NS);
+    serve_tests_.resize(layer_.size());
     tbb::parallel_for(0, static_cast<int>(layer_.size()), [&](int i) {
       if (interrupt_.Every(i) || !space_.strictly_within(space_.Code(i / NS))) return;
       LayerBound& b = layer_[i];
@@ -174,7 +182,15 @@ class LabelSearch {
       b.empty_stage_bound = std::isinf(b.rest_max_ms)
                                 ? b.rest_max_ms
                                 : objective_.StageBound(0.0, 0.0, b.prefix, b.rest_max_ms);
+      serve_tests_[ServeTestIndex(i / NS, i % NS)] = {
+          b.rest_max_ms, b.empty_stage_bound,
+          split_.Prefix(a, space_.Code(i / NS), i % NS, b.rest_max_ms)};
     });
+  }
+  // By node state, then free multiset: a state reads its served mixes' tests in increasing
+  // order of their free multisets, all of one node state.
+  size_t ServeTestIndex(int dense_free, int ns) const {
+    return static_cast<size_t>(ns) * space_.num_useful() + dense_free;
   }
 
   // The best two labels of a state so far (by final time and by primary cost): most
@@ -214,10 +230,20 @@ class LabelSearch {
     const double floor_ms = prefix_cost_.floor_ms(a);
     ServedMixes<Objective> served(objective_, a, floor_ms);
     const int NS = space_.num_node_states();
-    for (const TargetMix& mix : targets_[space_.Dense(u)]) {
+    const SplitParts suffix = split_.Suffix(a, u, ns);
+    const std::vector<TargetMix>& mixes = targets_[space_.Dense(u)];
+    for (size_t k = 0; k < mixes.size(); ++k) {
+      // Most tests are cache misses and most mixes are dropped by them: fetch ahead.
+      constexpr size_t kPrefetchAhead = 8;
+      if (k + kPrefetchAhead < mixes.size()) {
+        __builtin_prefetch(&serve_tests_[ServeTestIndex(mixes[k + kPrefetchAhead].dense_free, ns)]);
+      }
+      const TargetMix& mix = mixes[k];
       if (a == 0 ? mix.free != 0 : ns == 0 && mix.free == 0) continue;  // nodes must match
-      served.Add(mix, layer_[static_cast<size_t>(space_.Dense(mix.free)) * NS + ns],
-                 prefix_cost_.floor_ms(L) - floor_ms);
+      const int dense_free = mix.dense_free;
+      served.Add(mix, serve_tests_[ServeTestIndex(dense_free, ns)],
+                 layer_[static_cast<size_t>(dense_free) * NS + ns],
+                 prefix_cost_.floor_ms(L) - floor_ms, suffix);
     }
     if (served.empty()) return;
     // Scratch owned by this thread for this call (cleared here, dead when it returns): no
@@ -423,8 +449,12 @@ class LabelSearch {
   const std::vector<NodeMix>& mixes_;
   Objective objective_;
   StateSpace space_;
+  // The split bound needs T = sum + k max, which only 1f1b has (k = M - 1); without it
+  // every part is -inf and the test never drops a mix.
+  static constexpr bool kSplit = std::is_same_v<Objective, OneFOneBObjective>;
   const PrefixMaxBound& prefix_max_;
   PrefixCostBound prefix_cost_;
+  SplitBound split_;
   Interrupt& interrupt_;
   int beam_width_;
   int stage_cap_ = INT_MAX;  // most stages a pipeline may have
@@ -433,6 +463,7 @@ class LabelSearch {
       compute_prefix_;  // [t][g][l]: ComputeMs(t, g, 0, l)
   std::vector<std::vector<TargetMix>> targets_;  // per multiset u
   std::vector<LayerBound> layer_;                // per (free multiset, ns) at the current a
+  std::vector<ServeTest> serve_tests_;           // the same, by ServeTestIndex
   std::vector<std::vector<Entry>> fronts_;  // per state, by FrontIndex
   // Per (u, ns), densely: the positions after the current one where the state holds
   // labels, in decreasing order, with those labels (fronts_ is not changed after its

@@ -74,6 +74,23 @@ class PrefixCost {
     return std::max(segments_ != nullptr && work_ > 0 ? SumAt(cap) : 0.0, floor_ms_);
   }
   double floor_ms() const { return floor_ms_; }
+  // min over caps C of (Sum(C) + k C) / work, without the floor, for k >= 0 (0 if no cap is
+  // feasible: a trivial bound). With x = work / C the need, Sum(C) + k C = work (f(x) + k) / x
+  // for the convex fill cost f of the segments, so it scales with the work and, f being
+  // linear between segment ends, its minimum is at an end (or x -> 0 when k = 0, or x -> inf
+  // along an unbounded segment).
+  double MinPerWork(double k) const {
+    if (segments_ == nullptr || segments_->empty()) return 0;
+    double best = k > 0 ? std::numeric_limits<double>::infinity() : segments_->front().slope;
+    double end = 0, cost = 0;
+    for (const HullSegment& s : *segments_) {
+      if (!std::isfinite(s.length)) return std::min(best, s.slope);
+      end += s.length;
+      cost += s.length * s.slope;
+      if (end > 0) best = std::min(best, (cost + k) / end);
+    }
+    return best;
+  }
 
   // Which breakpoint minimises Sum(C) + k C over the feasible caps: -1 the smallest
   // feasible cap, i >= 0 the cap where work / C is the end of segment i, -2 none (no cap
@@ -196,6 +213,8 @@ class PrefixCostBound {
   // The cheapest compute of layers [0, a) on any type and stage size: a lower bound on the
   // cost sum of whatever stages hold them.
   double floor_ms(int a) const { return floor_prefix_[a]; }
+  // The work of the layers [0, a) (the unit the hull segments hold at cap 1).
+  double work(int a) const { return work_prefix_[a]; }
 
  private:
   // Per (free multiset, node state), the hull segments of its free GPUs by slope, and the

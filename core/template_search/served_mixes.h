@@ -16,12 +16,14 @@
 
 #include "core/template_search/objectives.h"
 #include "core/template_search/prefix_cost_bound.h"
+#include "core/template_search/split_bound.h"
 
 namespace oobleck::template_search {
 
 // A requested mix as seen from the states on one multiset u.
 struct TargetMix {
   int free;          // the mix minus u: the nodes left for the layers before the state
+  int dense_free;    // StateSpace::Dense(free), read for every state on u
   double bound;      // its incumbent, with the slack (may be +inf)
   int min_stages;    // fewest and most stages a pipeline over it can have
   int max_stages;
@@ -32,6 +34,15 @@ struct LayerBound {
   PrefixCost prefix;
   double rest_max_ms = 0;
   double empty_stage_bound = 0;  // StageBound of a stage of no compute
+};
+
+// What ServedMixes::Add reads of a LayerBound to drop a mix, with the split bound's prefix
+// parts, in one cache line: Add reads one per served mix candidate (most of them dropped),
+// and with the whole LayerBound (two lines, strided by the node states) each was a miss.
+struct alignas(64) ServeTest {
+  double rest_max_ms = 0;
+  double empty_stage_bound = 0;
+  SplitParts split = kNoSplit;  // SplitBound::Prefix
 };
 
 // The mixes served at one state (layer a), built by Add and then queried while the state's
@@ -48,10 +59,13 @@ class ServedMixes {
   }
 
   // Serves `mix` unless the bounds `b` on its free nodes plus the cheapest compute of the
-  // layers after a (`suffix_floor_ms`) already exceed its incumbent.
-  void Add(const TargetMix& mix, const LayerBound& b, double suffix_floor_ms) {
-    if (std::isinf(b.rest_max_ms)) return;  // no node left for the layers before a
-    if (b.empty_stage_bound + suffix_floor_ms > mix.bound) return;
+  // layers after a (`suffix_floor_ms`), or the split bound of `b` and the state's own nodes
+  // (`suffix`), already exceed its incumbent (`test` holds those parts of `b`).
+  void Add(const TargetMix& mix, const ServeTest& test, const LayerBound& b,
+           double suffix_floor_ms, const SplitParts& suffix) {
+    if (std::isinf(test.rest_max_ms)) return;  // no node left for the layers before a
+    if (test.empty_stage_bound + suffix_floor_ms > mix.bound) return;
+    if (SplitBound::Combined(test.split, suffix) > mix.bound) return;
     const Target& target = targets().emplace_back(
         Target{&mix, b.prefix, b.rest_max_ms,
                objective_.StageCoefficient(mix.min_stages, mix.max_stages, a_ == 0),

@@ -29,6 +29,38 @@ struct TargetMix {
   int max_stages;
 };
 
+// The index of the first of `keyed` (sorted by .first) whose key is at least `key`, as
+// std::lower_bound, but searched outwards from `hint` (doubling steps, then a binary search
+// over the last step): O(log distance) instead of O(log size). FitsBySumLimit's labels come
+// one source front at a time in order of sum, so consecutive maxima are mostly close (on the
+// 1000-layer all-mixes case: same place 57 %, 1.9 entries away on average), and the binary
+// search over up to 1024 cached maxima was a visible part of its time.
+inline size_t LowerBoundNear(const std::vector<std::pair<double, double>>& keyed, size_t hint,
+                             double key) {
+  const size_t n = keyed.size();
+  size_t lo = 0, hi = std::min(hint, n);  // the answer is in [lo, hi]
+  if (hi < n && keyed[hi].first < key) {
+    lo = hi + 1;  // every entry before lo is below key
+    size_t step = 1;
+    while (lo + step - 1 < n && keyed[lo + step - 1].first < key) {
+      lo += step;
+      step *= 2;
+    }
+    hi = std::min(n, lo + step - 1);
+  } else {
+    size_t step = 1;  // keyed[hi] is at least key, or hi == n
+    while (hi >= step && keyed[hi - step].first >= key) {
+      hi -= step;
+      step *= 2;
+    }
+    lo = hi >= step ? hi - step + 1 : 0;
+  }
+  return static_cast<size_t>(
+      std::lower_bound(keyed.begin() + lo, keyed.begin() + hi, key,
+                       [](const std::pair<double, double>& p, double k) { return p.first < k; }) -
+      keyed.begin());
+}
+
 // The bounds on the layers [0, a) for one (free multiset, partial node state).
 struct LayerBound {
   PrefixCost prefix;
@@ -180,9 +212,8 @@ class ServedMixes {
     constexpr size_t kMaxLimits = 1024;
     std::vector<std::pair<double, double>>& limits = sum_limits();
     const double max = label.max, sum = Objective::Primary(label);
-    auto above = std::lower_bound(
-        limits.begin(), limits.end(), max,
-        [](const std::pair<double, double>& p, double m) { return p.first < m; });
+    const auto above = limits.begin() + LowerBoundNear(limits, limit_hint_, max);
+    limit_hint_ = static_cast<size_t>(above - limits.begin());
     if (above != limits.end() && sum <= above->second) return true;
     if (above != limits.end() && above->first == max) return false;
     if (above != limits.begin() && sum > std::prev(above)->second) return false;
@@ -218,6 +249,7 @@ class ServedMixes {
   double too_costly_from_ = std::numeric_limits<double>::infinity();
   size_t stage_fit_ = 0;
   size_t last_fit_ = 0;
+  size_t limit_hint_ = 0;  // where FitsBySumLimit found the last label's max
 };
 
 }  // namespace oobleck::template_search

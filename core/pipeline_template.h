@@ -51,11 +51,11 @@ inline bool SameShape(const PipelineTemplate& a, const PipelineTemplate& b) {
 }
 
 // A hash of the shape: equal for templates of SameShape. Only for in-memory lookups (never
-// stored), so it mixes whole ints (FNV-1a's step on 32-bit words): Replan hashes each of a
+// stored), so it mixes whole ints (Fnv1a64Word): Replan hashes each of a
 // fleet's hundreds of pipelines' templates, and the byte-wise hash showed in its profile.
 inline uint64_t ShapeHash(const PipelineTemplate& t) {
-  uint64_t h = 14695981039346656037ull;
-  auto add = [&h](int x) { h = (h ^ static_cast<uint32_t>(x)) * 1099511628211ull; };
+  uint64_t h = kFnv1a64Basis;
+  auto add = [&h](int x) { h = Fnv1a64Word(static_cast<uint32_t>(x), h); };
   add(static_cast<int>(t.mix.size()));
   for (int x : t.mix) add(x);
   add(static_cast<int>(t.node_order.size()));

@@ -28,7 +28,9 @@ int64_t SaturatingAdd(int64_t a, int64_t b) {
   return a >= kMax - b ? kMax : a + b;
 }
 
-int64_t CountMultisetsInsideMixes(const std::vector<int>& caps, const std::vector<NodeMix>& mixes) {
+int64_t CountMultisetsInsideMixes(const std::vector<int>& caps, const std::vector<NodeMix>& mixes,
+                                  Interrupt* interrupt) {
+  constexpr int64_t kPollMask = (int64_t{1} << 14) - 1;  // multisets between two polls
   const int T = static_cast<int>(caps.size());
   std::vector<int64_t> strides(T, 1);
   int64_t box = 1;
@@ -47,6 +49,7 @@ int64_t CountMultisetsInsideMixes(const std::vector<int>& caps, const std::vecto
   std::vector<int> counts = caps;  // of u, stepped down like an odometer
   int64_t count = 0;
   for (int64_t u = box - 1; u >= 0; --u) {
+    if ((u & kPollMask) == 0 && interrupt != nullptr && interrupt->Poll()) return -1;
     if (u < box - 1) {
       int t = 0;
       for (; counts[t] == 0; ++t) counts[t] = caps[t];
@@ -61,7 +64,8 @@ int64_t CountMultisetsInsideMixes(const std::vector<int>& caps, const std::vecto
 }
 
 TemplateSearchSize EstimateTemplateSearch(const CostModel& model, const std::vector<NodeMix>& mixes,
-                                          const TemplateSearchLimits& limits) {
+                                          const TemplateSearchLimits& limits,
+                                          Interrupt* interrupt) {
   const int T = model.num_types();
   TemplateSearchSize size;
   std::vector<int64_t> caps(T, 0);
@@ -78,7 +82,9 @@ TemplateSearchSize EstimateTemplateSearch(const CostModel& model, const std::vec
   size.box_work = SaturatingMul(size.box, std::max(T, 1));
   size.useful = std::min(size.box, size.mix_entries);
   if (size.box_work <= limits.max_box_work) {
-    size.useful = CountMultisetsInsideMixes(std::vector<int>(caps.begin(), caps.end()), mixes);
+    const int64_t inside =
+        CountMultisetsInsideMixes(std::vector<int>(caps.begin(), caps.end()), mixes, interrupt);
+    if (inside >= 0) size.useful = inside;
   }
   size.node_states = 1;
   for (int t = 0; t < T; ++t) {

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "core/cluster.h"
 #include "core/cost_model.h"
+#include "core/interrupt.h"
 
 namespace oobleck {
 
@@ -40,14 +41,19 @@ struct TemplateSearchLimits {
 
 // The box is walked (box_work steps) only when box_work <= limits.max_box_work, so a
 // request whose box is too large is still estimated, and refused, in O(mixes x types).
+// The walk polls `interrupt`; when that stops it, `useful` keeps its upper bound and the
+// caller must check interrupt->stopped() before trusting the estimate.
 TemplateSearchSize EstimateTemplateSearch(const CostModel& model,
                                           const std::vector<NodeMix>& mixes,
-                                          const TemplateSearchLimits& limits = {});
+                                          const TemplateSearchLimits& limits = {},
+                                          Interrupt* interrupt = nullptr);
 
 // How many multisets of the box `caps` (prod (cap_t + 1) of them) are inside at least one
 // of `mixes` (each mix within the box): the multisets a template search keeps states for.
+// -1 if `interrupt` stopped the walk.
 int64_t CountMultisetsInsideMixes(const std::vector<int>& caps,
-                                  const std::vector<NodeMix>& mixes);
+                                  const std::vector<NodeMix>& mixes,
+                                  Interrupt* interrupt = nullptr);
 
 // OK, or RESOURCE_EXHAUSTED naming the first limit the search would pass, its value and
 // the estimate.

@@ -551,8 +551,12 @@ class PlanSearch {
   static constexpr int64_t kMaxOneBlockEntries = int64_t{1} << 19;
   // Table fills below this many row-element updates stay on one thread.
   static constexpr int64_t kParallelWork = int64_t{1} << 24;
-  // Table work between two polls of the interrupt (about a millisecond in a release build).
-  static constexpr int64_t kPollWork = int64_t{1} << 20;
+  // Table work between two polls of the interrupt: about 0.2 ms in a release build, and
+  // still well under the 100 ms a cancelled search may run on in the sanitizer and
+  // fuzzing builds, which are 20-50x slower. (A poll reads the clock: ~50 ns.)
+  static constexpr int64_t kPollWork = int64_t{1} << 18;
+  // Table entries set between two polls while a table is reset (AssignPolled).
+  static constexpr int64_t kFillChunk = int64_t{1} << 16;
 
   // The number of (state, shape) pairs where the shape fits within the state, or -1 when
   // fit lists do not pay: they do when they are small and leave out a good part of the
@@ -595,6 +599,20 @@ class PlanSearch {
   }
   absl::Status Cancelled() const {
     return interrupt_.Poll() ? Interrupt::Status("plan search") : absl::OkStatus();
+  }
+  // v = n copies of `value`, polling the interrupt every kFillChunk entries: a table of
+  // millions of entries is a long fill in an instrumented build (the fuzzers' server takes
+  // 100 ms per table), where the call must still stop within its deadline's slack. False
+  // if the interrupt stopped it.
+  template <typename V>
+  bool AssignPolled(std::vector<V>& v, int64_t n, V value) const {
+    v.clear();
+    v.reserve(n);
+    for (int64_t filled = 0; filled < n; filled += kFillChunk) {
+      if (interrupt_.Poll()) return false;
+      v.insert(v.end(), std::min(kFillChunk, n - filled), value);
+    }
+    return true;
   }
 
   // Micro-batches the free pipelines must absorb at tau; kImpossible if a kept pipeline
@@ -862,13 +880,15 @@ class PlanSearch {
     constexpr int64_t kMask = (int64_t{1} << kShift) - 1;
     constexpr int64_t kImpossible = -(int64_t{1} << 60);
     std::vector<int64_t>& w = keys_;
-    w.assign(num_states_, kImpossible);
+    if (!AssignPolled(w, num_states_, kImpossible)) return Interrupt::Status("plan search");
     const int T = static_cast<int>(strides_.size());
     const int64_t cap64 = cap;
+    const size_t rows_per_poll = std::max<size_t>(1, kPollWork / (T + usable.size()));
     if (!fit_starts_.empty()) {
       std::vector<int32_t> kept_absorb(shapes_.size(), 0);  // per shape; 0: not in usable
       for (const Usable& a : usable) kept_absorb[a.shape] = a.absorb;
       for (size_t r = 0; r < real_states_.size(); ++r) {
+        if (r % rows_per_poll == 0 && interrupt_.Poll()) return Interrupt::Status("plan search");
         const int64_t u = real_states_[r];
         int64_t best = kMask;  // nothing absorbed, no pipeline
         for (int t = 0; t < T; ++t) best = std::max(best, w[u - strides_[t]]);
@@ -883,7 +903,9 @@ class PlanSearch {
         w[u] = best;
       }
     } else {
-      for (int64_t u : real_states_) {
+      for (size_t r = 0; r < real_states_.size(); ++r) {
+        if (r % rows_per_poll == 0 && interrupt_.Poll()) return Interrupt::Status("plan search");
+        const int64_t u = real_states_[r];
         int64_t best = kMask;  // nothing absorbed, no pipeline
         for (int t = 0; t < T; ++t) best = std::max(best, w[u - strides_[t]]);
         for (const Usable& s : usable) {
@@ -914,7 +936,7 @@ class PlanSearch {
   bool FillRows(std::vector<V>& table, const std::vector<Usable>& usable, int pcap, int width,
                 int cap) {
     constexpr V kNegV = std::numeric_limits<V>::min() / 2;
-    table.assign(num_states_ * width, kNegV);
+    if (!AssignPolled(table, num_states_ * width, kNegV)) return false;
     const int T = static_cast<int>(strides_.size());
     const int min_nodes = std::max(1, min_shape_nodes_);
     const V capv = static_cast<V>(cap);
@@ -991,8 +1013,11 @@ class PlanSearch {
       tbb::parallel_for(
           tbb::blocked_range<size_t>(level_starts_[level], level_starts_[level + 1], grain),
           [&](const tbb::blocked_range<size_t>& range) {
-            if (interrupt_.Poll()) return;
-            for (size_t i = range.begin(); i != range.end(); ++i) row(by_size_[i]);
+            // (The partitioner may hand one body far more than `grain` rows.)
+            for (size_t i = range.begin(); i != range.end(); ++i) {
+              if ((i - range.begin()) % rows_per_poll == 0 && interrupt_.Poll()) return;
+              row(by_size_[i]);
+            }
           });
     }
     return !interrupt_.stopped();

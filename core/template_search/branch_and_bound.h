@@ -70,7 +70,7 @@ absl::StatusOr<std::vector<double>> FindIncumbents(const StageCosts& costs,
     }
   }
   for (double slack : slacks) {
-    // Each round first sets up its state space and bounds, which poll nothing.
+    // Each round first sets up its state space (polled) and bounds.
     if (interrupt.Poll()) return Interrupt::Status("template search");
     std::vector<size_t> pending;
     for (size_t i = 0; i < mixes.size(); ++i) {
@@ -84,7 +84,8 @@ absl::StatusOr<std::vector<double>> FindIncumbents(const StageCosts& costs,
       round_bounds.push_back(slack < 0 ? kInf : guesses[i] * (1 + slack));
     }
     const bool all = pending.size() == mixes.size();
-    const StateSpace round_space(model, round_mixes);
+    const StateSpace round_space(model, round_mixes, &interrupt);
+    if (interrupt.stopped()) return Interrupt::Status("template search");
     std::optional<PrefixMaxBound> round_max;
     if (!all) round_max.emplace(costs, round_space, round_mixes, interrupt);
     LabelSearch<Objective> beam(costs, round_mixes, objective, kBeamWidth, round_bounds,
@@ -126,7 +127,7 @@ absl::Status SettleByGuessedRounds(const StageCosts& costs, const std::vector<No
     };
   }
   for (double slack : kExactGuessSlacks) {
-    // Each round first sets up its state space and bounds, which poll nothing.
+    // Each round first sets up its state space (polled) and bounds.
     if (interrupt.Poll()) return Interrupt::Status("template search");
     std::vector<size_t> pending;
     std::vector<NodeMix> round_mixes;
@@ -139,7 +140,8 @@ absl::Status SettleByGuessedRounds(const StageCosts& costs, const std::vector<No
     }
     if (pending.empty()) break;
     const bool all = pending.size() == mixes.size();
-    const StateSpace round_space(model, round_mixes);
+    const StateSpace round_space(model, round_mixes, &interrupt);
+    if (interrupt.stopped()) return Interrupt::Status("template search");
     std::optional<PrefixMaxBound> round_max;
     if (!all) round_max.emplace(costs, round_space, round_mixes, interrupt);
     LabelSearch<Objective> exact(costs, round_mixes, objective, 0, round_bounds,
@@ -173,7 +175,8 @@ absl::Status SettleWithIncumbents(const StageCosts& costs, const std::vector<Nod
   if (rest.empty()) return absl::OkStatus();
   if (interrupt.Poll()) return Interrupt::Status("template search");
   const bool all = rest.size() == mixes.size();
-  const StateSpace rest_space(costs.model(), rest_mixes);
+  const StateSpace rest_space(costs.model(), rest_mixes, &interrupt);
+  if (interrupt.stopped()) return Interrupt::Status("template search");
   std::optional<PrefixMaxBound> rest_max;
   if (!all) rest_max.emplace(costs, rest_space, rest_mixes, interrupt);
   const PrefixMaxBound& bound = all ? prefix_max : *rest_max;
@@ -196,7 +199,8 @@ absl::StatusOr<std::vector<MixResult>> BranchAndBound(const CostModel& model,
                                                       const SearchOptions& options) {
   Interrupt interrupt(options.cancelled);
   const StageCosts costs(model);
-  const StateSpace space(model, mixes);
+  const StateSpace space(model, mixes, &interrupt);
+  if (interrupt.stopped()) return Interrupt::Status("template search");
   const PrefixMaxBound prefix_max(costs, space, mixes, interrupt);
   if (interrupt.Poll()) return Interrupt::Status("template search");
   std::vector<std::optional<MixResult>> settled(mixes.size());

@@ -6,7 +6,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/search.h"
+#include "core/interrupt.h"
 #include "core/search_size.h"
+#include "core/status_macros.h"
 #include "core/template_search/branch_and_bound.h"
 #include "core/template_search/objectives.h"
 
@@ -24,10 +26,10 @@ absl::StatusOr<std::vector<MixResult>> SearchTemplates(const CostModel& model,
   }
   if (mixes.empty()) return std::vector<MixResult>{};
   // Refuse, before allocating anything, what the search could not finish.
-  if (absl::Status size = CheckTemplateSearchSize(EstimateTemplateSearch(model, mixes));
-      !size.ok()) {
-    return size;
-  }
+  Interrupt interrupt(options.cancelled);
+  const TemplateSearchSize size = EstimateTemplateSearch(model, mixes, {}, &interrupt);
+  if (interrupt.stopped()) return Interrupt::Status("template search");
+  RETURN_IF_ERROR(CheckTemplateSearchSize(size));
   absl::StatusOr<std::vector<MixResult>> results;
   if (model.kind() == CostModelKind::kOneFOneB) {
     results = template_search::BranchAndBound(

@@ -11,12 +11,21 @@
 
 #include "core/cluster.h"
 #include "core/cost_model.h"
+#include "core/interrupt.h"
 
 namespace oobleck::template_search {
 
 class StateSpace {
  public:
-  StateSpace(const CostModel& model, const std::vector<NodeMix>& mixes) : model_(model) {
+  // Walks the box of the mixes (up to TemplateSearchLimits::max_box_work steps), polling
+  // `interrupt` on the way: when it stops the walk, the space is incomplete and the caller
+  // must check interrupt->stopped() before any use.
+  StateSpace(const CostModel& model, const std::vector<NodeMix>& mixes,
+             Interrupt* interrupt = nullptr)
+      : model_(model) {
+    auto stopped = [interrupt](int u) {
+      return (u & kPollMask) == 0 && interrupt != nullptr && interrupt->Poll();
+    };
     const int T = model.num_types();
     caps_.assign(T, 0);
     for (const NodeMix& mix : mixes) {
@@ -45,6 +54,7 @@ class StateSpace {
     for (const NodeMix& mix : mixes) within_[Encode(mix)] = true;
     std::vector<int> counts = caps_;  // of u, stepped down like an odometer
     for (int u = num_multisets_ - 1; u >= 0; --u) {
+      if (stopped(u)) return;
       if (u < num_multisets_ - 1) {
         int t = 0;
         for (; counts[t] == 0; ++t) counts[t] = caps_[t];
@@ -62,11 +72,14 @@ class StateSpace {
     // multiset's sub-multisets come first).
     dense_.assign(num_multisets_, -1);
     for (int u = 0; u < num_multisets_; ++u) {
+      if (stopped(u)) return;
       if (!within_[u]) continue;
       dense_[u] = static_cast<int>(codes_.size());
       codes_.push_back(u);
     }
   }
+  // Multisets walked between two polls of the interrupt.
+  static constexpr int kPollMask = (1 << 14) - 1;
 
   // Multisets inside some requested mix: the only ones states and bounds are kept for.
   int num_useful() const { return static_cast<int>(codes_.size()); }

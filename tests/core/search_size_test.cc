@@ -3,6 +3,7 @@
 // genuinely too large are still refused at once, naming the limit.
 #include "core/search_size.h"
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <random>
@@ -77,6 +78,25 @@ TEST(SearchSizeTest, CountsTheMultisetsInsideSomeMixExactly) {
     SCOPED_TRACE(round);
     EXPECT_EQ(CountMultisetsInsideMixes(caps, mixes), CountByEnumeration(caps, mixes));
   }
+}
+
+// The walk over a box of millions of multisets stops at the caller's deadline: -1, and the
+// estimate keeps its upper bound.
+TEST(SearchSizeTest, TheBoxWalkStopsWhenInterrupted) {
+  const std::vector<int> caps(6, 8);  // 9^6 = 531441 multisets
+  const std::vector<NodeMix> mixes = EnumerateMixes(NodeMix(6, 8), 1, 8);
+  int polls = 0;
+  Interrupt interrupt([&polls] { return ++polls > 3; });
+  EXPECT_EQ(CountMultisetsInsideMixes(caps, mixes, &interrupt), -1);
+  EXPECT_EQ(polls, 4);
+  Interrupt never({});
+  EXPECT_EQ(CountMultisetsInsideMixes(caps, mixes, &never), 3003);
+
+  Interrupt stopped([] { return true; });
+  const TemplateSearchSize size = EstimateTemplateSearch(EightGpuModel(6, 80), mixes, {}, &stopped);
+  EXPECT_TRUE(stopped.stopped());
+  EXPECT_EQ(size.useful, std::min(size.box, size.mix_entries));  // not the exact 3003
+  EXPECT_GT(size.useful, 3003);
 }
 
 TEST(SearchSizeTest, SixLlmTypesWithEveryMixOfUpToEightNodesAreAdmitted) {

@@ -1,5 +1,9 @@
 #include "server/call_watch.h"
 
+#include <grpc/grpc.h>
+
+#include <thread>
+
 #include "absl/strings/str_cat.h"
 
 namespace oobleck::server {
@@ -11,7 +15,27 @@ int64_t NowNs() {
       .count();
 }
 
+bool CancelledWithin(grpc::ServerContextBase* context, std::chrono::steady_clock::duration wait) {
+  const auto give_up = std::chrono::steady_clock::now() + wait;
+  while (!context->IsCancelled()) {
+    if (std::chrono::steady_clock::now() >= give_up) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return true;
+}
+
 }  // namespace
+
+MissingRequest WhyNoRequest(grpc::ServerContextBase* context) {
+  if (context->deadline() <= std::chrono::system_clock::now()) {
+    return MissingRequest::kDeadlinePassed;
+  }
+  if ((context->c_call() != nullptr && grpc_call_failed_before_recv_message(context->c_call())) ||
+      CancelledWithin(context, kCancelNoticeWait)) {
+    return MissingRequest::kCancelled;
+  }
+  return MissingRequest::kClientsFault;
+}
 
 CallWatch::CallWatch(grpc::ServerContext* context, const ShutdownFlag* shutdown)
     : context_(context),

@@ -27,6 +27,16 @@ class ShutdownFlag {
   std::atomic<bool> set_{false};
 };
 
+// Why a call that takes one request message got none. A client that cancels, or whose
+// deadline expires, before its request arrives still reaches the handler (or gRPC's
+// generated one), whose read fails; the cancellation reaches the call's close op, which
+// IsCancelled reads, a moment later and not always with the read flagged as failed. So
+// a live call, whose client half-closed without a message or sent one that does not
+// parse, is told apart only after kCancelNoticeWait: its INTERNAL comes that much later.
+enum class MissingRequest { kDeadlinePassed, kCancelled, kClientsFault };
+MissingRequest WhyNoRequest(grpc::ServerContextBase* context);
+inline constexpr std::chrono::milliseconds kCancelNoticeWait{50};
+
 class CallWatch {
  public:
   // `shutdown` may be null (never shutting down); both must outlive the watch.

@@ -177,11 +177,17 @@ grpc::Status ServeReplan(
   google::protobuf::Arena arena(arena_options);
   auto* request = google::protobuf::Arena::CreateMessage<pb::ReplanRequest>(&arena);
   if (!stream->Read(request)) {
-    // What gRPC's unary handler answers too when no request message arrives or parses.
-    if (context->IsCancelled()) {
-      return grpc::Status(grpc::StatusCode::CANCELLED,
-                          "the call was cancelled before its request arrived");
+    switch (WhyNoRequest(context)) {
+      case MissingRequest::kDeadlinePassed:
+        return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                            "the deadline passed before the request arrived");
+      case MissingRequest::kCancelled:
+        return grpc::Status(grpc::StatusCode::CANCELLED,
+                            "the call was cancelled before its request arrived");
+      case MissingRequest::kClientsFault:
+        break;
     }
+    // What gRPC's unary handler answers too when no request message arrives or parses.
     return grpc::Status(grpc::StatusCode::INTERNAL,
                         "no ReplanRequest arrived, or it did not parse as one");
   }

@@ -1,13 +1,11 @@
 #include "server/request_log.h"
 
-#include <grpc/grpc.h>
 #include <grpcpp/server_context.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <memory>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -16,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "server/call_watch.h"
 
 namespace oobleck::server {
 namespace {
@@ -136,11 +135,8 @@ class RequestLogInterceptor final : public grpc::experimental::Interceptor {
   // message and answers INTERNAL "Couldn't initialize byte buffer reader". The client sees
   // CANCELLED or DEADLINE_EXCEEDED; the log and the metrics say CANCELLED, instead of an
   // INTERNAL that is not the server's fault. Only calls that take one request message
-  // (unary and server-streaming: the others read theirs in the handler), got none, and
-  // are past their deadline, or whose read failed (grpc_call_failed_before_recv_message),
-  // or are cancelled (IsCancelled) — as opposed to a client that half-closed without a
-  // message. A live call without a request, or with one that does not parse, stays
-  // INTERNAL.
+  // (unary and server-streaming: the others read theirs in the handler) and got none, for
+  // a reason WhyNoRequest does not blame on the client.
   void RelabelIfCancelledBeforeRequest() {
     const grpc::experimental::ServerRpcInfo::Type type = info_->type();
     if (request_received_ || (type != grpc::experimental::ServerRpcInfo::Type::UNARY &&
@@ -149,33 +145,13 @@ class RequestLogInterceptor final : public grpc::experimental::Interceptor {
     }
     grpc::ServerContextBase* context = info_->server_context();
     if (context == nullptr || context->c_call() == nullptr) return;
-    const bool deadline_passed = context->deadline() <= std::chrono::system_clock::now();
-    if (!deadline_passed && !grpc_call_failed_before_recv_message(context->c_call()) &&
-        !CancelledWithin(context, kCancelNoticeWait)) {
-      return;
-    }
+    const MissingRequest why = WhyNoRequest(context);
+    if (why == MissingRequest::kClientsFault) return;
     status_ = grpc::Status(
         grpc::StatusCode::CANCELLED,
-        absl::StrCat(deadline_passed ? "deadline expired" : "cancelled",
+        absl::StrCat(why == MissingRequest::kDeadlinePassed ? "deadline expired" : "cancelled",
                      " before its request message arrived (gRPC's handler answered INTERNAL \"",
                      status_.error_message(), "\")"));
-  }
-
-  // Not every such read is flagged as failed (in the soak, 16 of 120 s of early cancels
-  // were not: the cancel probably came right behind the headers), and the cancellation
-  // reaches the call's close op, which IsCancelled reads, a moment later, possibly on
-  // another thread. A call whose client is still there does not become cancelled while
-  // its status waits here, so the wait costs only a client that half-closed without a
-  // request: its INTERNAL comes this much later.
-  static constexpr std::chrono::milliseconds kCancelNoticeWait{50};
-  static bool CancelledWithin(grpc::ServerContextBase* context,
-                              std::chrono::steady_clock::duration wait) {
-    const auto give_up = std::chrono::steady_clock::now() + wait;
-    while (!context->IsCancelled()) {
-      if (std::chrono::steady_clock::now() >= give_up) return false;
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
-    return true;
   }
 
   grpc::experimental::ServerRpcInfo* info_;

@@ -149,24 +149,38 @@ const MixResult* TemplateSet::Find(const NodeMix& mix) const {
   return nullptr;
 }
 
-absl::StatusOr<NodeIndex> ValidateAndIndexNodes(const CostModel& model,
-                                                const std::vector<ClusterNode>& nodes) {
+namespace {
+
+absl::Status CheckNodeCount(const std::vector<ClusterNode>& nodes) {
   if (nodes.empty()) return absl::InvalidArgumentError("nodes must not be empty");
   if (nodes.size() > static_cast<size_t>(kMaxClusterNodes)) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "nodes has %d entries, more than the limit of %d nodes per plan", nodes.size(),
         kMaxClusterNodes));
   }
+  return absl::OkStatus();
+}
+
+// Node i's own fields: a non-empty id and a valid type.
+absl::Status CheckNode(const CostModel& model, const ClusterNode& node, size_t i) {
+  if (node.id.empty()) return absl::InvalidArgumentError(absl::StrCat("nodes[", i, "].id is empty"));
+  if (node.type < 0 || node.type >= model.num_types()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("nodes[", i, "] (\"", node.id, "\") has no valid node type"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<NodeIndex> ValidateAndIndexNodes(const CostModel& model,
+                                                const std::vector<ClusterNode>& nodes) {
+  RETURN_IF_ERROR(CheckNodeCount(nodes));
   NodeIndex index;  // views into nodes
   index.reserve(nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i) {
     const ClusterNode& node = nodes[i];
-    if (node.id.empty())
-      return absl::InvalidArgumentError(absl::StrCat("nodes[", i, "].id is empty"));
-    if (node.type < 0 || node.type >= model.num_types()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("nodes[", i, "] (\"", node.id, "\") has no valid node type"));
-    }
+    RETURN_IF_ERROR(CheckNode(model, node, i));
     auto [it, inserted] = index.emplace(node.id, static_cast<int>(i));
     if (!inserted) {
       return absl::InvalidArgumentError(
@@ -174,6 +188,16 @@ absl::StatusOr<NodeIndex> ValidateAndIndexNodes(const CostModel& model,
     }
   }
   return index;
+}
+
+absl::Status ValidateIndexedNodes(const CostModel& model, const std::vector<ClusterNode>& nodes,
+                                  const NodeIndex& index) {
+  RETURN_IF_ERROR(CheckNodeCount(nodes));
+  // Each id is in the index once: the ids are unique exactly when none was dropped. On any
+  // error the full check runs, so that the first bad node in list order is the one named.
+  bool valid = index.size() == nodes.size();
+  for (size_t i = 0; i < nodes.size() && valid; ++i) valid = CheckNode(model, nodes[i], i).ok();
+  return valid ? absl::OkStatus() : ValidateAndIndexNodes(model, nodes).status();
 }
 
 absl::Status ValidateNodes(const CostModel& model, const std::vector<ClusterNode>& nodes) {
@@ -467,10 +491,34 @@ absl::Status PlaceNodes(const CostModel& model, const std::vector<ClusterNode>& 
   return absl::OkStatus();
 }
 
+// ListIdleNodes when plan->idle already names exactly the nodes no pipeline runs, in
+// cluster order (a plan this service answered, sent back): each id then appears once, so
+// the reason given for it is its last one, and only the types and empty reasons change.
+// False, plan->idle untouched, otherwise. Saves hashing the ids of a fleet's idle nodes.
+bool KeepGivenIdleNodes(const std::vector<ClusterNode>& nodes,
+                        const std::vector<std::pair<int, int>>& placed, ClusterPlan* plan) {
+  size_t k = 0;
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    if (placed[n].first >= 0) continue;
+    if (k == plan->idle.size() || plan->idle[k].id != nodes[n].id) return false;
+    ++k;
+  }
+  if (k != plan->idle.size()) return false;
+  k = 0;
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    if (placed[n].first >= 0) continue;
+    IdleNode& idle = plan->idle[k++];
+    idle.type = nodes[n].type;
+    if (idle.reason.empty()) idle.reason = "not in any pipeline";
+  }
+  return true;
+}
+
 // plan->idle: every node no pipeline runs, with the reason plan->idle gave for it (the last
 // one given per id) or "not in any pipeline".
 void ListIdleNodes(const std::vector<ClusterNode>& nodes,
                    const std::vector<std::pair<int, int>>& placed, ClusterPlan* plan) {
+  if (KeepGivenIdleNodes(nodes, placed, plan)) return;
   std::vector<IdleNode> given_idle = std::move(plan->idle);
   absl::flat_hash_map<std::string_view, std::string*> reasons;
   for (IdleNode& idle : given_idle) reasons[idle.id] = &idle.reason;

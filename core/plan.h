@@ -203,6 +203,12 @@ absl::Status ValidateNodes(const CostModel& model, const std::vector<ClusterNode
 // ValidateNodes, and the index of the valid nodes (one pass, one hash map).
 absl::StatusOr<NodeIndex> ValidateAndIndexNodes(const CostModel& model,
                                                 const std::vector<ClusterNode>& nodes);
+// ValidateNodes for a caller that has indexed `nodes` itself as IndexNodes does (first entry
+// per id; e.g. the server, whose own check of the request's ids names its fields): the same
+// checks and errors without hashing the ids again (a repeated id shows as an index smaller
+// than the list; only then are the ids hashed, for the message).
+absl::Status ValidateIndexedNodes(const CostModel& model, const std::vector<ClusterNode>& nodes,
+                                  const NodeIndex& index);
 
 class ClusterPlanner {
  public:

@@ -76,6 +76,10 @@ struct ReplanOptions {
   PipelineSizeLimits limits;
   SearchOptions search;
   NodeAssignmentMethod assignment = NodeAssignmentMethod::kClasses;
+  // The caller's index of `nodes` (IndexNodes, or one built the same way while checking
+  // them), or null: Replan then checks the nodes without hashing the 4096 ids of a fleet
+  // again (ValidateIndexedNodes). It must index exactly the nodes passed to Replan.
+  const NodeIndex* node_index = nullptr;
 };
 
 // A plan Replan weighed, with what applying it would cost.

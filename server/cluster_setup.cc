@@ -3,7 +3,6 @@
 #include <string_view>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "core/field_path.h"
 #include "core/status_macros.h"
@@ -16,13 +15,24 @@ namespace {
 
 namespace pb = ::oobleck::planner::v1;
 
-// The nodes listed in the request, or count nodes of each type named "<type>-<k>". Field
-// paths without the prefix (ToClusterSetup adds it), but for the one inside a message.
-absl::StatusOr<std::vector<ClusterNode>> ToNodes(const pb::PlanRequest& request,
-                                                 const std::string& prefix) {
+// The index of the node type named `name` in the cluster (the first of that name), or -1:
+// a scan of a few names (at most kMaxPlanNodeTypes) is cheaper than hashing 4096 of them.
+int FindNodeType(const pb::Cluster& cluster, std::string_view name) {
+  for (int i = 0; i < cluster.node_types_size(); ++i) {
+    if (cluster.node_types(i).name() == name) return i;
+  }
+  return -1;
+}
+
+// setup->nodes: the nodes listed in the request, indexed in setup->node_index (the one
+// check of their ids: core reuses the index), or count nodes of each type named
+// "<type>-<k>". Field paths without the prefix (ToClusterSetup adds it), but for the one
+// inside a message.
+absl::Status ToNodes(const pb::PlanRequest& request, const std::string& prefix,
+                     ClusterSetup* setup) {
   const pb::Cluster& cluster = request.cluster();
   const int T = cluster.node_types_size();
-  std::vector<ClusterNode> nodes;
+  std::vector<ClusterNode>& nodes = setup->nodes;
   if (request.nodes().empty()) {
     for (int i = 0; i < T; ++i) {
       const int count = cluster.node_types(i).count();
@@ -36,33 +46,31 @@ absl::StatusOr<std::vector<ClusterNode>> ToNodes(const pb::PlanRequest& request,
         nodes.push_back({absl::StrCat(cluster.node_types(i).name(), "-", k), i});
       }
     }
-    return nodes;
+    return absl::OkStatus();
   }
-  // Views of the request's strings (it outlives these maps); a field path is built only
-  // for an error: a fleet lists thousands of nodes.
-  absl::flat_hash_map<std::string_view, int> type_index;
-  for (int i = 0; i < T; ++i) type_index.emplace(cluster.node_types(i).name(), i);
+  // A field path is built only for an error: a fleet lists thousands of nodes. The index's
+  // views are into `nodes`, whose buffer is reserved once and never moves.
   std::vector<int> counts(T, 0);
-  absl::flat_hash_map<std::string_view, int> seen;
+  NodeIndex& seen = setup->node_index.emplace();
   seen.reserve(request.nodes_size());
   nodes.reserve(request.nodes_size());
   for (int j = 0; j < request.nodes_size(); ++j) {
     const pb::Node& node = request.nodes(j);
     if (node.id().empty()) return InvalidField(absl::StrCat("nodes[", j, "].id"), " is required");
-    auto type = type_index.find(node.node_type());
-    if (type == type_index.end()) {
+    const int type = FindNodeType(cluster, node.node_type());
+    if (type < 0) {
       return InvalidField(absl::StrCat("nodes[", j, "].node_type"),
                           absl::StrCat(" \"", node.node_type(),
                                        "\" is not the name of any cluster.node_types entry"));
     }
-    auto [it, inserted] = seen.emplace(node.id(), j);
+    nodes.push_back({node.id(), type});
+    auto [it, inserted] = seen.emplace(nodes.back().id, j);
     if (!inserted) {
       return InvalidField(
           absl::StrCat("nodes[", j, "].id"),
           absl::StrCat(" \"", node.id(), "\" repeats ", prefix, "nodes[", it->second, "].id"));
     }
-    nodes.push_back({node.id(), type->second});
-    ++counts[type->second];
+    ++counts[type];
   }
   for (int i = 0; i < T; ++i) {
     const int count = cluster.node_types(i).count();
@@ -73,7 +81,7 @@ absl::StatusOr<std::vector<ClusterNode>> ToNodes(const pb::PlanRequest& request,
                        cluster.node_types(i).name(), "\"; set it to ", counts[i], " or to 0"));
     }
   }
-  return nodes;
+  return absl::OkStatus();
 }
 
 // Paths as in a PlanRequest; ToClusterSetup prefixes them.
@@ -82,7 +90,7 @@ absl::StatusOr<ClusterSetup> Resolve(const pb::PlanRequest& request, const Profi
   if (!request.has_cluster()) return InvalidField("cluster", " is required");
   RETURN_IF_ERROR(CheckPlanLimits(request, ""));
   ClusterSetup setup;
-  ASSIGN_OR_RETURN(setup.nodes, ToNodes(request, prefix));
+  RETURN_IF_ERROR(ToNodes(request, prefix, &setup));
   // Core's checks, before the profiles are resolved; against the cluster, core checks the
   // sizes again when it plans.
   setup.limits.min_nodes = request.min_nodes_per_pipeline();

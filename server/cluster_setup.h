@@ -6,6 +6,7 @@
 #define OOBLECK_SERVER_CLUSTER_SETUP_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,8 +20,18 @@
 namespace oobleck::server {
 
 struct ClusterSetup {
+  ClusterSetup() = default;
+  // Moves keep the index's views valid (the nodes' buffer moves along); a copy would not.
+  ClusterSetup(ClusterSetup&&) = default;
+  ClusterSetup& operator=(ClusterSetup&&) = default;
+  ClusterSetup(const ClusterSetup&) = delete;
+  ClusterSetup& operator=(const ClusterSetup&) = delete;
+
   std::shared_ptr<const CostModel> model;
   std::vector<ClusterNode> nodes;
+  // The listed nodes' index (views into `nodes`), built while checking the request's ids,
+  // for core to reuse (ReplanOptions::node_index); unset when nodes come from counts.
+  std::optional<NodeIndex> node_index;
   PipelineSizeLimits limits;
   int fault_tolerance = 0;
 };

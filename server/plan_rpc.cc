@@ -123,7 +123,7 @@ grpc::Status HandleReplan(grpc::ServerContext* context, pb::ReplanRequest* reque
   if (!setup.ok()) return ToGrpcStatus(setup.status());
   const CostModel& model = *setup->model;
   const PlanningProblem& problem = model.problem();
-  absl::StatusOr<ClusterPlan> current = FromProtoPlan(request->plan(), problem, "plan");
+  absl::StatusOr<ClusterPlan> current = FromProtoPlan(request->mutable_plan(), problem, "plan");
   if (!current.ok()) return ToGrpcStatus(current.status());
 
   absl::StatusOr<ClusterEvent> event = FromProtoEvent(*request, problem);
@@ -133,6 +133,8 @@ grpc::Status HandleReplan(grpc::ServerContext* context, pb::ReplanRequest* reque
   ReplanOptions& options = *replan_options;
   options.fault_tolerance = setup->fault_tolerance;
   options.limits = setup->limits;
+  // ToClusterSetup checked and indexed the ids: core does not hash them again.
+  if (setup->node_index.has_value()) options.node_index = &*setup->node_index;
   const CallWatch watch(context, rpc.shutdown);
   options.search = watch.Options();
   if (rpc.search_gate != nullptr) {
@@ -157,7 +159,7 @@ grpc::Status HandleReplan(grpc::ServerContext* context, pb::ReplanRequest* reque
   request->mutable_request()->clear_nodes();
   next->Swap(request->mutable_request());
   SetProtoNodes(r->nodes, problem, next);
-  ToProtoReplanResult(*r, problem, response);
+  ToProtoReplanResult(*std::move(r), problem, response);
   response->set_planning_time_ms(MillisecondsSince(start));
   return grpc::Status::OK;
 }

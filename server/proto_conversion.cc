@@ -4,6 +4,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -174,14 +175,23 @@ bool SameTemplate(const PipelineTemplate& a, const PipelineTemplate& b) {
 
 }  // namespace
 
-void ToProtoPlan(const ClusterPlan& plan, const PlanningProblem& problem, pb::ClusterPlan* out) {
+namespace {
+
+// A string of a plan being converted: moved out of a plan the caller gives up, else copied
+// (a fleet's plan has thousands of ids and idle reasons).
+std::string&& Take(std::string& s) { return std::move(s); }
+const std::string& Take(const std::string& s) { return s; }
+
+// ToProtoPlan of a const plan (Plan = const ClusterPlan) or of one whose strings move.
+template <typename Plan>
+void FillProtoPlan(Plan& plan, const PlanningProblem& problem, pb::ClusterPlan* out) {
   out->set_global_batch(plan.global_batch);
   out->mutable_pipelines()->Reserve(plan.pipelines.size());
   // A fleet's hundreds of pipelines share a few dozen templates: each distinct one (by
   // mix, then every field) is converted once and copied for the others.
   absl::flat_hash_map<NodeMix, std::vector<int>> converted;  // mix -> pipeline indices
   for (size_t i = 0; i < plan.pipelines.size(); ++i) {
-    const PlannedPipeline& p = plan.pipelines[i];
+    auto& p = plan.pipelines[i];
     pb::PlannedPipeline* pp = out->add_pipelines();
     std::vector<int>& same_mix = converted[p.tmpl.mix];
     auto same = std::find_if(same_mix.begin(), same_mix.end(), [&](int j) {
@@ -194,7 +204,7 @@ void ToProtoPlan(const ClusterPlan& plan, const PlanningProblem& problem, pb::Cl
       same_mix.push_back(static_cast<int>(i));
     }
     pp->mutable_node_ids()->Reserve(p.node_ids.size());
-    for (const std::string& id : p.node_ids) pp->add_node_ids(id);
+    for (auto& id : p.node_ids) pp->add_node_ids(Take(id));
     pp->set_microbatches(p.microbatches);
     pp->set_time_ms(p.time_ms);
   }
@@ -204,12 +214,22 @@ void ToProtoPlan(const ClusterPlan& plan, const PlanningProblem& problem, pb::Cl
   out->set_fault_tolerance(plan.fault_tolerance());
   out->set_price_per_hour(plan.price_per_hour);
   out->mutable_idle_nodes()->Reserve(plan.idle.size());
-  for (const IdleNode& idle : plan.idle) {
+  for (auto& idle : plan.idle) {
     pb::IdleNode* node = out->add_idle_nodes();
-    node->set_node_id(idle.id);
+    node->set_node_id(Take(idle.id));
     node->set_node_type(problem.node_types[idle.type].name);
-    node->set_reason(idle.reason);
+    node->set_reason(Take(idle.reason));
   }
+}
+
+}  // namespace
+
+void ToProtoPlan(const ClusterPlan& plan, const PlanningProblem& problem, pb::ClusterPlan* out) {
+  FillProtoPlan(plan, problem, out);
+}
+
+void ToProtoPlan(ClusterPlan&& plan, const PlanningProblem& problem, pb::ClusterPlan* out) {
+  FillProtoPlan(plan, problem, out);
 }
 
 namespace {
@@ -239,7 +259,8 @@ absl::Status NotANodeType(const std::string& field, const std::string& name) {
 
 // One pipeline of a plan message, `i` its index in the plan under `field`. Field paths are
 // built only for an error: a fleet's plan has hundreds of pipelines.
-absl::StatusOr<PlannedPipeline> FromProtoPipeline(const pb::PlannedPipeline& in, int i,
+template <typename Message>  // const pb::PlannedPipeline (copies), or one whose ids move
+absl::StatusOr<PlannedPipeline> FromProtoPipeline(Message& in, int i,
                                                   const TypeIndex& types, int num_types,
                                                   const std::string& field) {
   auto where = [&] { return absl::StrCat(field, ".pipelines[", i, "].template"); };
@@ -272,15 +293,24 @@ absl::StatusOr<PlannedPipeline> FromProtoPipeline(const pb::PlannedPipeline& in,
     stage.gpus = in_stage.gpus();
     p.tmpl.stages.push_back(stage);
   }
-  p.node_ids.assign(in.node_ids().begin(), in.node_ids().end());
+  if constexpr (std::is_const_v<Message>) {
+    p.node_ids.assign(in.node_ids().begin(), in.node_ids().end());
+  } else {
+    p.node_ids.reserve(in.node_ids_size());
+    for (std::string& id : *in.mutable_node_ids()) p.node_ids.push_back(std::move(id));
+  }
   p.microbatches = in.microbatches();
   return p;
 }
 
 }  // namespace
 
-absl::StatusOr<ClusterPlan> FromProtoPlan(const pb::ClusterPlan& plan,
-                                          const PlanningProblem& problem,
+namespace {
+
+// FromProtoPlan of a const message (Message = const pb::ClusterPlan) or of one whose
+// strings move out.
+template <typename Message>
+absl::StatusOr<ClusterPlan> ReadProtoPlan(Message& plan, const PlanningProblem& problem,
                                           const std::string& field) {
   const TypeIndex types(problem);
   const int num_types = static_cast<int>(problem.node_types.size());
@@ -288,16 +318,42 @@ absl::StatusOr<ClusterPlan> FromProtoPlan(const pb::ClusterPlan& plan,
   out.global_batch = plan.global_batch();
   out.pipelines.reserve(plan.pipelines_size());
   for (int i = 0; i < plan.pipelines_size(); ++i) {
-    ASSIGN_OR_RETURN(PlannedPipeline p,
-                     FromProtoPipeline(plan.pipelines(i), i, types, num_types, field));
+    auto& in = *[&] {
+      if constexpr (std::is_const_v<Message>) {
+        return &plan.pipelines(i);
+      } else {
+        return plan.mutable_pipelines(i);
+      }
+    }();
+    ASSIGN_OR_RETURN(PlannedPipeline p, FromProtoPipeline(in, i, types, num_types, field));
     out.pipelines.push_back(std::move(p));
   }
   out.idle.reserve(plan.idle_nodes_size());
-  for (const pb::IdleNode& idle : plan.idle_nodes()) {
-    const int type = types.Find(idle.node_type());
-    out.idle.push_back({idle.node_id(), std::max(type, 0), idle.reason()});
+  for (int i = 0; i < plan.idle_nodes_size(); ++i) {
+    const pb::IdleNode& idle = plan.idle_nodes(i);
+    const int type = std::max(types.Find(idle.node_type()), 0);
+    if constexpr (std::is_const_v<Message>) {
+      out.idle.push_back({idle.node_id(), type, idle.reason()});
+    } else {
+      pb::IdleNode& taken = *plan.mutable_idle_nodes(i);
+      out.idle.push_back({std::move(*taken.mutable_node_id()), type,
+                          std::move(*taken.mutable_reason())});
+    }
   }
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<ClusterPlan> FromProtoPlan(const pb::ClusterPlan& plan,
+                                          const PlanningProblem& problem,
+                                          const std::string& field) {
+  return ReadProtoPlan(plan, problem, field);
+}
+
+absl::StatusOr<ClusterPlan> FromProtoPlan(pb::ClusterPlan* plan, const PlanningProblem& problem,
+                                          const std::string& field) {
+  return ReadProtoPlan(*plan, problem, field);
 }
 
 void ToProtoBatchSizePlan(const BatchSizePlan& size, const PlanningProblem& problem,
@@ -350,9 +406,9 @@ absl::StatusOr<ReplanOptions> FromProtoReplanOptions(const pb::ReplanRequest& re
   return options;
 }
 
-void ToProtoReplanResult(const ReplanResult& r, const PlanningProblem& problem,
+void ToProtoReplanResult(ReplanResult&& r, const PlanningProblem& problem,
                          pb::ReplanResponse* response) {
-  ToProtoPlan(r.plan, problem, response->mutable_plan());
+  ToProtoPlan(std::move(r.plan), problem, response->mutable_plan());
   response->set_old_iteration_time_ms(r.old_plan.iteration_time_ms);
   for (const LayerCopy& c : r.copies) {
     pb::LayerCopy* out = response->add_copies();

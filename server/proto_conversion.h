@@ -49,9 +49,14 @@ void SetProtoNodes(const std::vector<ClusterNode>& nodes, const PlanningProblem&
 
 // Plans as messages and back. FromProtoPlan checks names (node types) only, naming fields
 // under `field` ("plan"); EvaluatePlan checks the plan itself.
+// The overloads on a plan or message the caller gives up move its strings (ids, idle
+// reasons: thousands at fleet scale) instead of copying them; the results are the same.
 void ToProtoPlan(const ClusterPlan& plan, const PlanningProblem& problem, pb::ClusterPlan* out);
+void ToProtoPlan(ClusterPlan&& plan, const PlanningProblem& problem, pb::ClusterPlan* out);
 absl::StatusOr<ClusterPlan> FromProtoPlan(const pb::ClusterPlan& plan,
                                           const PlanningProblem& problem, const std::string& field);
+absl::StatusOr<ClusterPlan> FromProtoPlan(pb::ClusterPlan* plan, const PlanningProblem& problem,
+                                          const std::string& field);
 
 // One global batch size of a Plan answer (PlanResponse.sweep).
 void ToProtoBatchSizePlan(const BatchSizePlan& size, const PlanningProblem& problem,
@@ -63,8 +68,9 @@ absl::StatusOr<ClusterEvent> FromProtoEvent(const pb::ReplanRequest& request,
 // ReplanRequest's tolerance, horizon, restart overhead and force_strategy (a known name).
 absl::StatusOr<ReplanOptions> FromProtoReplanOptions(const pb::ReplanRequest& request);
 // Everything of a ReplanResponse that comes from the result: the new plan, the copies,
-// the strategy and its alternatives (not `request`, not the timing).
-void ToProtoReplanResult(const ReplanResult& result, const PlanningProblem& problem,
+// the strategy and its alternatives (not `request`, not the timing). The new plan's strings
+// move into the message.
+void ToProtoReplanResult(ReplanResult&& result, const PlanningProblem& problem,
                          pb::ReplanResponse* out);
 
 }  // namespace oobleck::server

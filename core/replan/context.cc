@@ -198,7 +198,13 @@ absl::StatusOr<ReplanContext> Prepare(const CostModel& model, const std::vector<
   ctx.model = &model;
   ctx.assignment = options.assignment;
   // The nodes first, so that every EvaluatePlan error below is about the plan.
-  ASSIGN_OR_RETURN(const NodeIndex node_at, ValidateAndIndexNodes(model, nodes));
+  NodeIndex own_index;
+  if (options.node_index != nullptr) {
+    RETURN_IF_ERROR(ValidateIndexedNodes(model, nodes, *options.node_index));
+  } else {
+    ASSIGN_OR_RETURN(own_index, ValidateAndIndexNodes(model, nodes));
+  }
+  const NodeIndex& node_at = options.node_index != nullptr ? *options.node_index : own_index;
   // Entry P is the same whatever the length: one table for the old plan and the new one.
   std::vector<double> allreduce_ms = CrossPipelineAllreduceMs(
       model, static_cast<int>(std::min(nodes.size() + event.joined_nodes.size(),

@@ -812,6 +812,71 @@ TEST(ReplanTest, RejectsMalformedEvents) {
   EXPECT_THAT(r.status().message(), HasSubstr("tolerance must be in [0, 1] (got -0.5)"));
 }
 
+// A caller's own index (the server's) must give Replan the same answers and the same
+// errors as Replan's own check: bad lists fall back to it, whatever the index says.
+TEST(ReplanTest, CallersNodeIndexGivesTheSameAnswersAndErrors) {
+  auto p = MakePlanner(ThreeTypeProblem());
+  const std::vector<ClusterNode> nodes = NodesOf({2, 2, 2});
+  const ClusterPlan plan = PlanOf(p, nodes, 24);
+  ASSERT_FALSE(plan.pipelines.empty());
+  const ClusterEvent event{{"t1-0"}, {{"new-4090", 2}}};
+  const NodeIndex index = IndexNodes(nodes);
+  ReplanOptions indexed;
+  indexed.node_index = &index;
+  absl::StatusOr<ReplanResult> own = Replan(*p.planner, *p.model, nodes, plan, event, {});
+  absl::StatusOr<ReplanResult> given = Replan(*p.planner, *p.model, nodes, plan, event, indexed);
+  ASSERT_TRUE(own.ok() && given.ok()) << own.status() << given.status();
+  EXPECT_EQ(given->plan.iteration_time_ms, own->plan.iteration_time_ms);
+  EXPECT_EQ(given->strategy, own->strategy);
+  EXPECT_EQ(given->copy_bytes, own->copy_bytes);
+  ASSERT_EQ(given->plan.pipelines.size(), own->plan.pipelines.size());
+  for (size_t i = 0; i < own->plan.pipelines.size(); ++i) {
+    EXPECT_EQ(given->plan.pipelines[i].node_ids, own->plan.pipelines[i].node_ids);
+  }
+
+  std::vector<std::vector<ClusterNode>> bad = {nodes, nodes, nodes, nodes};
+  bad[0][4].id = bad[0][1].id;  // repeated: the index has one entry fewer
+  bad[1][3].id.clear();
+  bad[2][5].type = 9;
+  bad[3][2].id = bad[3][0].id;  // repeated, and an empty id after it: the first is named
+  bad[3][4].id.clear();
+  for (const std::vector<ClusterNode>& list : bad) {
+    const NodeIndex list_index = IndexNodes(list);
+    ReplanOptions options;
+    options.node_index = &list_index;
+    const absl::Status expected = ValidateNodes(*p.model, list);
+    ASSERT_FALSE(expected.ok());
+    EXPECT_EQ(ValidateIndexedNodes(*p.model, list, list_index), expected);
+    absl::StatusOr<ReplanResult> r = Replan(*p.planner, *p.model, list, plan, event, options);
+    EXPECT_EQ(r.status(), expected);
+  }
+  EXPECT_EQ(ValidateIndexedNodes(*p.model, {}, {}).message(), "nodes must not be empty");
+}
+
+// A plan sent back as Plan or Replan answered it lists its idle nodes in cluster order;
+// EvaluatePlan keeps that list without hashing it, with the same result as for any order.
+TEST(PlanTest, EvaluatePlanListsIdleNodesTheSameInAnyOrder) {
+  auto p = MakePlanner(ThreeTypeProblem());
+  const std::vector<ClusterNode> nodes = NodesOf({3, 3, 3});
+  ClusterPlan plan = PlanOf(p, nodes, 1);  // one pipeline: most nodes idle
+  ASSERT_FALSE(plan.pipelines.empty());
+  ASSERT_GE(plan.idle.size(), 2u) << "the case needs idle nodes";
+  plan.idle[0].reason.clear();  // "not in any pipeline"
+  plan.idle[1].type = 0;        // the cluster's type wins
+  absl::StatusOr<ClusterPlan> in_order = EvaluatePlan(*p.model, nodes, plan);
+  ClusterPlan shuffled = plan;
+  std::reverse(shuffled.idle.begin(), shuffled.idle.end());
+  absl::StatusOr<ClusterPlan> reversed = EvaluatePlan(*p.model, nodes, shuffled);
+  ASSERT_TRUE(in_order.ok() && reversed.ok()) << in_order.status() << reversed.status();
+  ASSERT_EQ(in_order->idle.size(), reversed->idle.size());
+  for (size_t i = 0; i < in_order->idle.size(); ++i) {
+    EXPECT_EQ(in_order->idle[i].id, reversed->idle[i].id);
+    EXPECT_EQ(in_order->idle[i].type, reversed->idle[i].type);
+    EXPECT_EQ(in_order->idle[i].reason, reversed->idle[i].reason);
+  }
+  EXPECT_EQ(in_order->idle[0].reason, "not in any pipeline");
+}
+
 TEST(ReplanTest, WarmReplanSearchesNoTemplate) {
   auto p = MakePlanner(ThreeTypeProblem());
   const std::vector<ClusterNode> nodes = NodesOf({3, 3, 3});

@@ -30,7 +30,6 @@ int64_t SaturatingAdd(int64_t a, int64_t b) {
 
 int64_t CountMultisetsInsideMixes(const std::vector<int>& caps, const std::vector<NodeMix>& mixes,
                                   Interrupt* interrupt) {
-  constexpr int64_t kPollMask = (int64_t{1} << 14) - 1;  // multisets between two polls
   const int T = static_cast<int>(caps.size());
   std::vector<int64_t> strides(T, 1);
   int64_t box = 1;
@@ -49,7 +48,7 @@ int64_t CountMultisetsInsideMixes(const std::vector<int>& caps, const std::vecto
   std::vector<int> counts = caps;  // of u, stepped down like an odometer
   int64_t count = 0;
   for (int64_t u = box - 1; u >= 0; --u) {
-    if ((u & kPollMask) == 0 && interrupt != nullptr && interrupt->Poll()) return -1;
+    if (u % kBoxWalkPollStride == 0 && interrupt != nullptr && interrupt->Poll()) return -1;
     if (u < box - 1) {
       int t = 0;
       for (; counts[t] == 0; ++t) counts[t] = caps[t];

@@ -39,6 +39,10 @@ struct TemplateSearchLimits {
   int64_t max_mix_entries = int64_t{1} << 24;
 };
 
+// Multisets a walk over the box (here and in the template search's StateSpace) takes
+// between two polls of the interrupt.
+inline constexpr int64_t kBoxWalkPollStride = int64_t{1} << 14;
+
 // The box is walked (box_work steps) only when box_work <= limits.max_box_work, so a
 // request whose box is too large is still estimated, and refused, in O(mixes x types).
 // The walk polls `interrupt`; when that stops it, `useful` keeps its upper bound and the

@@ -553,7 +553,7 @@ class PlanSearch {
   static constexpr int64_t kParallelWork = int64_t{1} << 24;
   // Table work between two polls of the interrupt: about 0.2 ms in a release build, and
   // still well under the 100 ms a cancelled search may run on in the sanitizer and
-  // fuzzing builds, which are 20-50x slower. (A poll reads the clock: ~50 ns.)
+  // fuzzing builds, which are 20-50x slower. (A poll reads the clock.)
   static constexpr int64_t kPollWork = int64_t{1} << 18;
   // Table entries set between two polls while a table is reset (AssignPolled).
   static constexpr int64_t kFillChunk = int64_t{1} << 16;

@@ -37,6 +37,24 @@ inline constexpr int kExactGuessesBelowLayers = 256;
 // The progress phase of the exact guessed rounds (proto SearchProgress, docs/API.md).
 inline constexpr char kGuessedExactPhase[] = "guessed exact search (layers)";
 
+// The prefix-max bound of a pass over `subset` of the request's mixes: `all_mixes` itself
+// when the subset is every mix (`all`), else one built on the subset's own state space in
+// `own`, which must outlive its use. Null when the interrupt stopped the set-up.
+struct OwnPrefixMax {
+  std::optional<StateSpace> space;
+  std::optional<PrefixMaxBound> bound;
+};
+inline const PrefixMaxBound* PrefixMaxFor(const StageCosts& costs,
+                                          const std::vector<NodeMix>& subset, bool all,
+                                          const PrefixMaxBound& all_mixes, Interrupt& interrupt,
+                                          OwnPrefixMax& own) {
+  if (all) return &all_mixes;
+  own.space.emplace(costs.model(), subset, &interrupt);
+  if (interrupt.stopped()) return nullptr;
+  own.bound.emplace(costs, *own.space, subset, interrupt);
+  return interrupt.stopped() ? nullptr : &*own.bound;
+}
+
 // Per mix, the time of some template (+inf if none was found: infeasible, or only an
 // unbounded search could tell). Without any bound the beam pass would try every stage of
 // every state. With `guess` it runs with guessed bounds instead, a little above each mix's
@@ -53,7 +71,6 @@ absl::StatusOr<std::vector<double>> FindIncumbents(const StageCosts& costs,
                                                    bool guess, Interrupt& interrupt,
                                                    const SearchOptions& options) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
-  const CostModel& model = costs.model();
   // The guessed rounds (if any), then one unbounded round (slack -1) for the mixes left.
   std::vector<double> slacks;
   if (guess) slacks.assign(std::begin(kBeamGuessSlacks), std::end(kBeamGuessSlacks));
@@ -83,13 +100,12 @@ absl::StatusOr<std::vector<double>> FindIncumbents(const StageCosts& costs,
       round_mixes.push_back(mixes[i]);
       round_bounds.push_back(slack < 0 ? kInf : guesses[i] * (1 + slack));
     }
-    const bool all = pending.size() == mixes.size();
-    const StateSpace round_space(model, round_mixes, &interrupt);
-    if (interrupt.stopped()) return Interrupt::Status("template search");
-    std::optional<PrefixMaxBound> round_max;
-    if (!all) round_max.emplace(costs, round_space, round_mixes, interrupt);
+    OwnPrefixMax own;
+    const PrefixMaxBound* round_max = PrefixMaxFor(
+        costs, round_mixes, pending.size() == mixes.size(), prefix_max, interrupt, own);
+    if (round_max == nullptr) return Interrupt::Status("template search");
     LabelSearch<Objective> beam(costs, round_mixes, objective, kBeamWidth, round_bounds,
-                                all ? prefix_max : *round_max, interrupt);
+                                *round_max, interrupt);
     ASSIGN_OR_RETURN(auto incumbents, beam.Run(options));
     for (size_t j = 0; j < pending.size(); ++j) {
       if (incumbents[j].feasible) {
@@ -113,7 +129,6 @@ absl::Status SettleByGuessedRounds(const StageCosts& costs, const std::vector<No
                                    const Objective& objective, const PrefixMaxBound& prefix_max,
                                    Interrupt& interrupt, const SearchOptions& options,
                                    std::vector<std::optional<MixResult>>& results) {
-  const CostModel& model = costs.model();
   std::vector<double> guesses(mixes.size(), 0);
   {
     const std::vector<double> none(mixes.size(), std::numeric_limits<double>::infinity());
@@ -139,13 +154,12 @@ absl::Status SettleByGuessedRounds(const StageCosts& costs, const std::vector<No
       round_bounds.push_back(guesses[i] * (1 + slack));
     }
     if (pending.empty()) break;
-    const bool all = pending.size() == mixes.size();
-    const StateSpace round_space(model, round_mixes, &interrupt);
-    if (interrupt.stopped()) return Interrupt::Status("template search");
-    std::optional<PrefixMaxBound> round_max;
-    if (!all) round_max.emplace(costs, round_space, round_mixes, interrupt);
-    LabelSearch<Objective> exact(costs, round_mixes, objective, 0, round_bounds,
-                                 all ? prefix_max : *round_max, interrupt);
+    OwnPrefixMax own;
+    const PrefixMaxBound* round_max = PrefixMaxFor(
+        costs, round_mixes, pending.size() == mixes.size(), prefix_max, interrupt, own);
+    if (round_max == nullptr) return Interrupt::Status("template search");
+    LabelSearch<Objective> exact(costs, round_mixes, objective, 0, round_bounds, *round_max,
+                                 interrupt);
     ASSIGN_OR_RETURN(std::vector<MixResult> round, exact.Run(round_options));
     for (size_t j = 0; j < pending.size(); ++j) {
       MixResult& r = round[j];
@@ -174,12 +188,11 @@ absl::Status SettleWithIncumbents(const StageCosts& costs, const std::vector<Nod
   }
   if (rest.empty()) return absl::OkStatus();
   if (interrupt.Poll()) return Interrupt::Status("template search");
-  const bool all = rest.size() == mixes.size();
-  const StateSpace rest_space(costs.model(), rest_mixes, &interrupt);
-  if (interrupt.stopped()) return Interrupt::Status("template search");
-  std::optional<PrefixMaxBound> rest_max;
-  if (!all) rest_max.emplace(costs, rest_space, rest_mixes, interrupt);
-  const PrefixMaxBound& bound = all ? prefix_max : *rest_max;
+  OwnPrefixMax own;
+  const PrefixMaxBound* rest_max =
+      PrefixMaxFor(costs, rest_mixes, rest.size() == mixes.size(), prefix_max, interrupt, own);
+  if (rest_max == nullptr) return Interrupt::Status("template search");
+  const PrefixMaxBound& bound = *rest_max;
   ASSIGN_OR_RETURN(std::vector<double> upper_bounds,
                    FindIncumbents(costs, rest_mixes, objective, bound, guess, interrupt, options));
   LabelSearch<Objective> exact(costs, rest_mixes, objective, 0, upper_bounds, bound, interrupt);

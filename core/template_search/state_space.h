@@ -12,6 +12,7 @@
 #include "core/cluster.h"
 #include "core/cost_model.h"
 #include "core/interrupt.h"
+#include "core/search_size.h"
 
 namespace oobleck::template_search {
 
@@ -24,7 +25,7 @@ class StateSpace {
              Interrupt* interrupt = nullptr)
       : model_(model) {
     auto stopped = [interrupt](int u) {
-      return (u & kPollMask) == 0 && interrupt != nullptr && interrupt->Poll();
+      return u % kBoxWalkPollStride == 0 && interrupt != nullptr && interrupt->Poll();
     };
     const int T = model.num_types();
     caps_.assign(T, 0);
@@ -78,8 +79,6 @@ class StateSpace {
       codes_.push_back(u);
     }
   }
-  // Multisets walked between two polls of the interrupt.
-  static constexpr int kPollMask = (1 << 14) - 1;
 
   // Multisets inside some requested mix: the only ones states and bounds are kept for.
   int num_useful() const { return static_cast<int>(codes_.size()); }

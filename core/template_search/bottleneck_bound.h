@@ -141,6 +141,8 @@ class PrefixMaxBound {
       const std::vector<int> reach = Reach(caps_[k], memo);
       for (int d = 0; d < D; ++d) mix_reach_[static_cast<size_t>(d) * K + k] = reach[d];
       for (int d = 0; d < D; ++d) {
+        // (Thousands of multisets x dozens of node states per cap: poll on the way.)
+        if (interrupt.Every(d)) return;
         for (int ns = 0; ns < NS; ++ns) {
           int best = reach[d];
           if (ns != 0) {

@@ -3,9 +3,11 @@
 #ifndef OOBLECK_CORE_INTERRUPT_H_
 #define OOBLECK_CORE_INTERRUPT_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -37,6 +39,24 @@ class Interrupt {
   std::function<bool()> cancelled_;
   std::atomic<bool> stopped_{false};
 };
+
+// Entries a table reset sets between two polls of the interrupt (AssignPolled).
+inline constexpr int64_t kAssignPollChunk = int64_t{1} << 16;
+
+// v = n copies of `value`, polling `interrupt` every kAssignPollChunk entries: a table of
+// millions of entries is a long fill in an instrumented build (the fuzzers' server takes
+// about 100 ms per table), where a call must still stop within its deadline's slack.
+// False if the interrupt stopped it (v is then shorter than n).
+template <typename V>
+bool AssignPolled(std::vector<V>& v, int64_t n, V value, Interrupt& interrupt) {
+  v.clear();
+  v.reserve(n);
+  for (int64_t filled = 0; filled < n; filled += kAssignPollChunk) {
+    if (interrupt.Poll()) return false;
+    v.insert(v.end(), std::min(kAssignPollChunk, n - filled), value);
+  }
+  return true;
+}
 
 }  // namespace oobleck
 

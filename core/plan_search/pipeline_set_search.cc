@@ -555,8 +555,6 @@ class PlanSearch {
   // still well under the 100 ms a cancelled search may run on in the sanitizer and
   // fuzzing builds, which are 20-50x slower. (A poll reads the clock.)
   static constexpr int64_t kPollWork = int64_t{1} << 18;
-  // Table entries set between two polls while a table is reset (AssignPolled).
-  static constexpr int64_t kFillChunk = int64_t{1} << 16;
 
   // The number of (state, shape) pairs where the shape fits within the state, or -1 when
   // fit lists do not pay: they do when they are small and leave out a good part of the
@@ -600,21 +598,6 @@ class PlanSearch {
   absl::Status Cancelled() const {
     return interrupt_.Poll() ? Interrupt::Status("plan search") : absl::OkStatus();
   }
-  // v = n copies of `value`, polling the interrupt every kFillChunk entries: a table of
-  // millions of entries is a long fill in an instrumented build (the fuzzers' server takes
-  // 100 ms per table), where the call must still stop within its deadline's slack. False
-  // if the interrupt stopped it.
-  template <typename V>
-  bool AssignPolled(std::vector<V>& v, int64_t n, V value) const {
-    v.clear();
-    v.reserve(n);
-    for (int64_t filled = 0; filled < n; filled += kFillChunk) {
-      if (interrupt_.Poll()) return false;
-      v.insert(v.end(), std::min(kFillChunk, n - filled), value);
-    }
-    return true;
-  }
-
   // Micro-batches the free pipelines must absorb at tau; kImpossible if a kept pipeline
   // cannot take even one. (Over the groups of equal kept pipelines: the same sum.)
   int Need(double tau) const {
@@ -880,7 +863,7 @@ class PlanSearch {
     constexpr int64_t kMask = (int64_t{1} << kShift) - 1;
     constexpr int64_t kImpossible = -(int64_t{1} << 60);
     std::vector<int64_t>& w = keys_;
-    if (!AssignPolled(w, num_states_, kImpossible)) return Interrupt::Status("plan search");
+    if (!AssignPolled(w, num_states_, kImpossible, interrupt_)) return Interrupt::Status("plan search");
     const int T = static_cast<int>(strides_.size());
     const int64_t cap64 = cap;
     const size_t rows_per_poll = std::max<size_t>(1, kPollWork / (T + usable.size()));
@@ -936,7 +919,7 @@ class PlanSearch {
   bool FillRows(std::vector<V>& table, const std::vector<Usable>& usable, int pcap, int width,
                 int cap) {
     constexpr V kNegV = std::numeric_limits<V>::min() / 2;
-    if (!AssignPolled(table, num_states_ * width, kNegV)) return false;
+    if (!AssignPolled(table, num_states_ * width, kNegV, interrupt_)) return false;
     const int T = static_cast<int>(strides_.size());
     const int min_nodes = std::max(1, min_shape_nodes_);
     const V capv = static_cast<V>(cap);

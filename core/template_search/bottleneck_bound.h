@@ -69,7 +69,8 @@ class PrefixMaxBound {
            ++iter) {
         if (interrupt.Poll()) return;
         const double mid = 0.5 * (below + above);
-        const std::vector<int> reach = Reach(mid, memo);
+        const std::vector<int> reach = Reach(mid, memo, interrupt);
+        if (interrupt.stopped()) return;
         bool covers = false;
         for (int x : maximal) covers |= reach[space.Dense(x)] >= L;
         (covers ? above : below) = mid;
@@ -133,12 +134,16 @@ class PrefixMaxBound {
     const int K = static_cast<int>(caps_.size());
     const int NS = space_.num_node_states();
     const int D = space_.num_useful();
-    reach_.assign(static_cast<size_t>(D) * NS * K, 0);
-    mix_reach_.assign(static_cast<size_t>(D) * K, 0);
+    if (!AssignPolled(reach_, int64_t{D} * NS * K, 0, interrupt) ||
+        !AssignPolled(mix_reach_, int64_t{D} * K, 0, interrupt)) {
+      caps_.clear();
+      return;
+    }
     tbb::parallel_for(0, K, [&](int k) {
       if (interrupt.Poll()) return;
       std::vector<int> memo;
-      const std::vector<int> reach = Reach(caps_[k], memo);
+      const std::vector<int> reach = Reach(caps_[k], memo, interrupt);
+      if (interrupt.stopped()) return;
       for (int d = 0; d < D; ++d) mix_reach_[static_cast<size_t>(d) * K + k] = reach[d];
       for (int d = 0; d < D; ++d) {
         // (Thousands of multisets x dozens of node states per cap: poll on the way.)
@@ -180,10 +185,13 @@ class PrefixMaxBound {
   }
   // Per useful node multiset (by dense index), the farthest layer its nodes reach from
   // layer 0, in the best order. A multiset's sub-multisets are useful too, and come first.
-  std::vector<int> Reach(double cap, std::vector<int>& memo) const {
+  // Stops early, with a partial table, when `interrupt` fires (thousands of multisets, and
+  // a node of many GPUs solves many splits the first time it meets a layer).
+  std::vector<int> Reach(double cap, std::vector<int>& memo, Interrupt& interrupt) const {
     ForgetReaches(memo);
     std::vector<int> reach(space_.num_useful(), 0);
     for (int d = 1; d < space_.num_useful(); ++d) {
+      if (interrupt.Every(d)) break;
       const int u = space_.Code(d);
       for (int t = 0; t < model_.num_types(); ++t) {
         if (space_.count(u, t) == 0) continue;

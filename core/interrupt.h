@@ -10,6 +10,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#ifdef OOBLECK_POLL_GAP_REPORT_MS
+#include "core/poll_gap_trace.h"
+#endif
 
 namespace oobleck {
 
@@ -21,6 +24,9 @@ class Interrupt {
   // Asks the predicate (unless already stopped). Cheap enough for every few hundred
   // microseconds of work; loops that do less per step ask every kStride steps via Every().
   bool Poll() {
+#ifdef OOBLECK_POLL_GAP_REPORT_MS
+    trace_.Mark();
+#endif
     if (stopped()) return true;
     if (cancelled_ && cancelled_()) stopped_.store(true, std::memory_order_relaxed);
     return stopped();
@@ -38,6 +44,9 @@ class Interrupt {
  private:
   std::function<bool()> cancelled_;
   std::atomic<bool> stopped_{false};
+#ifdef OOBLECK_POLL_GAP_REPORT_MS
+  PollGapTrace trace_;
+#endif
 };
 
 // Entries a table reset sets between two polls of the interrupt (AssignPolled).

@@ -49,6 +49,11 @@ for t in "${targets[@]}"; do
       -print_final_stats=1 -artifact_prefix="$artifacts/" >"build-fuzz/$t.log" 2>&1; then
     echo "fuzz: $t FAILED; last lines of build-fuzz/$t.log:"
     tail -n 40 "build-fuzz/$t.log"
+    # A search that ran on past its deadline: where it went longest without polling.
+    if grep -q "^poll gap" "build-fuzz/$t.log"; then
+      echo "fuzz: $t: the longest stretches between two polls of a search:"
+      grep -A 16 "^poll gap" "build-fuzz/$t.log" | head -n 80
+    fi
     ls -l "$artifacts"
     status=1
   else

@@ -7,6 +7,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -164,19 +165,22 @@ grpc::Status HandleReplan(grpc::ServerContext* context, pb::ReplanRequest* reque
   return grpc::Status::OK;
 }
 
-}  // namespace
-
-grpc::Status ServeReplan(
+// ServeReplan on an arena whose first block is `block` (none: the arena's own); sets
+// `arena_bytes` to what the arena allocated in all.
+grpc::Status ServeReplanOnArena(
     grpc::ServerContext* context,
     grpc::ServerUnaryStreamer<pb::ReplanRequest, pb::ReplanResponse>* stream,
-    const PlanRpcContext& rpc) {
-  const auto start = std::chrono::steady_clock::now();
+    const PlanRpcContext& rpc, std::chrono::steady_clock::time_point start,
+    const ArenaBlockPool::Block& block, uint64_t* arena_bytes) {
   // A fleet's request and answer are thousands of small messages and strings: on an arena
   // they cost a pointer bump each and are freed at once (blocks of up to 1 MiB).
   google::protobuf::ArenaOptions arena_options;
   arena_options.start_block_size = 64 << 10;
   arena_options.max_block_size = 1 << 20;
+  arena_options.initial_block = block.bytes.get();
+  arena_options.initial_block_size = block.size;
   google::protobuf::Arena arena(arena_options);
+  const absl::Cleanup measure = [&] { *arena_bytes = arena.SpaceAllocated(); };
   auto* request = google::protobuf::Arena::CreateMessage<pb::ReplanRequest>(&arena);
   if (!stream->Read(request)) {
     switch (WhyNoRequest(context)) {
@@ -205,6 +209,20 @@ grpc::Status ServeReplan(
                         "the call was cancelled before the answer was sent");
   }
   return grpc::Status::OK;
+}
+
+}  // namespace
+
+grpc::Status ServeReplan(grpc::ServerContext* context,
+                         grpc::ServerUnaryStreamer<pb::ReplanRequest, pb::ReplanResponse>* stream,
+                         const PlanRpcContext& rpc) {
+  const auto start = std::chrono::steady_clock::now();
+  ArenaBlockPool::Block block;
+  if (rpc.arena_blocks != nullptr) block = rpc.arena_blocks->Take();
+  uint64_t arena_bytes = 0;
+  const grpc::Status status = ServeReplanOnArena(context, stream, rpc, start, block, &arena_bytes);
+  if (rpc.arena_blocks != nullptr) rpc.arena_blocks->Return(std::move(block), arena_bytes);
+  return status;
 }
 
 }  // namespace oobleck::server

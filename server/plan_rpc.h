@@ -18,6 +18,7 @@
 #include "core/profile_catalog.h"
 #include "oobleck/planner/v1/planner.grpc.pb.h"  // ServerUnaryStreamer of these messages
 #include "oobleck/planner/v1/planner.pb.h"
+#include "server/arena_block_pool.h"
 #include "server/call_watch.h"
 #include "server/search_gate.h"
 
@@ -27,9 +28,10 @@ namespace oobleck::server {
 struct PlanRpcContext {
   const ProfileCatalog* catalog = nullptr;
   const ClusterPlanner* planner = nullptr;
-  SearchGate* search_gate = nullptr;  // optional admission control
-  CostModelCache* models = nullptr;   // optional: cost models shared across requests
+  SearchGate* search_gate = nullptr;       // optional admission control
+  CostModelCache* models = nullptr;        // optional: cost models shared across requests
   const ShutdownFlag* shutdown = nullptr;  // optional: set while the server drains
+  ArenaBlockPool* arena_blocks = nullptr;  // optional: Replan's arena memory across calls
 };
 
 grpc::Status HandlePlan(grpc::ServerContext* context,
@@ -37,14 +39,13 @@ grpc::Status HandlePlan(grpc::ServerContext* context,
                         ::oobleck::planner::v1::PlanResponse* response, const PlanRpcContext& rpc);
 
 // Replan as a streamed unary method: reads the request and writes the response itself, both
-// on one protobuf arena. The response's planning_time_ms covers the call from before the
-// request is read (parsed) until the response is complete, just before it is serialized
-// and sent.
-grpc::Status ServeReplan(
-    grpc::ServerContext* context,
-    grpc::ServerUnaryStreamer<::oobleck::planner::v1::ReplanRequest,
-                              ::oobleck::planner::v1::ReplanResponse>* stream,
-    const PlanRpcContext& rpc);
+// on one protobuf arena (whose first block comes from rpc.arena_blocks when set). The response's
+// planning_time_ms covers the call from before the request is read (parsed) until the response is
+// complete, just before it is serialized and sent.
+grpc::Status ServeReplan(grpc::ServerContext* context,
+                         grpc::ServerUnaryStreamer<::oobleck::planner::v1::ReplanRequest,
+                                                   ::oobleck::planner::v1::ReplanResponse>* stream,
+                         const PlanRpcContext& rpc);
 
 }  // namespace oobleck::server
 

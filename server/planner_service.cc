@@ -28,7 +28,6 @@ namespace {
 
 namespace pb = ::oobleck::planner::v1;
 
-
 // The profile a LoadProfileRequest describes, before it is stored.
 absl::StatusOr<ModelProfile> ProfileFromRequest(const pb::LoadProfileRequest& request,
                                                 const ConfinedRoot* load_root) {
@@ -216,7 +215,8 @@ grpc::Status PlannerService::StreamedReplan(
     grpc::ServerContext* context,
     grpc::ServerUnaryStreamer<pb::ReplanRequest, pb::ReplanResponse>* stream) {
   return ServeReplan(context, stream,
-                     {catalog_, &cluster_planner_, options_.search_gate, &models_, &shutdown_});
+                     {catalog_, &cluster_planner_, options_.search_gate, &models_, &shutdown_,
+                      &replan_arena_blocks_});
 }
 
 grpc::Status PlannerService::GetStats(grpc::ServerContext* /*context*/,

@@ -12,6 +12,7 @@
 #include "core/profile_catalog.h"
 #include "core/template_planner.h"
 #include "oobleck/planner/v1/planner.grpc.pb.h"
+#include "server/arena_block_pool.h"
 #include "server/call_watch.h"
 #include "server/service_options.h"
 
@@ -23,9 +24,8 @@ using SearchProgressFn = decltype(SearchOptions::progress);
 // Replan is registered as a "streamed unary" method: still one request and one response, but
 // the handler reads and writes the messages itself, so that they live on one protobuf arena
 // (server/plan_rpc.h, ServeReplan). Every other RPC is plain synchronous unary.
-class PlannerService final
-    : public ::oobleck::planner::v1::Planner::WithStreamedUnaryMethod_Replan<
-          ::oobleck::planner::v1::Planner::Service> {
+class PlannerService final : public ::oobleck::planner::v1::Planner::WithStreamedUnaryMethod_Replan<
+                                 ::oobleck::planner::v1::Planner::Service> {
  public:
   // `catalog` and `cache` are shared with the rest of the process and must outlive the
   // service; `threads` <= 0 plans on all cores. `options` (profile store, search gate)
@@ -77,6 +77,9 @@ class PlannerService final
   TemplatePlanner planner_;
   ClusterPlanner cluster_planner_;  // uses planner_ (and so the shared cache)
   CostModelCache models_;           // Plan and Replan's cost models, across requests
+  // Replan's arena memory, kept resident across calls: a fleet's call uses about 4.5 MiB;
+  // up to 4 calls at once keep theirs (at most 16 MiB each).
+  ArenaBlockPool replan_arena_blocks_{4, 16 << 20};
   std::atomic<int64_t> plan_templates_requests_{0};
   ShutdownFlag shutdown_;
   const std::chrono::steady_clock::time_point start_time_;

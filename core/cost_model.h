@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "core/cluster.h"
 #include "core/pipeline_template.h"
 #include "core/profile.h"
@@ -74,6 +75,28 @@ inline double Sosp23TimeMs(double sum_ms, double max_ms, double tail_ms, int n_k
   return sum_ms + n_k * max_ms + tail_ms;
 }
 
+// The longest table computed so far of a function of one model alone whose shorter tables
+// are prefixes of its longer ones (CrossPipelineAllreduceMs, core/plan_search/allreduce.cc:
+// thousands of entries at fleet size, recomputed on every Replan before this memo).
+class ModelTableMemo {
+ public:
+  std::shared_ptr<const std::vector<double>> Get() const {
+    absl::MutexLock lock(&mu_);
+    return table_;
+  }
+  // Keeps `table` when it is longer than the one kept.
+  void Offer(std::vector<double> table) {
+    absl::MutexLock lock(&mu_);
+    if (table_ == nullptr || table_->size() < table.size()) {
+      table_ = std::make_shared<const std::vector<double>>(std::move(table));
+    }
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::shared_ptr<const std::vector<double>> table_ ABSL_GUARDED_BY(mu_);
+};
+
 class CostModel {
  public:
   // Validates the problem (ValidateProblemSettings, then its profiles) and precomputes
@@ -88,6 +111,9 @@ class CostModel {
   int num_layers() const { return num_layers_; }
   int num_types() const { return static_cast<int>(problem_.node_types.size()); }
   const NodeType& node_type(int t) const { return problem_.node_types[t]; }
+  // CrossPipelineAllreduceMs's memo. Copies of a model share it: the model is immutable, so
+  // the table is theirs too.
+  ModelTableMemo& allreduce_memo() const { return *allreduce_memo_; }
   // GPU counts a stage on a node of type t may use (ascending).
   const std::vector<int>& stage_sizes(int t) const { return types_[t].sizes; }
 
@@ -184,6 +210,7 @@ class CostModel {
   // (they agree when they describe the same model), so transfers do not depend on type.
   std::vector<double> boundary_bytes_;
   bool memory_can_bind_ = false;
+  std::shared_ptr<ModelTableMemo> allreduce_memo_ = std::make_shared<ModelTableMemo>();
 };
 
 }  // namespace oobleck

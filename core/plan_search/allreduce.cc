@@ -41,9 +41,10 @@ std::vector<double> SlowestLayerMs(const CostModel& model, const std::vector<cha
   return slowest;
 }
 
-}  // namespace
-
-std::vector<double> CrossPipelineAllreduceMs(const CostModel& model, int max_pipelines) {
+// The table for max_pipelines, computed. Entry P does not depend on max_pipelines >= P (the
+// measured P up to it, and a running maximum from P = 2 up), so a longer table's prefix is
+// the shorter table: CrossPipelineAllreduceMs serves every length from the longest kept.
+std::vector<double> ComputeCrossPipelineAllreduceMs(const CostModel& model, int max_pipelines) {
   const PlanningProblem& problem = model.problem();
   std::vector<double> allreduce(std::max(max_pipelines, 1) + 1, 0.0);
   // A profile has the same all-reduce keys on every layer (ValidateProfile), so layer 0
@@ -80,5 +81,16 @@ std::vector<double> CrossPipelineAllreduceMs(const CostModel& model, int max_pip
   return allreduce;
 }
 
+}  // namespace
+
+std::vector<double> CrossPipelineAllreduceMs(const CostModel& model, int max_pipelines) {
+  const size_t size = static_cast<size_t>(std::max(max_pipelines, 1)) + 1;
+  if (const auto kept = model.allreduce_memo().Get(); kept != nullptr && kept->size() >= size) {
+    return std::vector<double>(kept->begin(), kept->begin() + size);
+  }
+  std::vector<double> table = ComputeCrossPipelineAllreduceMs(model, max_pipelines);
+  model.allreduce_memo().Offer(table);
+  return table;
+}
 
 }  // namespace oobleck

@@ -200,6 +200,35 @@ TEST(AllreduceTest, RingEstimateIsMonotoneAndZeroForOnePipeline) {
   for (int P = 2; P <= 8; ++P) EXPECT_GE(ar[P], ar[P - 1]);
 }
 
+// The table is kept per model (ModelTableMemo): whichever length is asked first, every
+// length gets exactly what a model that never computed another length gets.
+TEST(AllreduceTest, EveryLengthIsTheSameWhicheverLengthCameFirst) {
+  ModelProfile measured = *testing::LoadGpt2Xl();
+  for (size_t l = 0; l < measured.layers.size(); ++l) {
+    // Measured at a few P, larger for P = 7 than the ring estimate (so the running maximum
+    // carries it to P = 8..299), and at P = 300 beyond a short table.
+    measured.layers[l].allreduce_across_nodes_ms = {{2, 1.0 + l}, {7, 500.0 + l}, {300, 9.0}};
+  }
+  const PlanningProblem problem = testing::Homogeneous(
+      std::make_shared<const ModelProfile>(std::move(measured)), 1, CostModelKind::kOneFOneB, 4);
+  const std::vector<int> lengths = {4096, 0, 5, 299, 300, 301, 7, 4096};
+  std::vector<std::vector<double>> fresh;  // each length on a model of its own
+  for (int n : lengths) fresh.push_back(CrossPipelineAllreduceMs(*MakePlanner(problem).model, n));
+  EXPECT_EQ(fresh[0].size(), 4097u);
+  EXPECT_EQ(fresh[1].size(), 2u);
+  EXPECT_GT(fresh[3][7], fresh[3][6]);  // P = 7 is measured above the estimate at P = 6
+  const Planned longest_first = MakePlanner(problem);
+  const Planned shortest_first = MakePlanner(problem);
+  const CostModel copy = *shortest_first.model;  // copies share the memo
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    EXPECT_EQ(CrossPipelineAllreduceMs(*longest_first.model, lengths[i]), fresh[i]) << lengths[i];
+  }
+  for (size_t i = lengths.size(); i-- > 0;) {
+    EXPECT_EQ(CrossPipelineAllreduceMs(*shortest_first.model, lengths[i]), fresh[i]) << lengths[i];
+    EXPECT_EQ(CrossPipelineAllreduceMs(copy, lengths[i]), fresh[i]) << lengths[i];
+  }
+}
+
 // docs/COST_MODEL.md#plan-iteration-time, worked example.
 TEST(PlanTest, CostModelDocWorkedExample) {
   absl::StatusOr<ModelProfile> profile = LoadOobleckProfileDir(

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <utility>
 
+#include "core/plan.h"
 #include "core/status_macros.h"
 
 namespace oobleck {
@@ -38,7 +39,9 @@ int64_t ProfileBytes(const ModelProfile& profile) {
 int64_t ModelBytes(const CostModel& model) {
   const int64_t rows = model.num_layers() + 1;
   int64_t bytes = sizeof(CostModel) + static_cast<int64_t>(model.problem_key().size()) +
-                  rows * static_cast<int64_t>(sizeof(double));  // boundary bytes
+                  rows * static_cast<int64_t>(sizeof(double)) +  // boundary bytes
+                  // the all-reduce memo (allreduce_memo()) once a fleet-size plan filled it
+                  (int64_t{kMaxClusterNodes} + 1) * static_cast<int64_t>(sizeof(double));
   for (int t = 0; t < model.num_types(); ++t) {
     bytes += rows * static_cast<int64_t>(sizeof(double)) *
              (2 * static_cast<int64_t>(model.stage_sizes(t).size()) + 2);

@@ -72,11 +72,11 @@ class PollGapTrace {
     char line[512];
     for (int i = 0; i < depth; ++i) {
       __sanitizer_symbolize_pc(frames[i], "%f %s:%l", line, sizeof(line));
-      if (std::strstr(line, "oobleck::") == nullptr || std::strstr(line, "tbb::") != nullptr ||
-          std::strstr(line, "PollGapTrace") != nullptr || std::strstr(line, "Interrupt::") != nullptr) {
-        continue;
-      }
-      std::fprintf(stderr, "    %.240s\n", line);
+      const bool ours = std::strstr(line, "oobleck::") != nullptr &&
+                        std::strstr(line, "tbb::") == nullptr &&
+                        std::strstr(line, "PollGapTrace") == nullptr &&
+                        std::strstr(line, "Interrupt::") == nullptr;
+      if (ours) std::fprintf(stderr, "    %.240s\n", line);
     }
   }
 

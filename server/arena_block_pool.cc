@@ -1,7 +1,6 @@
 #include "server/arena_block_pool.h"
 
 #include <algorithm>
-#include <cstring>
 #include <utility>
 
 namespace oobleck::server {
@@ -18,15 +17,14 @@ ArenaBlockPool::Block ArenaBlockPool::Take() {
 
 void ArenaBlockPool::Return(Block block, uint64_t arena_bytes) {
   if (arena_bytes > block.size) {
-    // An eighth more, so that a call a little larger than the last still fits. Touched once
-    // here, after the call answered, so that its pages are resident for the next one.
+    // An eighth more, so that a call a little larger than the last still fits. Zeroed (so
+    // touched) here, after the call answered, so that its pages are resident for the next.
     const size_t size = static_cast<size_t>(arena_bytes + arena_bytes / 8);
     if (size > max_block_bytes_) return;
-    block.bytes = std::make_unique_for_overwrite<char[]>(size);
-    std::memset(block.bytes.get(), 0, size);
+    block.bytes = std::make_unique<char[]>(size);
     block.size = size;
   }
-  if (block.size == 0 || block.size > max_block_bytes_) return;
+  if (block.size == 0) return;  // (a kept block is never above max_block_bytes_)
   absl::MutexLock lock(&mu_);
   if (static_cast<int>(kept_.size()) < max_blocks_) kept_.push_back(std::move(block));
 }

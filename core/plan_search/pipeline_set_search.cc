@@ -863,7 +863,9 @@ class PlanSearch {
     constexpr int64_t kMask = (int64_t{1} << kShift) - 1;
     constexpr int64_t kImpossible = -(int64_t{1} << 60);
     std::vector<int64_t>& w = keys_;
-    if (!AssignPolled(w, num_states_, kImpossible, interrupt_)) return Interrupt::Status("plan search");
+    if (!AssignPolled(w, num_states_, kImpossible, interrupt_)) {
+      return Interrupt::Status("plan search");
+    }
     const int T = static_cast<int>(strides_.size());
     const int64_t cap64 = cap;
     const size_t rows_per_poll = std::max<size_t>(1, kPollWork / (T + usable.size()));

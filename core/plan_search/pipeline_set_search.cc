@@ -308,11 +308,12 @@ class PlanSearch {
     // smallest feasible one is feasible; the exact optimum is usually a few candidates on.
     // (Small clusters skip it: there the exact DP costs less than the LP's bisection.)
     if (use_ilp_ || num_states_ * static_cast<int64_t>(shapes_.size()) > kSmallSearch) {
-      ASSIGN_OR_RETURN(
-          double tau_lp,
-          SmallestFeasible(
-              all_, -kInf, good,  // good is still the largest candidate here
-              [&](double tau) -> absl::StatusOr<bool> { return RelaxedFeasible(tau); }));
+      auto relaxed = [&](double tau) -> absl::StatusOr<bool> { return RelaxedFeasible(tau); };
+      // (good is still the largest candidate here.) A replan's hint narrows the LP's
+      // bisection too: its bound is usually within a percent of the old makespan.
+      double lp_bad = -kInf, lp_good = good;
+      if (hint > 0 && std::isfinite(hint)) RETURN_IF_ERROR(AroundHint(relaxed, lp_bad, lp_good));
+      ASSIGN_OR_RETURN(double tau_lp, SmallestFeasible(all_, lp_bad, lp_good, relaxed));
       bad = std::nextafter(tau_lp, -kInf);
       proven_infeasible_ = AtOrBelow(all_, bad);  // the LP bound rules out every tau <= bad
       // Gallop up from the LP bound with growing steps (in ms), then bisect what is left.
@@ -328,28 +329,36 @@ class PlanSearch {
         bad = probe;
       }
     } else if (hint > 0 && std::isfinite(hint)) {
-      // Small searches: bracket tau_inf around the hint (a replan's old makespan is usually
-      // within a few percent) with relative steps that double; only the search order changes.
-      double probe = AtOrBelow(all_, hint);
-      if (probe == -kInf) probe = NextAbove(all_, -kInf);
-      ASSIGN_OR_RETURN(bool ok, probe < good ? exact(probe) : absl::StatusOr<bool>(true));
-      if (probe < good && ok) good = probe;
-      if (probe < good && !ok) bad = probe;
-      for (double f = kHintFirstStep; f < kHintStepLimit; f *= 2) {
-        const bool down = bad == -kInf;  // still looking for an infeasible tau below
-        const double next =
-            down
-                ? AtOrBelow(all_, std::nextafter(good * (1 - std::min(f, kHintMaxStepDown)), -kInf))
-                : NextAbove(all_, std::nextafter(bad * (1 + f), -kInf));
-        if (down ? next == -kInf : next >= good) break;
-        ASSIGN_OR_RETURN(bool at, exact(next));
-        if (at) {
-          good = next;
-          if (!down) break;
-        } else {
-          bad = next;
-          if (down) break;
-        }
+      // Small searches: bracket tau_inf around the hint; only the search order changes.
+      RETURN_IF_ERROR(AroundHint(exact, bad, good));
+    }
+    return absl::OkStatus();
+  }
+
+  // Narrows (bad, good] (as SmallestFeasible takes it, for a predicate monotone in tau)
+  // around the hint, a replan's old makespan, which is usually within a few percent of the
+  // threshold: relative steps that double from it, down while `feasible` holds, up while not.
+  template <typename Feasible>
+  absl::Status AroundHint(const Feasible& feasible, double& bad, double& good) {
+    const double hint = problem_.makespan_hint_ms;
+    double probe = AtOrBelow(all_, hint);
+    if (probe == -kInf) probe = NextAbove(all_, -kInf);
+    ASSIGN_OR_RETURN(bool ok, probe < good ? feasible(probe) : absl::StatusOr<bool>(true));
+    if (probe < good && ok) good = probe;
+    if (probe < good && !ok) bad = probe;
+    for (double f = kHintFirstStep; f < kHintStepLimit; f *= 2) {
+      const bool down = bad == -kInf;  // still looking for an infeasible tau below
+      const double next =
+          down ? AtOrBelow(all_, std::nextafter(good * (1 - std::min(f, kHintMaxStepDown)), -kInf))
+               : NextAbove(all_, std::nextafter(bad * (1 + f), -kInf));
+      if (down ? next == -kInf : next >= good) break;
+      ASSIGN_OR_RETURN(bool at, feasible(next));
+      if (at) {
+        good = next;
+        if (!down) break;
+      } else {
+        bad = next;
+        if (down) break;
       }
     }
     return absl::OkStatus();

@@ -86,64 +86,65 @@ absl::Status BindDraft(const ReplanContext& ctx, Draft* draft_ptr) {
   Draft& draft = *draft_ptr;
   const int T = ctx.model->num_types();
   const int N = static_cast<int>(ctx.survivors.size());
-  // Rows: positions of one type; columns: candidate nodes of that type.
-  auto assign = [&](const std::vector<std::pair<int, int>>& positions,  // (pipeline, position)
-                    const std::vector<int>& columns) -> absl::Status {
-    if (positions.size() > columns.size()) {
-      return absl::InternalError("replan: a pipeline has more positions than nodes to bind");
-    }
-    const std::vector<int> column_of =
-        AssignPositions(ctx, draft, positions, columns, ctx.assignment);
-    for (size_t r = 0; r < positions.size(); ++r) {
-      const auto [k, j] = positions[r];
-      draft.pipelines[k].nodes[j] = columns[column_of[r]];
+  // Per node type: rows (pipeline, position) and columns (candidate nodes); reused by every
+  // assignment below (a fleet's draft has hundreds of pipelines).
+  std::vector<std::vector<std::pair<int, int>>> positions(T);
+  std::vector<std::vector<int>> columns(T);
+  auto assign_each_type = [&]() -> absl::Status {
+    for (int t = 0; t < T; ++t) {
+      if (positions[t].empty()) continue;
+      if (positions[t].size() > columns[t].size()) {
+        return absl::InternalError("replan: a pipeline has more positions than nodes to bind");
+      }
+      const std::vector<int> column_of =
+          AssignPositions(ctx, draft, positions[t], columns[t], ctx.assignment);
+      for (size_t r = 0; r < positions[t].size(); ++r) {
+        const auto [k, j] = positions[t][r];
+        draft.pipelines[k].nodes[j] = columns[t][column_of[r]];
+      }
     }
     return absl::OkStatus();
   };
+  auto clear = [&] {
+    for (int t = 0; t < T; ++t) {
+      positions[t].clear();
+      columns[t].clear();
+    }
+  };
+  // Rows of pipeline k (its nodes become -1 until bound).
+  auto add_positions = [&](int k) {
+    DraftPipeline& p = draft.pipelines[k];
+    for (int j = 0; j < p.tmpl->num_nodes(); ++j) positions[p.tmpl->node_order[j]].push_back({k, j});
+  };
   // Pipelines with a node set: within the set, type by type.
+  std::vector<int> set;
   for (size_t k = 0; k < draft.pipelines.size(); ++k) {
     DraftPipeline& p = draft.pipelines[k];
     if (p.bound || p.nodes.empty()) continue;
-    const std::vector<int> set = p.nodes;
+    clear();
+    set.swap(p.nodes);
     p.nodes.assign(p.tmpl->num_nodes(), -1);
-    for (int t = 0; t < T; ++t) {
-      std::vector<std::pair<int, int>> positions;
-      for (int j = 0; j < p.tmpl->num_nodes(); ++j) {
-        if (p.tmpl->node_order[j] == t) positions.push_back({static_cast<int>(k), j});
-      }
-      std::vector<int> columns;
-      for (int s : set) {
-        if (ctx.survivors[s].type == t) columns.push_back(s);
-      }
-      if (positions.empty()) continue;
-      RETURN_IF_ERROR(assign(positions, columns));
-    }
+    add_positions(static_cast<int>(k));
+    for (int s : set) columns[ctx.survivors[s].type].push_back(s);
+    RETURN_IF_ERROR(assign_each_type());
     p.bound = true;
   }
   // Pipelines from the pool of survivors nobody uses yet.
-  std::vector<bool> used(N, false);
-  for (const DraftPipeline& p : draft.pipelines) {
-    if (!p.bound) continue;
-    for (int s : p.nodes) used[s] = true;
-  }
-  for (int t = 0; t < T; ++t) {
-    std::vector<std::pair<int, int>> positions;
-    for (size_t k = 0; k < draft.pipelines.size(); ++k) {
-      DraftPipeline& p = draft.pipelines[k];
-      if (p.bound) continue;
-      if (p.nodes.empty()) p.nodes.assign(p.tmpl->num_nodes(), -1);
-      for (int j = 0; j < p.tmpl->num_nodes(); ++j) {
-        if (p.tmpl->node_order[j] == t) positions.push_back({static_cast<int>(k), j});
-      }
+  std::vector<char> used(N, 0);
+  clear();
+  for (size_t k = 0; k < draft.pipelines.size(); ++k) {
+    DraftPipeline& p = draft.pipelines[k];
+    if (p.bound) {
+      for (int s : p.nodes) used[s] = 1;
+      continue;
     }
-    std::vector<int> columns;
-    for (int s = 0; s < N; ++s) {
-      if (!used[s] && ctx.survivors[s].type == t) columns.push_back(s);
-    }
-    if (positions.empty()) continue;
-    RETURN_IF_ERROR(assign(positions, columns));
+    if (p.nodes.empty()) p.nodes.assign(p.tmpl->num_nodes(), -1);
+    add_positions(static_cast<int>(k));
   }
-  return absl::OkStatus();
+  for (int s = 0; s < N; ++s) {
+    if (!used[s]) columns[ctx.survivors[s].type].push_back(s);
+  }
+  return assign_each_type();
 }
 
 }  // namespace oobleck::replan_internal

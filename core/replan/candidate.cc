@@ -102,6 +102,41 @@ void AddCopies(const ReplanContext& ctx, LayerHolders& layer_holders, const Draf
 
 }  // namespace
 
+LayerHolders::LayerHolders(const ReplanContext& ctx)
+    : ctx_(ctx), layers_(ctx.model->num_layers()) {
+  const size_t lists = static_cast<size_t>(ctx.model->num_types()) * layers_;
+  // Two passes over the holds (count, then fill): one array, not a vector per list.
+  starts_.assign(lists + 1, 0);
+  auto each_hold = [&](auto&& f) {
+    for (int s = 0; s < static_cast<int>(ctx.survivors.size()); ++s) {
+      const LayerRange h = ctx.held[s];
+      const size_t base = static_cast<size_t>(ctx.survivors[s].type) * layers_;
+      for (int l = std::max(h.begin, 0); l < h.end; ++l) f(base + l, s);
+    }
+  };
+  each_hold([&](size_t i, int) { ++starts_[i + 1]; });
+  for (size_t i = 0; i < lists; ++i) starts_[i + 1] += starts_[i];
+  holders_.resize(starts_[lists]);
+  std::vector<int> next(starts_.begin(), starts_.end() - 1);
+  each_hold([&](size_t i, int s) { holders_[next[i]++] = s; });
+  begin_ = holders_.begin();
+  smallest_id_.resize(holders_.size());
+  sorted_.assign(lists, 0);
+}
+
+void LayerHolders::Sort(size_t i) {
+  const auto list = begin_ + starts_[i], list_end = begin_ + starts_[i + 1];
+  std::sort(list, list_end, [&](int a, int b) {
+    return ctx_.held[a].end != ctx_.held[b].end ? ctx_.held[a].end > ctx_.held[b].end : a < b;
+  });
+  for (int k = starts_[i]; k < starts_[i + 1]; ++k) {
+    const bool smaller = k == starts_[i] || ctx_.survivors[holders_[k]].id <
+                                                ctx_.survivors[smallest_id_[k - 1]].id;
+    smallest_id_[k] = smaller ? holders_[k] : smallest_id_[k - 1];
+  }
+  sorted_[i] = 1;
+}
+
 absl::StatusOr<Candidate> Finalize(const ReplanContext& ctx, LayerHolders& layer_holders,
                                    Draft draft) {
   RETURN_IF_ERROR(BindDraft(ctx, &draft));

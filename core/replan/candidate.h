@@ -56,58 +56,44 @@ struct Candidate {
   int fault_tolerance() const { return std::max(0, static_cast<int>(draft.pipelines.size()) - 1); }
 };
 
-// Per node type and layer, the survivors that hold the layer, the longest holds first (then
-// by id), with running minima of ids: the copy plan picks its source among thousands of
-// holders by a binary search instead of a scan (one per layer range copied).
+// Per node type and layer, the survivors that hold the layer, the longest holds first, with
+// running minima of ids: the copy plan picks its source among thousands of holders by a
+// binary search instead of a scan (one per layer range copied).
 class LayerHolders {
  public:
-  explicit LayerHolders(const ReplanContext& ctx) : ctx_(ctx), layers_(ctx.model->num_layers()) {
-    const size_t lists = static_cast<size_t>(ctx.model->num_types()) * layers_;
-    lists_.resize(lists);
-    smallest_id_.resize(lists);
-    sorted_.assign(lists, 0);
-    for (int s = 0; s < static_cast<int>(ctx.survivors.size()); ++s) {
-      const LayerRange h = ctx.held[s];
-      for (int l = std::max(h.begin, 0); l < h.end; ++l) {
-        lists_[static_cast<size_t>(ctx.survivors[s].type) * layers_ + l].push_back(s);
-      }
-    }
-  }
+  explicit LayerHolders(const ReplanContext& ctx);
+
   // Among the holders of layer l of `type`: the longest run within [l, end), then the
   // smallest id; -1 if none.
   int Best(int type, int l, int end) {
     const size_t i = static_cast<size_t>(type) * layers_ + l;
     if (!sorted_[i]) Sort(i);
-    const std::vector<int>& list = lists_[i];
-    if (list.empty()) return -1;
-    // Every holder reaching `end` runs to it: the smallest id among those wins.
-    const auto reaching = std::partition_point(list.begin(), list.end(),
-                                               [&](int s) { return ctx_.held[s].end >= end; });
-    if (reaching != list.begin()) return smallest_id_[i][reaching - list.begin() - 1];
-    return list.front();
+    const auto list = begin_ + starts_[i], list_end = begin_ + starts_[i + 1];
+    if (list == list_end) return -1;
+    auto reaching_at_least = [&](int e) {
+      return std::partition_point(list, list_end, [&](int s) { return ctx_.held[s].end >= e; });
+    };
+    // Every holder reaching `end` runs to it: the smallest id among those wins. If none
+    // does, the smallest id among the longest holds.
+    auto reaching = reaching_at_least(end);
+    if (reaching == list) reaching = reaching_at_least(ctx_.held[*list].end);
+    return smallest_id_[reaching - begin_ - 1];
   }
 
  private:
-  // A list is sorted (longest hold first, then id) when first asked for: a replan after one
-  // failure copies a few ranges and asks for a few of the types x layers lists.
-  void Sort(size_t i) {
-    std::vector<int>& list = lists_[i];
-    std::sort(list.begin(), list.end(), [&](int a, int b) {
-      return ctx_.held[a].end != ctx_.held[b].end ? ctx_.held[a].end > ctx_.held[b].end
-                                                  : ctx_.survivors[a].id < ctx_.survivors[b].id;
-    });
-    for (size_t k = 0; k < list.size(); ++k) {
-      const bool smaller =
-          k == 0 || ctx_.survivors[list[k]].id < ctx_.survivors[smallest_id_[i].back()].id;
-      smallest_id_[i].push_back(smaller ? list[k] : smallest_id_[i].back());
-    }
-    sorted_[i] = 1;
-  }
+  // A list is sorted (longest hold first; among equal ones any fixed order, so ints are
+  // compared, not ids) when first asked for: a replan after one failure copies a few ranges
+  // and asks for a few of the types x layers lists.
+  void Sort(size_t i);
+
   const ReplanContext& ctx_;
   int layers_;
-  std::vector<std::vector<int>> lists_;        // [type * layers + l]
-  std::vector<std::vector<int>> smallest_id_;  // parallel to lists_
-  std::vector<char> sorted_;                   // parallel to lists_
+  // The lists one after the other: list i is holders_[starts_[i], starts_[i + 1]).
+  std::vector<int> starts_;
+  std::vector<int> holders_;
+  std::vector<int>::iterator begin_;  // holders_.begin()
+  std::vector<int> smallest_id_;      // parallel to holders_, once its list is sorted
+  std::vector<char> sorted_;          // per list
 };
 
 // Binds every pipeline of the draft not bound yet (its node set, else the pool of survivors

@@ -21,6 +21,9 @@ constexpr size_t kMaxExactAssignmentWork = size_t{1} << 27;
 std::vector<int> AssignPositions(const ReplanContext& ctx, const Draft& draft,
                                  const std::vector<std::pair<int, int>>& positions,
                                  const std::vector<int>& columns, NodeAssignmentMethod method) {
+  // One row and one column (a pipeline's only node of a type, as the fallback rule's
+  // pipelines mostly are): the only assignment.
+  if (positions.size() == 1 && columns.size() == 1) return {0};
   std::vector<LayerRange> needs;
   needs.reserve(positions.size());
   for (const auto& [k, j] : positions)

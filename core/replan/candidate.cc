@@ -20,8 +20,11 @@ void AddFigures(const ReplanContext& ctx, const Draft& draft, Candidate* out) {
     if (!positions.empty() && positions[0] >= 0)
       old_starting_at[positions[0]] = static_cast<int>(i);
   }
+  std::vector<double> costs;  // StageCosts of one pipeline, without a vector each
   for (const DraftPipeline& d : draft.pipelines) {
-    out->time_ms.push_back(model.PipelineTimeMs(StageCosts(*d.tmpl), d.microbatches));
+    costs.clear();
+    for (const Stage& s : d.tmpl->stages) costs.push_back(s.cost_ms);
+    out->time_ms.push_back(model.PipelineTimeMs(costs, d.microbatches));
     out->pipeline_time_ms = std::max(out->pipeline_time_ms, out->time_ms.back());
     if (const int i = d.nodes.empty() ? -1 : old_starting_at[d.nodes[0]]; i >= 0) {
       if (ctx.old_positions[i] == d.nodes && SameShape(ctx.old.pipelines[i].tmpl, *d.tmpl)) {
@@ -85,10 +88,12 @@ void AddCopies(const ReplanContext& ctx, LayerHolders& layer_holders, const Draf
       l = end;
     }
   };
+  std::vector<LayerRange> needs;
   for (const DraftPipeline& d : draft.pipelines) {
+    LayersOfPositions(*d.tmpl, &needs);
     for (int j = 0; j < d.tmpl->num_nodes(); ++j) {
       const int s = d.nodes[j];
-      const LayerRange need = LayersOfPosition(*d.tmpl, j);
+      const LayerRange need = needs[j];
       const LayerRange h = ctx.held[s];
       if (h.empty() || h.end <= need.begin || h.begin >= need.end) {
         copy_range(s, need);

@@ -190,6 +190,20 @@ LayerRange LayersOfPosition(const PipelineTemplate& tmpl, int position) {
   return r.empty() ? LayerRange{} : r;
 }
 
+void LayersOfPositions(const PipelineTemplate& tmpl, std::vector<LayerRange>* ranges) {
+  const int positions = tmpl.num_nodes();
+  ranges->assign(positions, LayerRange{INT_MAX, INT_MIN});
+  for (const Stage& s : tmpl.stages) {
+    if (s.node_index < 0 || s.node_index >= positions) continue;
+    LayerRange& r = (*ranges)[s.node_index];
+    r.begin = std::min(r.begin, s.layer_begin);
+    r.end = std::max(r.end, s.layer_end);
+  }
+  for (LayerRange& r : *ranges) {
+    if (r.empty()) r = LayerRange{};
+  }
+}
+
 absl::StatusOr<ReplanContext> Prepare(const CostModel& model, const std::vector<ClusterNode>& nodes,
                                       ClusterPlan current, const ClusterEvent& event,
                                       const ReplanOptions& options) {

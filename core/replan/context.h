@@ -22,6 +22,8 @@ struct LayerRange {
 
 // The layers a template position (one node) runs: its stages are consecutive.
 LayerRange LayersOfPosition(const PipelineTemplate& tmpl, int position);
+// LayersOfPosition of every position of tmpl, in one pass over its stages (into *ranges).
+void LayersOfPositions(const PipelineTemplate& tmpl, std::vector<LayerRange>* ranges);
 
 // The cluster after the event and what every surviving node holds.
 struct ReplanContext {

@@ -451,14 +451,17 @@ absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostMod
   // ctx.old moves into the result at the end.
   ASSIGN_OR_RETURN(ReplanContext ctx, Prepare(model, nodes, std::move(current), event, options));
   ReplanResult result;
-  result.nodes = ctx.survivors;
-  result.ignored_failed_node_ids = ctx.ignored_failed;
-  result.ignored_joined_node_ids = ctx.ignored_joined;
-  if (!ctx.changed) return UnchangedResult(ctx, options, std::move(result));
+  result.ignored_failed_node_ids = std::move(ctx.ignored_failed);
+  result.ignored_joined_node_ids = std::move(ctx.ignored_joined);
+  if (!ctx.changed) {
+    result.nodes = std::move(ctx.survivors);
+    return UnchangedResult(ctx, options, std::move(result));
+  }
   {
     CandidateRound round(planner, ctx, options, &result);
     RETURN_IF_ERROR(round.Run());
-  }  // the drafts that point into ctx.old are done
+  }  // the drafts that point into ctx.old, and the ids of ctx.survivors, are done with
+  result.nodes = std::move(ctx.survivors);
   result.old_plan = std::move(ctx.old);
   return result;
 }

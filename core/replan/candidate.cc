@@ -1,5 +1,6 @@
 #include "core/replan/candidate.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -159,6 +160,7 @@ void Materialize(const ReplanContext& ctx, const Candidate& c,
   const int N = static_cast<int>(ctx.survivors.size());
   plan->global_batch = ctx.old.global_batch;
   std::vector<char> in_pipeline(N, 0);
+  plan->pipelines.reserve(c.draft.pipelines.size());
   for (size_t k = 0; k < c.draft.pipelines.size(); ++k) {
     const DraftPipeline& d = c.draft.pipelines[k];
     PlannedPipeline p;
@@ -175,18 +177,22 @@ void Materialize(const ReplanContext& ctx, const Candidate& c,
   plan->pipeline_time_ms = c.pipeline_time_ms;
   plan->allreduce_ms = c.allreduce_ms;
   plan->iteration_time_ms = c.iteration_time_ms;
+  // The reasons as strings once (a fleet's plan leaves thousands of nodes idle).
+  const std::string joined_reason = "Oobleck's fallback rule does not use joined nodes";
+  const std::string unused_reason =
+      c.strategy == ReplanStrategy::kDropBroken
+          ? "not used: its pipeline lost a node and was dropped (nothing is copied)"
+          : "not used: every plan that uses it is slower (its pipelines would be slower or "
+            "add all-reduce time)";
+  plan->idle.reserve(N - std::count(in_pipeline.begin(), in_pipeline.end(), 1));
   for (int s = 0; s < N; ++s) {
     if (in_pipeline[s]) continue;
     const int t = ctx.survivors[s].type;
-    std::string reason =
+    const std::string& reason =
         !type_reasons[t].empty() ? type_reasons[t]
-        : c.strategy == ReplanStrategy::kOobleckFallback && ctx.joined[s]
-            ? "Oobleck's fallback rule does not use joined nodes"
-        : c.strategy == ReplanStrategy::kDropBroken
-            ? "not used: its pipeline lost a node and was dropped (nothing is copied)"
-            : "not used: every plan that uses it is slower (its pipelines would be slower or "
-              "add all-reduce time)";
-    plan->idle.push_back({ctx.survivors[s].id, t, std::move(reason)});
+        : c.strategy == ReplanStrategy::kOobleckFallback && ctx.joined[s] ? joined_reason
+                                                                          : unused_reason;
+    plan->idle.push_back({ctx.survivors[s].id, t, reason});
   }
   copies->reserve(c.copies.size());
   for (const IndexedCopy& x : c.copies) {

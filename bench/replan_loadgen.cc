@@ -6,6 +6,7 @@
 // Every request is a real event on the planned cluster (--event: nodes fail, or one joins);
 // requests are stateless, so the threads replay a fixed set of them round-robin.
 #include <grpcpp/grpcpp.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -51,6 +52,10 @@ ABSL_FLAG(std::string, event, "mixed",
 ABSL_FLAG(int, failures, 1, "nodes failing at once in each --event=failure request");
 ABSL_FLAG(int, events, 256, "at most this many distinct events (spread over the plan)");
 ABSL_FLAG(int, global_batch, 64, "micro-batches per iteration");
+ABSL_FLAG(int, server_cpu, -1,
+          "pin the server (and every thread it starts) to this CPU and the load generator to "
+          "the others; -1: no pinning. On a small machine the client's own work then does not "
+          "preempt the server's calls, as when the two run on different machines");
 ABSL_FLAG(int, server_threads, 0, "--threads of the server (planning threads per request)");
 ABSL_FLAG(double, baseline_s, 3,
           "seconds of GetStats calls first, the same way: what gRPC alone allows here (0: skip)");
@@ -280,6 +285,38 @@ Measured Measure(const std::shared_ptr<grpc::Channel>& channel, int threads,
   return all;
 }
 
+// Starts the server; with cpu >= 0 pins it (and every thread it starts: a spawned process
+// inherits the spawner's CPU set) to that CPU and this process to the others.
+bool StartServer(const std::string& binary, const std::vector<std::string>& args, int cpu,
+                 oobleck::bench::ServerProcess* server, std::string* error) {
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  if (cpu >= 0) {
+    if (sched_getaffinity(0, sizeof(all), &all) != 0 || !CPU_ISSET(cpu, &all) ||
+        CPU_COUNT(&all) < 2) {
+      *error = absl::StrCat("--server_cpu=", cpu, " is not one of at least two CPUs we may use");
+      return false;
+    }
+    cpu_set_t only;
+    CPU_ZERO(&only);
+    CPU_SET(cpu, &only);
+    if (sched_setaffinity(0, sizeof(only), &only) != 0) {
+      *error = "sched_setaffinity failed";
+      return false;
+    }
+  }
+  const bool started = server->Start(binary, args);
+  if (cpu >= 0) {
+    CPU_CLR(cpu, &all);
+    if (sched_setaffinity(0, sizeof(all), &all) != 0 && started) {
+      *error = "sched_setaffinity failed";
+      return false;
+    }
+  }
+  if (!started) *error = server->error();
+  return started;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -299,19 +336,21 @@ int main(int argc, char** argv) {
   if (nodes < types) return Fail("fewer nodes than types");
 
   oobleck::bench::ServerProcess server;
+  std::string error;
   std::vector<std::string> server_args = {"--address", "127.0.0.1:0", "--profile_dir",
                                           absl::GetFlag(FLAGS_profile_dir)};
   if (absl::GetFlag(FLAGS_server_threads) > 0) {
     server_args.push_back(absl::StrCat("--threads=", absl::GetFlag(FLAGS_server_threads)));
   }
-  if (!server.Start(binary, server_args)) return Fail(server.error());
+  if (!StartServer(binary, server_args, absl::GetFlag(FLAGS_server_cpu), &server, &error)) {
+    return Fail(error);
+  }
   auto channel = grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials());
   if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(20))) {
     return Fail(absl::StrCat("server at ", server.address(), " is not reachable"));
   }
   auto stub = pb::Planner::NewStub(channel);
   pb::PlanResponse planned;
-  std::string error;
   if (!PlanOnce(*stub,
                 ClusterRequest(types, nodes, absl::GetFlag(FLAGS_gpus_per_node),
                                absl::GetFlag(FLAGS_global_batch)),

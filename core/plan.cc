@@ -589,12 +589,13 @@ class TemplateEvaluations {
   };
   explicit TemplateEvaluations(const CostModel& model) : model_(model) {}
 
-  absl::StatusOr<const Evaluated*> Of(PipelineTemplate tmpl) {
+  // (tmpl is copied only when its shape is new: a plan's pipelines keep their own buffers.)
+  absl::StatusOr<const Evaluated*> Of(const PipelineTemplate& tmpl) {
     std::vector<int>& same_hash = by_hash_[ShapeHash(tmpl)];
     for (int e : same_hash) {
       if (SameShape(evaluated_[e]->tmpl, tmpl)) return evaluated_[e].get();
     }
-    ASSIGN_OR_RETURN(PipelineTemplate t, model_.Evaluate(std::move(tmpl)));
+    ASSIGN_OR_RETURN(PipelineTemplate t, model_.Evaluate(tmpl));
     auto e = std::make_unique<Evaluated>();
     e->stage_costs = StageCosts(t);
     e->max_microbatches = model_.MaxMicrobatches(t);
@@ -639,8 +640,7 @@ absl::StatusOr<ClusterPlan> EvaluatePlanOnValidNodes(
     PlannedPipeline& p = plan.pipelines[i];
     // (Messages only: thousands of pipelines at fleet scale.)
     auto field = [i] { return absl::StrCat("pipelines[", i, "]"); };
-    absl::StatusOr<const TemplateEvaluations::Evaluated*> evaluated =
-        evaluations.Of(std::move(p.tmpl));
+    absl::StatusOr<const TemplateEvaluations::Evaluated*> evaluated = evaluations.Of(p.tmpl);
     if (!evaluated.ok()) {
       return absl::Status(evaluated.status().code(),
                           absl::StrCat(field(), ".template: ", evaluated.status().message()));

@@ -108,8 +108,7 @@ void AddCopies(const ReplanContext& ctx, LayerHolders& layer_holders, const Draf
 
 }  // namespace
 
-LayerHolders::LayerHolders(const ReplanContext& ctx)
-    : ctx_(ctx), layers_(ctx.model->num_layers()) {
+LayerHolders::LayerHolders(const ReplanContext& ctx) : ctx_(ctx), layers_(ctx.model->num_layers()) {
   const size_t lists = static_cast<size_t>(ctx.model->num_types()) * layers_;
   // Two passes over the holds (count, then fill): one array, not a vector per list.
   starts_.assign(lists + 1, 0);
@@ -125,19 +124,18 @@ LayerHolders::LayerHolders(const ReplanContext& ctx)
   holders_.resize(starts_[lists]);
   std::vector<int> next(starts_.begin(), starts_.end() - 1);
   each_hold([&](size_t i, int s) { holders_[next[i]++] = s; });
-  begin_ = holders_.begin();
   smallest_id_.resize(holders_.size());
   sorted_.assign(lists, 0);
 }
 
 void LayerHolders::Sort(size_t i) {
-  const auto list = begin_ + starts_[i], list_end = begin_ + starts_[i + 1];
+  const auto list = holders_.begin() + starts_[i], list_end = holders_.begin() + starts_[i + 1];
   std::sort(list, list_end, [&](int a, int b) {
     return ctx_.held[a].end != ctx_.held[b].end ? ctx_.held[a].end > ctx_.held[b].end : a < b;
   });
   for (int k = starts_[i]; k < starts_[i + 1]; ++k) {
-    const bool smaller = k == starts_[i] || ctx_.survivors[holders_[k]].id <
-                                                ctx_.survivors[smallest_id_[k - 1]].id;
+    const bool smaller =
+        k == starts_[i] || ctx_.survivors[holders_[k]].id < ctx_.survivors[smallest_id_[k - 1]].id;
     smallest_id_[k] = smaller ? holders_[k] : smallest_id_[k - 1];
   }
   sorted_[i] = 1;
@@ -188,10 +186,10 @@ void Materialize(const ReplanContext& ctx, const Candidate& c,
   for (int s = 0; s < N; ++s) {
     if (in_pipeline[s]) continue;
     const int t = ctx.survivors[s].type;
-    const std::string& reason =
-        !type_reasons[t].empty() ? type_reasons[t]
-        : c.strategy == ReplanStrategy::kOobleckFallback && ctx.joined[s] ? joined_reason
-                                                                          : unused_reason;
+    const std::string& reason = !type_reasons[t].empty() ? type_reasons[t]
+                                : c.strategy == ReplanStrategy::kOobleckFallback && ctx.joined[s]
+                                    ? joined_reason
+                                    : unused_reason;
     plan->idle.push_back({ctx.survivors[s].id, t, reason});
   }
   copies->reserve(c.copies.size());

@@ -68,7 +68,7 @@ class LayerHolders {
   int Best(int type, int l, int end) {
     const size_t i = static_cast<size_t>(type) * layers_ + l;
     if (!sorted_[i]) Sort(i);
-    const auto list = begin_ + starts_[i], list_end = begin_ + starts_[i + 1];
+    const auto list = holders_.begin() + starts_[i], list_end = holders_.begin() + starts_[i + 1];
     if (list == list_end) return -1;
     auto reaching_at_least = [&](int e) {
       return std::partition_point(list, list_end, [&](int s) { return ctx_.held[s].end >= e; });
@@ -77,7 +77,7 @@ class LayerHolders {
     // does, the smallest id among the longest holds.
     auto reaching = reaching_at_least(end);
     if (reaching == list) reaching = reaching_at_least(ctx_.held[*list].end);
-    return smallest_id_[reaching - begin_ - 1];
+    return smallest_id_[reaching - holders_.begin() - 1];
   }
 
  private:
@@ -91,9 +91,8 @@ class LayerHolders {
   // The lists one after the other: list i is holders_[starts_[i], starts_[i + 1]).
   std::vector<int> starts_;
   std::vector<int> holders_;
-  std::vector<int>::iterator begin_;  // holders_.begin()
-  std::vector<int> smallest_id_;      // parallel to holders_, once its list is sorted
-  std::vector<char> sorted_;          // per list
+  std::vector<int> smallest_id_;  // parallel to holders_, once its list is sorted
+  std::vector<char> sorted_;      // per list
 };
 
 // Binds every pipeline of the draft not bound yet (its node set, else the pool of survivors

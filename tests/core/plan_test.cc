@@ -9,6 +9,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -586,6 +587,46 @@ void ExpectCopyPlanComplete(const CostModel& model, const ClusterPlan& old_plan,
   }
 }
 
+// Each copy's source is the one the documented rule picks (docs/ARCHITECTURE.md#replan:
+// same node type first, then the same new pipeline, then the longest run within the range
+// copied, then the smallest id), recomputed by a scan over every surviving holder.
+void ExpectCopySourcesByTheRule(const ClusterPlan& old_plan, const ReplanResult& r) {
+  const std::map<std::string, Held> held = HeldLayers(old_plan);
+  std::map<std::string, int> type_of, pipeline_of;
+  for (const ClusterNode& n : r.nodes) type_of[n.id] = n.type;
+  for (size_t k = 0; k < r.plan.pipelines.size(); ++k) {
+    for (const std::string& id : r.plan.pipelines[k].node_ids) {
+      pipeline_of[id] = static_cast<int>(k);
+    }
+  }
+  for (size_t i = 0; i < r.copies.size(); ++i) {
+    const LayerCopy& c = r.copies[i];
+    // The range this copy starts from runs on through the copies to the same node that
+    // follow it without a gap.
+    int range_end = c.layer_end;
+    for (size_t j = i + 1; j < r.copies.size() && r.copies[j].dest_node_id == c.dest_node_id &&
+                           r.copies[j].layer_begin == range_end;
+         ++j) {
+      range_end = r.copies[j].layer_end;
+    }
+    // Rank of a holder of layer_begin: lower is better.
+    auto rank = [&](const std::string& id) {
+      const Held& h = held.at(id);
+      const bool same_pipeline =
+          pipeline_of.count(id) > 0 && pipeline_of[id] == pipeline_of[c.dest_node_id];
+      return std::make_tuple(type_of[id] != type_of[c.dest_node_id], !same_pipeline,
+                             -std::min(range_end, h.end), id);
+    };
+    std::string best;
+    for (const auto& [id, h] : held) {
+      if (id == c.dest_node_id || !type_of.count(id) || !h.Has(c.layer_begin)) continue;
+      if (best.empty() || rank(id) < rank(best)) best = id;
+    }
+    EXPECT_EQ(c.source_node_id, best)
+        << "copy of layers [" << c.layer_begin << ", " << c.layer_end << ") to " << c.dest_node_id;
+  }
+}
+
 // A layer no survivor holds.
 bool LosesLayers(const CostModel& model, const ClusterPlan& plan,
                  const std::set<std::string>& failed) {
@@ -652,6 +693,7 @@ TEST(ReplanTest, RandomEventsGiveCompleteCopyPlansAndBeatOobleckFallback) {
     EXPECT_EQ(r->nodes.size(), survivors.size());
     ExpectValidPlan(*p.model, r->nodes, r->plan);
     ExpectCopyPlanComplete(*p.model, plan, *r);
+    ExpectCopySourcesByTheRule(plan, *r);
     with_copies += !r->copies.empty();
     // Within the (deprecated) tolerance of the optimum for the survivors (the fastest
     // candidate is it).

@@ -169,6 +169,8 @@ absl::StatusOr<std::vector<int>> SplitBatch(const CostModel& model,
 
 // Stage costs of an evaluated template, in pipeline order.
 std::vector<double> StageCosts(const PipelineTemplate& tmpl);
+// The same into *costs (its buffer reused: a loop over a fleet's pipelines allocates once).
+void StageCosts(const PipelineTemplate& tmpl, std::vector<double>* costs);
 
 // Recomputes a plan's figures (times, shares kept) after checking it is a valid plan over
 // `nodes`: every pipeline's template evaluates under `model`, its node ids exist, have the

@@ -22,9 +22,14 @@ using plan_search::SmallestFeasible;
 
 std::vector<double> StageCosts(const PipelineTemplate& tmpl) {
   std::vector<double> costs;
-  costs.reserve(tmpl.stages.size());
-  for (const Stage& s : tmpl.stages) costs.push_back(s.cost_ms);
+  StageCosts(tmpl, &costs);
   return costs;
+}
+
+void StageCosts(const PipelineTemplate& tmpl, std::vector<double>* costs) {
+  costs->clear();
+  costs->reserve(tmpl.stages.size());
+  for (const Stage& s : tmpl.stages) costs->push_back(s.cost_ms);
 }
 
 namespace {

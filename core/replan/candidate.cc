@@ -21,10 +21,9 @@ void AddFigures(const ReplanContext& ctx, const Draft& draft, Candidate* out) {
     if (!positions.empty() && positions[0] >= 0)
       old_starting_at[positions[0]] = static_cast<int>(i);
   }
-  std::vector<double> costs;  // StageCosts of one pipeline, without a vector each
+  std::vector<double> costs;  // one buffer for every pipeline's StageCosts
   for (const DraftPipeline& d : draft.pipelines) {
-    costs.clear();
-    for (const Stage& s : d.tmpl->stages) costs.push_back(s.cost_ms);
+    StageCosts(*d.tmpl, &costs);
     out->time_ms.push_back(model.PipelineTimeMs(costs, d.microbatches));
     out->pipeline_time_ms = std::max(out->pipeline_time_ms, out->time_ms.back());
     if (const int i = d.nodes.empty() ? -1 : old_starting_at[d.nodes[0]]; i >= 0) {

@@ -100,13 +100,14 @@ class LabelSearch {
   absl::StatusOr<std::vector<MixResult>> Run(const SearchOptions& options) {
     if (interrupt_.stopped()) return Interrupt::Status("template search");
     const int L = model_.num_layers();
-    fronts_.assign(space_.num_states(), {});
-    fronts_[FrontIndex(L, 0, 0)].push_back({Label{}, -1, -1, -1, 0});
     const int NS = space_.num_node_states();
     const int num_targets = space_.num_useful() * NS;
+    layer_fronts_.assign(num_targets, {});
+    held_labels_.assign(num_targets, {});
     label_positions_.assign(num_targets, {});
-    label_positions_[space_.Dense(0) * NS].push_back(  // the empty suffix
-        {L, fronts_[FrontIndex(L, 0, 0)]});
+    const int empty_suffix = space_.Dense(0) * NS;
+    held_labels_[empty_suffix].push_back({Label{}, -1, -1, -1, 0});
+    label_positions_[empty_suffix].push_back({L, 0, 1});
     for (int a = L - 1; a >= 0; --a) {
       if (interrupt_.Poll()) return Interrupt::Status("template search");
       PrepareLayer(a);
@@ -115,11 +116,17 @@ class LabelSearch {
         ComputeTarget(a, space_.Code(target / NS), target % NS);
       });
       if (interrupt_.stopped()) return Interrupt::Status("template search");
-      // After the layer's barrier (the targets above read these lists); each target's list
-      // is its own, and every read of fronts_ here is a cache miss, so not on one thread.
+      // After the layer's barrier (the targets above read these lists and labels); each
+      // target's are its own, and every read of a front here is a cache miss, so not on one
+      // thread.
       tbb::parallel_for(0, num_targets, [&](int target) {
-        const std::vector<Entry>& front = fronts_[int64_t{target} * (L + 1) + a];  // FrontIndex
-        if (!front.empty()) label_positions_[target].push_back({a, front});
+        std::vector<Entry>& front = layer_fronts_[target];
+        if (front.empty()) return;
+        std::vector<Entry>& held = held_labels_[target];
+        label_positions_[target].push_back(
+            {a, static_cast<int64_t>(held.size()), static_cast<int32_t>(front.size())});
+        held.insert(held.end(), front.begin(), front.end());
+        front.clear();
       });
       if (options.progress) options.progress(phase_name(), L - a, L);
     }
@@ -256,7 +263,7 @@ class LabelSearch {
       PullStages(a, source, served, sentinels, candidates);
     });
     candidates_ += static_cast<int64_t>(candidates.size());
-    std::vector<Entry>& front = fronts_[FrontIndex(a, u, ns)];
+    std::vector<Entry>& front = layer_fronts_[space_.Dense(u) * NS + ns];
     Reduce(candidates, front, a);
     labels_ += static_cast<int64_t>(front.size());
   }
@@ -297,8 +304,9 @@ class LabelSearch {
     const bool may_break = served.may_break();
     // Only the positions where the source state holds labels, in increasing order (they
     // were recorded right to left); all are after a.
-    const std::vector<Held>& positions =
-        label_positions_[space_.Dense(source.u_src) * space_.num_node_states() + source.ns_src];
+    const int source_target = space_.Dense(source.u_src) * space_.num_node_states() + source.ns_src;
+    const std::vector<Held>& positions = label_positions_[source_target];
+    const Entry* const held = held_labels_[source_target].data();
     for (auto it = positions.rbegin(); it != positions.rend(); ++it) {
       const int l = it->position;
       if (l == L && (!source.new_node_at_right || source.u_src != 0)) continue;
@@ -308,7 +316,7 @@ class LabelSearch {
       const double compute = compute_ms[l] - compute_ms[a];
       if (may_break && served.TooCostly(compute)) break;
       const int64_t src = FrontIndex(l, source.u_src, source.ns_src);
-      const std::span<const Entry> sources = it->labels;
+      const std::span<const Entry> sources(held + it->offset, it->count);
       // The labels are tested mix by mix below; here only what no mix can use goes,
       // before its sources are read.
       if (served.HopelessForAll(compute, prefix_cost_.floor_ms(L) - prefix_cost_.floor_ms(l))) {
@@ -371,16 +379,26 @@ class LabelSearch {
       });
       front.resize(beam_width_);
     }
-    front.shrink_to_fit();
   }
 
-  // The front of state (a, u, ns). The layers of one (u, ns) are adjacent: a target reads
-  // the fronts at every stage end l of one source (u, ns) in turn, and with the layer
-  // outermost each of those reads was a cache miss.
+  // The index of state (a, u, ns), which entries name their source by: (u, ns) outermost,
+  // then the layer.
   int64_t FrontIndex(int a, int u, int ns) const {
     return (int64_t{space_.Dense(u)} * space_.num_node_states() + ns) *
                (model_.num_layers() + 1) +
            a;
+  }
+
+  // The labels held at the state with FrontIndex `state` (empty if none).
+  std::span<const Entry> Front(int64_t state) const {
+    const int positions = model_.num_layers() + 1;
+    const auto target = static_cast<size_t>(state / positions);
+    const int a = static_cast<int>(state % positions);
+    const std::vector<Held>& held = label_positions_[target];  // by decreasing position
+    const auto it = std::lower_bound(held.begin(), held.end(), a,
+                                     [](const Held& h, int p) { return h.position > p; });
+    if (it == held.end() || it->position != a) return {};
+    return std::span<const Entry>(held_labels_[target].data() + it->offset, it->count);
   }
 
   std::string_view phase_name() const {
@@ -393,7 +411,7 @@ class LabelSearch {
     MixResult result;
     result.mix = mix;
     const int64_t terminal = FrontIndex(0, space_.Encode(mix), 0);
-    const std::vector<Entry>& front = fronts_[terminal];
+    const std::span<const Entry> front = Front(terminal);
     int best = -1;
     double best_value = std::numeric_limits<double>::infinity();
     for (int i = 0; i < static_cast<int>(front.size()); ++i) {
@@ -422,8 +440,8 @@ class LabelSearch {
     tmpl.mix = mix;
     int node = -1;
     const int positions = model_.num_layers() + 1;
-    while (fronts_[state][entry].from_state >= 0) {
-      const Entry& e = fronts_[state][entry];
+    while (Front(state)[entry].from_state >= 0) {
+      const Entry& e = Front(state)[entry];
       const int a = static_cast<int>(state % positions);
       const int l = static_cast<int>(e.from_state % positions);
       const bool starts_node = state / positions % space_.num_node_states() == 0;  // boundary
@@ -464,13 +482,20 @@ class LabelSearch {
   std::vector<std::vector<TargetMix>> targets_;  // per multiset u
   std::vector<LayerBound> layer_;                // per (free multiset, ns) at the current a
   std::vector<ServeTest> serve_tests_;           // the same, by ServeTestIndex
-  std::vector<std::vector<Entry>> fronts_;  // per state, by FrontIndex
+  // Per (u, ns), densely: the front computed at the current position, moved to
+  // held_labels_ after the layer's barrier.
+  std::vector<std::vector<Entry>> layer_fronts_;
+  // Per (u, ns), densely: every label it holds at the positions done so far, front after
+  // front in the order of the positions (right to left). A target reads the fronts of one
+  // source (u, ns) at every stage end in turn, so they lie next to each other; each front in
+  // its own allocation made the first read of every front a cache miss.
+  std::vector<std::vector<Entry>> held_labels_;
   // Per (u, ns), densely: the positions after the current one where the state holds
-  // labels, in decreasing order, with those labels (fronts_ is not changed after its
-  // position is done): the scan over stage ends reads them without touching fronts_.
+  // labels, in decreasing order, and where in held_labels_ those labels are.
   struct Held {
     int position;
-    std::span<const Entry> labels;
+    int64_t offset;
+    int32_t count;
   };
   std::vector<std::vector<Held>> label_positions_;
 };

@@ -117,8 +117,9 @@ absl::Status BindDraft(const ReplanContext& ctx, Draft* draft_ptr) {
   // Rows of pipeline k (its nodes become -1 until bound).
   auto add_positions = [&](int k) {
     DraftPipeline& p = draft.pipelines[k];
-    for (int j = 0; j < p.tmpl->num_nodes(); ++j)
+    for (int j = 0; j < p.tmpl->num_nodes(); ++j) {
       positions[p.tmpl->node_order[j]].push_back({k, j});
+    }
   };
   // Pipelines with a node set: within the set, type by type.
   std::vector<int> set;

@@ -105,7 +105,7 @@ class LabelSearch {
     layer_fronts_.assign(num_targets, {});
     held_labels_.assign(num_targets, {});
     label_positions_.assign(num_targets, {});
-    const int empty_suffix = space_.Dense(0) * NS;
+    const int empty_suffix = TargetOf(0, 0);
     held_labels_[empty_suffix].push_back({Label{}, -1, -1, -1, 0});
     label_positions_[empty_suffix].push_back({L, 0, 1});
     for (int a = L - 1; a >= 0; --a) {
@@ -228,10 +228,7 @@ class LabelSearch {
     // it returns before listing its served mixes (most states of a tightly bounded pass).
     bool has_source = false;
     ForEachSource(a, u, ns, [&](const StageSource& source) {
-      has_source = has_source || !label_positions_[space_.Dense(source.u_src) *
-                                                       space_.num_node_states() +
-                                                   source.ns_src]
-                                      .empty();
+      has_source = has_source || !label_positions_[TargetOf(source.u_src, source.ns_src)].empty();
     });
     if (!has_source) return;
     const double floor_ms = prefix_cost_.floor_ms(a);
@@ -263,7 +260,7 @@ class LabelSearch {
       PullStages(a, source, served, sentinels, candidates);
     });
     candidates_ += static_cast<int64_t>(candidates.size());
-    std::vector<Entry>& front = layer_fronts_[space_.Dense(u) * NS + ns];
+    std::vector<Entry>& front = layer_fronts_[TargetOf(u, ns)];
     Reduce(candidates, front, a);
     labels_ += static_cast<int64_t>(front.size());
   }
@@ -304,7 +301,7 @@ class LabelSearch {
     const bool may_break = served.may_break();
     // Only the positions where the source state holds labels, in increasing order (they
     // were recorded right to left); all are after a.
-    const int source_target = space_.Dense(source.u_src) * space_.num_node_states() + source.ns_src;
+    const int source_target = TargetOf(source.u_src, source.ns_src);
     const std::vector<Held>& positions = label_positions_[source_target];
     const Entry* const held = held_labels_[source_target].data();
     for (auto it = positions.rbegin(); it != positions.rend(); ++it) {
@@ -381,12 +378,12 @@ class LabelSearch {
     }
   }
 
+  // The target (u, ns), densely: the index of every per-(u, ns) table.
+  int TargetOf(int u, int ns) const { return space_.Dense(u) * space_.num_node_states() + ns; }
   // The index of state (a, u, ns), which entries name their source by: (u, ns) outermost,
   // then the layer.
   int64_t FrontIndex(int a, int u, int ns) const {
-    return (int64_t{space_.Dense(u)} * space_.num_node_states() + ns) *
-               (model_.num_layers() + 1) +
-           a;
+    return int64_t{TargetOf(u, ns)} * (model_.num_layers() + 1) + a;
   }
 
   // The labels held at the state with FrontIndex `state` (empty if none).
@@ -440,8 +437,9 @@ class LabelSearch {
     tmpl.mix = mix;
     int node = -1;
     const int positions = model_.num_layers() + 1;
-    while (Front(state)[entry].from_state >= 0) {
+    for (;;) {
       const Entry& e = Front(state)[entry];
+      if (e.from_state < 0) break;
       const int a = static_cast<int>(state % positions);
       const int l = static_cast<int>(e.from_state % positions);
       const bool starts_node = state / positions % space_.num_node_states() == 0;  // boundary

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/file_reader.h"
+#include "core/json_document.h"
 #include "core/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -384,12 +385,7 @@ absl::Status AssignNodeIds(ClusterFile& file) {
 }  // namespace
 
 absl::StatusOr<ClusterFile> ParseClusterFile(std::string_view json, const std::string& base_dir) {
-  Json root;
-  try {
-    root = Json::parse(json.begin(), json.end());
-  } catch (const Json::exception& e) {  // parse_error, and out_of_range for 1e999
-    return absl::InvalidArgumentError(absl::StrCat("not valid JSON: ", e.what()));
-  }
+  ASSIGN_OR_RETURN(const Json root, ParseJsonDocument(json));
   if (!root.is_object()) return Invalid("the cluster file", "must be a JSON object", root);
   RETURN_IF_ERROR(CheckKeys(
       root, "",

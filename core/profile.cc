@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "core/file_reader.h"
 #include "core/fnv1a.h"
+#include "core/json_document.h"
 #include "core/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -19,60 +20,19 @@ namespace {
 
 using json = nlohmann::json;
 
-// Counts the elements of a top-level JSON array without building anything, and stops as
-// soon as there are more than `limit`: a huge document is refused before it is parsed.
-class TopLevelCounter : public nlohmann::json_sax<json> {
- public:
-  explicit TopLevelCounter(int64_t limit) : limit_(limit) {}
-  int64_t count() const { return count_; }
-  bool over() const { return count_ > limit_; }
-
-  bool null() override { return Value(); }
-  bool boolean(bool) override { return Value(); }
-  bool number_integer(number_integer_t) override { return Value(); }
-  bool number_unsigned(number_unsigned_t) override { return Value(); }
-  bool number_float(number_float_t, const string_t&) override { return Value(); }
-  bool string(string_t&) override { return Value(); }
-  bool binary(binary_t&) override { return Value(); }
-  bool start_object(std::size_t) override { return Open(); }
-  bool key(string_t&) override { return true; }
-  bool end_object() override { return Close(); }
-  bool start_array(std::size_t) override { return Open(); }
-  bool end_array() override { return Close(); }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
-    return false;
-  }
-
- private:
-  bool Value() {
-    if (depth_ == 1) ++count_;
-    return !over();
-  }
-  bool Open() {
-    const bool ok = Value();
-    ++depth_;
-    return ok;
-  }
-  bool Close() {
-    --depth_;
-    return true;
-  }
-  int64_t limit_;
-  int64_t count_ = 0;
-  int depth_ = 0;
-};
-
 absl::StatusOr<json> ParseJson(std::string_view text, const std::string& file) {
-  TopLevelCounter counter(kMaxLayersPerProfile);
-  json::sax_parse(text, &counter, nlohmann::detail::input_format_t::json, /*strict=*/false);
-  if (counter.over()) {
+  JsonLimits limits;
+  limits.max_top_level_elements = kMaxLayersPerProfile;
+  absl::StatusOr<json> doc = ParseJsonDocument(text, limits);
+  if (doc.status().code() == absl::StatusCode::kResourceExhausted) {
     return absl::ResourceExhaustedError(
         absl::StrCat(file, ": has more than ", kMaxLayersPerProfile,
                      " layers, the limit per profile (counted before parsing)"));
   }
-  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(file, ": not valid JSON"));
-  if (!doc.is_array()) {
+  if (!doc.ok()) {
+    return absl::Status(doc.status().code(), absl::StrCat(file, ": ", doc.status().message()));
+  }
+  if (!doc->is_array()) {
     return absl::InvalidArgumentError(absl::StrCat(file, ": expected a JSON array of layers"));
   }
   return doc;

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/fnv1a.h"
+#include "core/json_document.h"
 #include "core/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -110,8 +111,7 @@ std::string SerializeSharedTemplate(const std::string& key, const MixResult& res
 }
 
 absl::StatusOr<MixResult> ParseSharedTemplate(const std::string& text, const std::string& key) {
-  const json in = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (in.is_discarded()) return Invalid("not valid JSON");
+  ASSIGN_OR_RETURN(const json in, ParseJsonDocument(text));
   ASSIGN_OR_RETURN(const json* format, Field(in, "format", "value"));
   if (*format != kFormat) return Invalid(absl::StrCat("value.format must be \"", kFormat, "\""));
   ASSIGN_OR_RETURN(int version, IntField(in, "version", "value"));

@@ -19,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "core/file_reader.h"
 #include "core/fnv1a.h"
+#include "core/json_document.h"
 #include "core/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -147,10 +148,12 @@ std::string SerializeStoredProfile(const ModelProfile& profile) {
 }
 
 absl::StatusOr<ModelProfile> ParseStoredProfile(std::string_view text) {
-  json file = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (file.is_discarded()) {
-    return absl::DataLossError("not valid JSON (truncated or damaged file?)");
+  absl::StatusOr<json> parsed = ParseJsonDocument(text);
+  if (!parsed.ok()) {
+    return absl::DataLossError(
+        absl::StrCat(parsed.status().message(), " (truncated or damaged file?)"));
   }
+  const json& file = *parsed;
   if (!file.is_object()) return Invalid("the file must hold a JSON object");
   ASSIGN_OR_RETURN(std::string format, String(file, "format", "file"));
   if (format != kFormat) {
@@ -315,6 +318,7 @@ absl::StatusOr<bool> ProfileStore::Put(ModelProfile profile, bool replace) {
     return absl::AlreadyExistsError(absl::StrCat("profile ", profile.key.ToString(),
                                                  " is already loaded; set replace to overwrite"));
   }
+  RETURN_IF_ERROR(catalog_->CheckRoom(profile));  // nothing written that would not load
   if (absl::Status status = WriteAtomically(file_name, SerializeStoredProfile(profile));
       !status.ok()) {
     return status;

@@ -29,13 +29,16 @@ std::string_view CostModelName(CostModelKind kind) {
 }
 
 std::string PlanningProblem::CacheKey() const {
-  std::string key = absl::StrFormat("%s|M=%d|k=%a|inter=%a|ar=%d", CostModelName(cost_model),
-                                    microbatches, optimizer_state_multiplier,
-                                    inter_node_bytes_per_s, static_cast<int>(missing_allreduce));
+  // Node-type names are the only free text: each is written with its length first, so no
+  // name, whatever separators it holds, can reproduce another cluster's key.
+  std::string key =
+      absl::StrFormat("%s|M=%d|k=%a|inter=%a|ar=%d|types=%d", CostModelName(cost_model),
+                      microbatches, optimizer_state_multiplier, inter_node_bytes_per_s,
+                      static_cast<int>(missing_allreduce), node_types.size());
   for (size_t i = 0; i < node_types.size(); ++i) {
     const NodeType& t = node_types[i];
-    absl::StrAppendFormat(&key, "|%s:%d:%a:%a:%s", t.name, t.gpus_per_node, t.gpu_memory_bytes,
-                          t.intra_node_bytes_per_s,
+    absl::StrAppendFormat(&key, "|%d#%s:%d:%a:%a:%s", t.name.size(), t.name, t.gpus_per_node,
+                          t.gpu_memory_bytes, t.intra_node_bytes_per_s,
                           i < profiles.size() && profiles[i] ? profiles[i]->Fingerprint() : "-");
   }
   return key;

@@ -9,29 +9,28 @@
 #include "absl/strings/str_cat.h"
 
 namespace oobleck {
-namespace {
 
-// Closes the descriptor on every path out.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
+ScopedFd& ScopedFd::operator=(ScopedFd&& other) noexcept {
+  if (this != &other) {
     if (fd_ >= 0) close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
   }
-  int get() const { return fd_; }
+  return *this;
+}
 
- private:
-  int fd_;
-};
+ScopedFd::~ScopedFd() {
+  if (fd_ >= 0) close(fd_);
+}
 
-}  // namespace
+ScopedFd OpenForReading(int dir_fd, const std::string& name, bool follow_symlinks) {
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (ReadOpenedFile refuses it).
+  return ScopedFd(
+      openat(dir_fd, name.c_str(),
+             O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (follow_symlinks ? 0 : O_NOFOLLOW)));
+}
 
-absl::StatusOr<std::string> ReadRegularFile(const std::filesystem::path& path,
-                                            const std::string& shown, int64_t max_bytes) {
-  // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below).
-  const Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
+absl::StatusOr<std::string> ReadOpenedFile(const ScopedFd& fd, const std::string& shown,
+                                           int64_t max_bytes) {
   if (fd.get() < 0) return absl::NotFoundError(absl::StrCat("cannot read ", shown));
   struct stat st {};
   if (fstat(fd.get(), &st) != 0) return absl::NotFoundError(absl::StrCat("cannot read ", shown));
@@ -57,6 +56,11 @@ absl::StatusOr<std::string> ReadRegularFile(const std::filesystem::path& path,
   }
   text.resize(done);
   return text;
+}
+
+absl::StatusOr<std::string> ReadRegularFile(const std::filesystem::path& path,
+                                            const std::string& shown, int64_t max_bytes) {
+  return ReadOpenedFile(OpenForReading(AT_FDCWD, path.string()), shown, max_bytes);
 }
 
 }  // namespace oobleck

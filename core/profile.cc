@@ -1,8 +1,11 @@
 #include "core/profile.h"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdint>
-#include <filesystem>
 #include <regex>
 #include <set>
 
@@ -81,6 +84,28 @@ absl::Status ParseAllreduce(std::string_view text, const std::string& file, size
   return absl::OkStatus();
 }
 
+// The m of the one mb<m>.json in the open directory `dir`.
+absl::StatusOr<int> FindMicrobatchSize(const ScopedFd& dir, const std::string& shown_dir) {
+  static const std::regex kMbFile(R"(mb([0-9]{1,9})\.json)");
+  std::vector<int> found;
+  // fdopendir takes the descriptor over; a duplicate keeps `dir` open for the reads.
+  const int copy = dup(dir.get());
+  DIR* listing = copy >= 0 ? fdopendir(copy) : nullptr;
+  if (listing == nullptr) {
+    if (copy >= 0) close(copy);
+    return absl::NotFoundError(absl::StrCat("cannot list ", shown_dir));
+  }
+  while (const dirent* entry = readdir(listing)) {
+    std::cmatch m;
+    if (std::regex_match(entry->d_name, m, kMbFile)) found.push_back(std::stoi(m[1].str()));
+  }
+  closedir(listing);
+  if (found.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        shown_dir, " has ", found.size(), " mb<m>.json files; give microbatch_size to pick one"));
+  }
+  return found[0];
+}
 
 }  // namespace
 
@@ -243,50 +268,33 @@ absl::StatusOr<std::vector<LayerProfile>> ParseOobleckProfile(
   return layers;
 }
 
-absl::StatusOr<ModelProfile> LoadOobleckProfileDir(const std::string& dir,
-                                                   const std::string& model,
-                                                   const std::string& gpu_type,
-                                                   int microbatch_size, const ConfinedRoot* root) {
-  namespace fs = std::filesystem;
+absl::StatusOr<ModelProfile> LoadOobleckProfileDir(const std::string& dir, const std::string& model,
+                                                   const std::string& gpu_type, int microbatch_size,
+                                                   const ConfinedRoot* root) {
   if (microbatch_size < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("microbatch_size must be >= 0 (got ", microbatch_size, ")"));
   }
   const std::string shown_dir = absl::StrCat("profile directory \"", dir, "\"");
-  fs::path base(dir);
+  // The directory is opened once and every file is read relative to that descriptor, so
+  // the files all come from the directory that was checked (a path looked up again could
+  // meanwhile lead elsewhere).
+  ScopedFd dir_fd;
   if (root != nullptr) {
-    ASSIGN_OR_RETURN(base, root->Resolve(dir, shown_dir));
-  }
-  std::error_code ec;
-  if (!fs::is_directory(base, ec)) {
-    return root != nullptr
-               ? absl::NotFoundError(
-                     absl::StrCat(shown_dir, " is not a readable path under the load root"))
-               : absl::NotFoundError(absl::StrCat(shown_dir, " does not exist"));
+    ASSIGN_OR_RETURN(dir_fd, root->OpenDirectory(dir, shown_dir));
+  } else {
+    dir_fd = ScopedFd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (dir_fd.get() < 0) return absl::NotFoundError(absl::StrCat(shown_dir, " does not exist"));
   }
   if (microbatch_size == 0) {
-    static const std::regex kMbFile(R"(mb([0-9]{1,9})\.json)");
-    std::vector<int> found;
-    for (const auto& entry : fs::directory_iterator(base, ec)) {
-      std::smatch m;
-      const std::string name = entry.path().filename().string();
-      if (std::regex_match(name, m, kMbFile)) found.push_back(std::stoi(m[1].str()));
-    }
-    if (found.size() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          shown_dir, " has ", found.size(), " mb<m>.json files; give microbatch_size to pick one"));
-    }
-    microbatch_size = found[0];
+    ASSIGN_OR_RETURN(microbatch_size, FindMicrobatchSize(dir_fd, shown_dir));
   }
   // Each file is confined again: a symlink inside the directory may point anywhere.
   auto read = [&](const std::string& name) -> absl::StatusOr<std::string> {
     const std::string shown = absl::StrCat(dir, "/", name);
-    fs::path path = base / name;
-    if (root != nullptr) {
-      ASSIGN_OR_RETURN(fs::path real, root->Resolve(path, shown));
-      path = std::move(real);
-    }
-    return ReadRegularFile(path, shown);
+    if (root == nullptr) return ReadOpenedFile(OpenForReading(dir_fd.get(), name), shown);
+    ASSIGN_OR_RETURN(ScopedFd file, root->OpenFileIn(dir_fd, name, shown));
+    return ReadOpenedFile(file, shown);
   };
   ASSIGN_OR_RETURN(auto mb, read(absl::StrCat("mb", microbatch_size, ".json")));
   ASSIGN_OR_RETURN(auto in_node, read("allreduce_in_node.json"));

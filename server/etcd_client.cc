@@ -6,6 +6,7 @@
 #include <chrono>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -27,6 +28,18 @@ std::chrono::system_clock::time_point DeadlineAfter(absl::Duration timeout) {
 bool EndpointUnreachable(const grpc::Status& status) {
   return status.error_code() == grpc::StatusCode::UNAVAILABLE ||
          status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+}
+
+// etcd answers a request whose context ran out on its side (it waited for a quorum that
+// is not there) with UNKNOWN "context deadline exceeded"; so does a failure at our own
+// deadline. Both are the deadline: the call may be retried, unlike a real UNKNOWN.
+grpc::Status AsDeadline(const grpc::Status& status,
+                        std::chrono::system_clock::time_point deadline) {
+  if (status.ok() || EndpointUnreachable(status)) return status;
+  const bool timed_out = absl::StrContains(status.error_message(), "context deadline exceeded") ||
+                         std::chrono::system_clock::now() >= deadline;
+  return timed_out ? grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, status.error_message())
+                   : status;
 }
 
 EtcdKeyValue FromProto(const mvccpb::KeyValue& kv) {
@@ -109,8 +122,9 @@ absl::Status EtcdClient::CallAnyEndpoint(
   for (int i = 0; i < n; ++i) {
     const int endpoint = (first + i) % n;
     grpc::ClientContext context;
-    context.set_deadline(DeadlineAfter(timeout));
-    last = call(endpoint, &context);
+    const auto deadline = DeadlineAfter(timeout);
+    context.set_deadline(deadline);
+    last = AsDeadline(call(endpoint, &context), deadline);
     if (last.ok()) {
       preferred_.store(endpoint, std::memory_order_relaxed);
       return absl::OkStatus();

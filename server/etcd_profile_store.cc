@@ -49,6 +49,13 @@ bool EtcdProfileStore::synced() const {
   return synced_;
 }
 
+absl::Status EtcdProfileStore::CheckSynced() const {
+  if (synced()) return absl::OkStatus();
+  return absl::UnavailableError(
+      absl::StrCat("this replica has not yet synced with etcd at ", client_->endpoints_text(),
+                   " (it has not read the stored profiles yet); retry, or call another replica"));
+}
+
 void EtcdProfileStore::Log(const std::string& line) const {
   if (log_) {
     log_(line);

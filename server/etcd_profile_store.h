@@ -11,10 +11,11 @@
 //
 // Start() returns at once; a background thread reads every profile (retrying until etcd
 // answers, logging why it cannot) and then watches. `on_synced` runs once the first read
-// succeeded: main() keeps health NOT_SERVING until then. Later outages of etcd do not
-// unload anything: plans keep answering from the profiles already read, uploads fail with
-// UNAVAILABLE naming etcd, and the watch resumes from the last revision seen (or reads
-// everything again when etcd compacted that revision away).
+// succeeded: main() keeps health NOT_SERVING until then, and the planning and listing calls
+// answer UNAVAILABLE (CheckSynced) rather than from a catalog not read yet. Later outages
+// of etcd do not unload anything: plans keep answering from the profiles already read,
+// uploads fail with UNAVAILABLE naming etcd, and the watch resumes from the last revision
+// seen (or reads everything again when etcd compacted that revision away).
 #ifndef OOBLECK_SERVER_ETCD_PROFILE_STORE_H_
 #define OOBLECK_SERVER_ETCD_PROFILE_STORE_H_
 
@@ -54,6 +55,8 @@ class EtcdProfileStore final : public ProfileBackend {
   std::string KeyOf(const ProfileKey& key) const;
   // True once every profile in etcd was read at least once.
   bool synced() const;
+  // UNAVAILABLE "... not yet synced with etcd ..." until synced().
+  absl::Status CheckSynced() const override;
 
  private:
   void Run(std::function<void()> on_synced);

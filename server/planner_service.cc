@@ -79,6 +79,11 @@ absl::StatusOr<ModelProfile> ProfileFromRequest(const pb::LoadProfileRequest& re
 
 }  // namespace
 
+absl::Status PlannerService::CheckSynced() const {
+  return options_.profile_store != nullptr ? options_.profile_store->CheckSynced()
+                                           : absl::OkStatus();
+}
+
 PlannerService::PlannerService(ProfileCatalog* catalog, TemplateCache* cache, int threads,
                                const ServiceOptions& options)
     : catalog_(catalog),
@@ -111,6 +116,7 @@ grpc::Status PlannerService::LoadProfile(grpc::ServerContext* /*context*/,
 grpc::Status PlannerService::ListProfiles(grpc::ServerContext* /*context*/,
                                           const pb::ListProfilesRequest* request,
                                           pb::ListProfilesResponse* response) {
+  if (absl::Status synced = CheckSynced(); !synced.ok()) return ToGrpcStatus(synced);
   std::vector<std::shared_ptr<const ModelProfile>> profiles = catalog_->List(request->model());
   std::sort(profiles.begin(), profiles.end(),
             [](const auto& a, const auto& b) { return a->key < b->key; });
@@ -162,6 +168,7 @@ grpc::Status PlannerService::PlanTemplatesCall(grpc::ServerContext* context,
                                                pb::PlanTemplatesResponse* response) {
   const auto start = std::chrono::steady_clock::now();
   plan_templates_requests_.fetch_add(1, std::memory_order_relaxed);
+  if (absl::Status synced = CheckSynced(); !synced.ok()) return ToGrpcStatus(synced);
 
   if (absl::Status limits = CheckPlanTemplatesLimits(request); !limits.ok()) {
     return ToGrpcStatus(limits);
@@ -207,6 +214,7 @@ grpc::Status PlannerService::PlanTemplatesCall(grpc::ServerContext* context,
 
 grpc::Status PlannerService::Plan(grpc::ServerContext* context, const pb::PlanRequest* request,
                                   pb::PlanResponse* response) {
+  if (absl::Status synced = CheckSynced(); !synced.ok()) return ToGrpcStatus(synced);
   return HandlePlan(context, *request, response,
                     {catalog_, &cluster_planner_, options_.search_gate, &models_, &shutdown_});
 }
@@ -214,6 +222,7 @@ grpc::Status PlannerService::Plan(grpc::ServerContext* context, const pb::PlanRe
 grpc::Status PlannerService::StreamedReplan(
     grpc::ServerContext* context,
     grpc::ServerUnaryStreamer<pb::ReplanRequest, pb::ReplanResponse>* stream) {
+  if (absl::Status synced = CheckSynced(); !synced.ok()) return ToGrpcStatus(synced);
   return ServeReplan(context, stream,
                      {catalog_, &cluster_planner_, options_.search_gate, &models_, &shutdown_,
                       &replan_arena_blocks_});

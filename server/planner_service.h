@@ -64,6 +64,9 @@ class PlannerService final : public ::oobleck::planner::v1::Planner::WithStreame
   void BeginShutdown() { shutdown_.Set(); }
 
  private:
+  // UNAVAILABLE while the profile store has not read what it holds (a replica started
+  // during an etcd outage), so the answer is retried instead of a wrong NOT_FOUND.
+  absl::Status CheckSynced() const;
   // Both PlanTemplates RPCs: validation, limits, search gate, cache, deadline and
   // cancellation. `progress` (may be empty) sees the search advance.
   grpc::Status PlanTemplatesCall(grpc::ServerContext* context,

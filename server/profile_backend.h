@@ -17,6 +17,11 @@ class ProfileBackend {
   // profile is durable in the backend and in this replica's catalog before OK is
   // returned. On any error the catalog is unchanged.
   virtual absl::StatusOr<bool> Put(ModelProfile profile, bool replace) = 0;
+
+  // OK once this replica holds every profile the backend had when it started; until then
+  // UNAVAILABLE (which clients retry, on this replica or another): an answer from a
+  // partial catalog, such as NOT_FOUND for a model not read yet, would be wrong.
+  virtual absl::Status CheckSynced() const { return absl::OkStatus(); }
 };
 
 }  // namespace oobleck::server

@@ -8,8 +8,40 @@
 
 namespace oobleck {
 
+int64_t ProfileMemoryBytes(const ModelProfile& profile) {
+  // A std::map node holds its pair plus about 32 bytes of links and colour.
+  constexpr int64_t kMapEntryBytes = 32 + sizeof(std::pair<const int, double>);
+  int64_t bytes = sizeof(ModelProfile) + profile.key.model.size() + profile.key.gpu_type.size() +
+                  static_cast<int64_t>(profile.layers.capacity() * sizeof(LayerProfile));
+  for (const LayerProfile& layer : profile.layers) {
+    bytes += kMapEntryBytes * static_cast<int64_t>(layer.allreduce_in_node_ms.size() +
+                                                   layer.allreduce_across_nodes_ms.size());
+  }
+  return bytes;
+}
+
+absl::Status ProfileCatalog::CheckRoomLocked(const ModelProfile& profile,
+                                             int64_t profile_bytes) const {
+  int64_t held = bytes_;
+  if (auto it = profiles_.find(profile.key); it != profiles_.end()) {
+    held -= ProfileMemoryBytes(*it->second);  // replaced, so freed
+  }
+  if (profile_bytes <= max_bytes_ - held) return absl::OkStatus();
+  return absl::ResourceExhaustedError(
+      absl::StrCat("profile ", profile.key.ToString(), " needs about ", profile_bytes,
+                   " bytes but the loaded profiles already hold about ", held, " of the limit of ",
+                   max_bytes_, " bytes (--max_profile_mb); nothing was stored"));
+}
+
+absl::Status ProfileCatalog::CheckRoom(const ModelProfile& profile) const {
+  const int64_t profile_bytes = ProfileMemoryBytes(profile);
+  absl::MutexLock lock(&mu_);
+  return CheckRoomLocked(profile, profile_bytes);
+}
+
 absl::StatusOr<bool> ProfileCatalog::Put(ModelProfile profile, bool replace) {
   RETURN_IF_ERROR(ValidateProfile(profile));
+  const int64_t profile_bytes = ProfileMemoryBytes(profile);
   absl::MutexLock lock(&mu_);
   auto it = profiles_.find(profile.key);
   const bool exists = it != profiles_.end();
@@ -17,6 +49,9 @@ absl::StatusOr<bool> ProfileCatalog::Put(ModelProfile profile, bool replace) {
     return absl::AlreadyExistsError(absl::StrCat("profile ", profile.key.ToString(),
                                                  " is already loaded; set replace to overwrite"));
   }
+  RETURN_IF_ERROR(CheckRoomLocked(profile, profile_bytes));
+  if (exists) bytes_ -= ProfileMemoryBytes(*it->second);
+  bytes_ += profile_bytes;
   ProfileKey key = profile.key;
   profiles_[key] = std::make_shared<const ModelProfile>(std::move(profile));
   return exists;
@@ -24,7 +59,16 @@ absl::StatusOr<bool> ProfileCatalog::Put(ModelProfile profile, bool replace) {
 
 bool ProfileCatalog::Remove(const ProfileKey& key) {
   absl::MutexLock lock(&mu_);
-  return profiles_.erase(key) > 0;
+  auto it = profiles_.find(key);
+  if (it == profiles_.end()) return false;
+  bytes_ -= ProfileMemoryBytes(*it->second);
+  profiles_.erase(it);
+  return true;
+}
+
+int64_t ProfileCatalog::bytes() const {
+  absl::MutexLock lock(&mu_);
+  return bytes_;
 }
 
 absl::StatusOr<std::shared_ptr<const ModelProfile>> ProfileCatalog::Find(

@@ -66,6 +66,8 @@ void EtcdProfileStore::Log(const std::string& line) const {
 
 absl::StatusOr<bool> EtcdProfileStore::Put(ModelProfile profile, bool replace) {
   RETURN_IF_ERROR(ValidateProfile(profile));
+  // Checked before the write: a profile this replica could not hold is not shared.
+  RETURN_IF_ERROR(catalog_->CheckRoom(profile));
   const std::string key = KeyOf(profile.key);
   const std::string value = SerializeStoredProfile(profile);
   ASSIGN_OR_RETURN(EtcdWrite written, client_->Put(key, value, /*overwrite=*/replace));
@@ -104,8 +106,13 @@ void EtcdProfileStore::Apply(const std::string& etcd_key, int64_t revision,
   }
   if (!profile.has_value()) return;
   ProfileKey key = profile->key;
-  // Validated by ParseStoredProfile, so this cannot fail.
-  if (catalog_->Put(*std::move(profile), /*replace=*/true).ok()) loaded_[etcd_key] = key;
+  // Validated by ParseStoredProfile; only the memory limit (--max_profile_mb) can refuse.
+  if (absl::StatusOr<bool> put = catalog_->Put(*std::move(profile), /*replace=*/true); put.ok()) {
+    loaded_[etcd_key] = key;
+  } else {
+    Log(absl::StrCat("skipped profile in etcd: ", etcd_key, " at revision ", revision, ": ",
+                     put.status().ToString()));
+  }
 }
 
 absl::StatusOr<int64_t> EtcdProfileStore::ReadAll() {

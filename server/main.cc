@@ -47,6 +47,9 @@ ABSL_FLAG(int64_t, cache_mb, 256, "Memory budget of the shared template cache, i
 ABSL_FLAG(std::string, data_dir, "",
           "Directory where profiles loaded over RPC are persisted (one file each, written "
           "atomically) and reloaded from at start; empty: they live in memory only.");
+ABSL_FLAG(int64_t, max_profile_mb, oobleck::kDefaultMaxProfileBytes >> 20,
+          "Memory budget of all loaded profiles, in MiB (estimated); a LoadProfile that "
+          "would pass it gets RESOURCE_EXHAUSTED and nothing is stored.");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain; with --tls_key, serve over TLS.");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
 ABSL_FLAG(std::string, auth_token_file, "",
@@ -88,6 +91,7 @@ constexpr int kExitCannotServe = 1;
 struct NumericFlags {
   int threads = 0;
   int64_t cache_mb = 0;
+  int64_t max_profile_mb = 0;
   int max_concurrent_searches = 0;
   int progress_interval_ms = 0;
   double max_queue_wait_s = 0;
@@ -108,6 +112,7 @@ absl::StatusOr<NumericFlags> ReadNumericFlags() {
   NumericFlags f;
   f.threads = absl::GetFlag(FLAGS_threads);
   f.cache_mb = absl::GetFlag(FLAGS_cache_mb);
+  f.max_profile_mb = absl::GetFlag(FLAGS_max_profile_mb);
   f.max_concurrent_searches = absl::GetFlag(FLAGS_max_concurrent_searches);
   f.progress_interval_ms = absl::GetFlag(FLAGS_progress_interval_ms);
   f.max_queue_wait_s = absl::GetFlag(FLAGS_max_search_queue_wait_s);
@@ -119,6 +124,8 @@ absl::StatusOr<NumericFlags> ReadNumericFlags() {
       {"threads", absl::StrCat(f.threads), f.threads >= 0, ">= 0"},
       {"cache_mb", absl::StrCat(f.cache_mb), f.cache_mb >= 1 && f.cache_mb <= kMaxMb,
        "between 1 and 2^30"},
+      {"max_profile_mb", absl::StrCat(f.max_profile_mb),
+       f.max_profile_mb >= 1 && f.max_profile_mb <= kMaxMb, "between 1 and 2^30"},
       {"max_concurrent_searches", absl::StrCat(f.max_concurrent_searches),
        f.max_concurrent_searches >= 1, ">= 1"},
       {"progress_interval_ms", absl::StrCat(f.progress_interval_ms),
@@ -244,7 +251,7 @@ int main(int argc, char** argv) {
   const sigset_t stop_signals = BlockStopSignals();
 
   std::optional<oobleck::ConfinedRoot> load_root;
-  oobleck::ProfileCatalog catalog;
+  oobleck::ProfileCatalog catalog(flags->max_profile_mb << 20);
   if (absl::Status loaded = LoadStartProfiles(&load_root, &catalog); !loaded.ok()) {
     std::cerr << loaded.message() << "\n";
     return kExitBadFlags;

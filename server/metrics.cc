@@ -1,5 +1,6 @@
 #include "server/metrics.h"
 
+#include <google/protobuf/descriptor.h>
 #include <prometheus/client_metric.h>
 #include <prometheus/collectable.h>
 #include <prometheus/counter.h>
@@ -19,6 +20,7 @@ namespace oobleck::server {
 namespace {
 
 constexpr char kPrefix[] = "oobleck_planner_";
+constexpr char kUnknownMethod[] = "unknown";
 
 prometheus::MetricFamily Single(const std::string& name, const std::string& help,
                                 prometheus::MetricType type, double value) {
@@ -29,6 +31,23 @@ prometheus::MetricFamily Single(const std::string& name, const std::string& help
     metric.gauge.value = value;
   }
   return prometheus::MetricFamily{absl::StrCat(kPrefix, name), help, type, {metric}};
+}
+
+// The method label of a call: its full name when some service compiled into this binary
+// defines it, else "unknown". Clients may send any path; one label value per path would
+// grow the metrics (and their memory) without bound.
+std::string MethodLabel(absl::string_view method) {
+  // "/package.Service/Method"
+  const size_t slash = method.rfind('/');
+  if (method.size() < 4 || method[0] != '/' || slash == 0 || slash == absl::string_view::npos) {
+    return kUnknownMethod;
+  }
+  const std::string full_name =
+      absl::StrCat(method.substr(1, slash - 1), ".", method.substr(slash + 1));
+  if (google::protobuf::DescriptorPool::generated_pool()->FindMethodByName(full_name) == nullptr) {
+    return kUnknownMethod;
+  }
+  return std::string(method);
 }
 
 }  // namespace
@@ -117,7 +136,7 @@ void ServerMetrics::ObserveRpc(absl::string_view method, grpc::StatusCode code, 
   static const prometheus::Histogram::BucketBoundaries kBoundsS = {
       0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
   const prometheus::Labels labels = {
-      {"method", std::string(method)},
+      {"method", MethodLabel(method)},
       {"code", std::string(absl::StatusCodeToString(static_cast<absl::StatusCode>(code)))}};
   rpcs_->Add(labels).Increment();
   rpc_duration_->Add(labels, kBoundsS).Observe(latency_s);

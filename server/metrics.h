@@ -1,7 +1,10 @@
 // Prometheus metrics (--metrics_address), served as text on http://ADDRESS/metrics:
 //   oobleck_planner_rpcs_total{method,code}                 calls by method and status code
 //                                                           (as the request log records it:
-//                                                           server/request_log.h)
+//                                                           server/request_log.h); a method
+//                                                           no service here defines is
+//                                                           "unknown", so label values stay
+//                                                           bounded whatever clients send
 //   oobleck_planner_rpc_duration_seconds{method,code}       their latency (histogram; for
 //                                                           PlanTemplates, the planning time)
 //   oobleck_planner_template_cache_{hits,misses,evictions}_total, _{entries,bytes,capacity_bytes}

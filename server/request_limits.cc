@@ -1,12 +1,21 @@
 #include "server/request_limits.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
 namespace oobleck::server {
 
 absl::Status CheckProfileLimits(const ModelProfile& profile) {
+  for (const auto& [field, name] :
+       {std::pair{"model", &profile.key.model}, std::pair{"gpu_type", &profile.key.gpu_type}}) {
+    if (name->size() > kMaxProfileNameBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(field, " has ", name->size(),
+                                                     " bytes, more than the limit of ",
+                                                     kMaxProfileNameBytes, " bytes"));
+    }
+  }
   if (profile.num_layers() > kMaxLayersPerProfile) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "profile ", profile.key.ToString(), " has ", profile.num_layers(),

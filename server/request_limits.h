@@ -18,6 +18,9 @@ namespace oobleck::server {
 
 // kMaxLayersPerProfile (core/profile.h) bounds every profile, inline or read from files;
 // JSON documents are counted against it before they are parsed.
+// Bytes of a LoadProfile's model and of its gpu_type: names, not payloads (a profile is
+// kept, listed and stored under them). INVALID_ARGUMENT naming the field.
+inline constexpr size_t kMaxProfileNameBytes = 128;
 // Node types in one cluster (each adds a dimension to the mix space).
 inline constexpr int kMaxNodeTypesPerRequest = 256;
 // Nodes in one cluster (sum of node_types[].count). A template never has more nodes than

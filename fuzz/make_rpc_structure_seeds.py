@@ -40,7 +40,19 @@ class Encoder:
         return bytes(reversed(self.tail))
 
 
-def job(e, types, count, microbatches=8, relative_speed=None, inter_node=1e9):
+def name(e, pieces):
+    """A node-type name: t<i> (pieces None), or t<i> followed by SeparatorName's pieces."""
+    if pieces is None:
+        e.int_in_range(0, 4, 2)
+        return
+    e.int_in_range(0, 4, 4)
+    e.int_in_range(1, 8, len(pieces))
+    for piece in pieces:
+        e.int_in_range(0, len(PIECES) - 1, PIECES.index(piece))
+
+
+def job(e, types, count, microbatches=8, relative_speed=None, inter_node=1e9, names=None,
+        memory=None):
     e.int_in_range(0, 7, 1)          # model gpt2-xl
     e.int_in_range(-1, 2, 0)         # microbatch_size
     e.int_in_range(0, 3, 0)          # cost model "" (1f1b)
@@ -52,14 +64,14 @@ def job(e, types, count, microbatches=8, relative_speed=None, inter_node=1e9):
     e.special(inter_node)
     for i in range(types):
         derived = relative_speed is not None and i == types - 1
-        e.int_in_range(0, 3, 2)      # name t<i>
+        name(e, names[i] if names else None)
         if derived:
             e.boolean(False)         # gpu_type g<i>, derived below
-            e.int_in_range(0, 3, 2)
+            e.int_in_range(0, 4, 2)
         else:
             e.boolean(True)          # gpu_type rtx4090
         e.int_in_range(-1, 70, 1)    # gpus_per_node
-        e.special(24e9)
+        e.special(memory[i] if memory else 24e9)
         e.special(1e10)
         if count <= 9:
             e.boolean(True)
@@ -75,13 +87,34 @@ def job(e, types, count, microbatches=8, relative_speed=None, inter_node=1e9):
             e.int_in_range(0, 3, 1)  # measured
 
 
-def templates(types, count, max_nodes, **kw):
-    e = Encoder()
-    e.int_in_range(0, 2, 0)
+def templates_body(e, types, count, max_nodes, **kw):
     job(e, types, count, **kw)
     e.int_in_range(-1, 9, 0)         # min_nodes
     e.int_in_range(-1, 9, max_nodes)
     e.int_in_range(0, 4, 0)          # no listed mixes
+
+
+def templates(types, count, max_nodes, **kw):
+    e = Encoder()
+    e.int_in_range(0, 2, 0)
+    templates_body(e, types, count, max_nodes, **kw)
+    e.boolean(False)                 # no second request
+    return e.data()
+
+
+def colliding_templates():
+    """Two PlanTemplates requests whose clusters differ but whose template cache keys were
+    the same text when names and fields were joined with '|' and ':' (hardening round 3,
+    item 5): {t0: 1e308 bytes}, {t1:<1e9 fields>|t1: 1e9 bytes} and then
+    {t0:<1e308 fields>|t1: 1e9 bytes}, {t1: 1e9 bytes}. The second's one-node mix (1, 0) is
+    infeasible, but such a key served it the first one's feasible template."""
+    e = Encoder()
+    e.int_in_range(0, 2, 0)
+    templates_body(e, 2, 1, 1, inter_node=1e9, memory=[1e308, 1e9],
+                   names=[None, [":", FIELDS_1E9, "|", "t1"]])
+    e.boolean(True)                  # a second request
+    templates_body(e, 2, 1, 1, inter_node=1e9, memory=[1e9, 1e9],
+                   names=[[":", FIELDS_1E308, "|", "t1"], None])
     return e.data()
 
 
@@ -114,6 +147,13 @@ def replan_stage_elsewhere():
     return e.data()
 
 
+# SeparatorName's pieces in rpc_structure_fuzzer.cc, in its order.
+FINGERPRINT = "ef313a9fc96365a5"  # of examples/profiles/gpt2-xl/rtx4090, the harness's profile
+FIELDS_1E308 = f"1:0x1.1ccf385ebc8ap+1023:0x1.2a05f2p+33:{FINGERPRINT}"
+FIELDS_1E9 = f"1:0x1.dcd65p+29:0x1.2a05f2p+33:{FINGERPRINT}"
+PIECES = ["|", ":", "#", ",", "=", "|mix=", "1", "8", "0x1p+34", "0x1.4p+36", "-", "x", "y",
+          "t0", "t1", "3#", "|1#t", "%", "+mb1", FIELDS_1E308, FIELDS_1E9]
+
 SEEDS = {
     "row1-32-types": templates(32, 1, 1),
     "row1-64-types": templates(64, 1, 1),
@@ -125,6 +165,7 @@ SEEDS = {
     "row5-tiny-bandwidth": templates(1, 2, 2, inter_node=5e-324),
     "row7-5000-nodes": plan(1, 5000, 4),
     "row8-stage-on-another-node": replan_stage_elsewhere(),
+    "colliding-node-type-names": colliding_templates(),
 }
 
 if __name__ == "__main__":

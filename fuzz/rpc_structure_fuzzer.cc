@@ -6,6 +6,10 @@
 // in-process server with a short deadline. A run fails (abort) on a crash, on a status a
 // client is never meant to see (UNKNOWN, INTERNAL, ...), on a call that returns later than
 // its deadline + 100 ms, or on a search that keeps burning CPU after its call ended.
+// Node-type names are sometimes built of the separators a cache key could be made of
+// ('|', ':', '#', ',', hex floats, ...), and every template answered from the cache is
+// compared with a fresh answer of a service that caches nothing: a key shared by two
+// different clusters would serve one the other's template.
 #include <fuzzer/FuzzedDataProvider.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/grpcpp.h>
@@ -43,9 +47,13 @@ constexpr double kMaxCpuAfterMs = 60;
 struct Harness {
   oobleck::ProfileCatalog catalog;
   oobleck::TemplateCache cache{32 << 20};
+  oobleck::TemplateCache no_cache{0};  // caches nothing: every answer is searched
   std::unique_ptr<oobleck::server::PlannerService> service;
+  std::unique_ptr<oobleck::server::PlannerService> fresh_service;
   oobleck::server::RunningServer running;
+  oobleck::server::RunningServer fresh_running;
   std::unique_ptr<pb::Planner::Stub> stub;
+  std::unique_ptr<pb::Planner::Stub> fresh;  // the same catalog, never a cache hit
   pb::PlanResponse plan;  // a real plan of a 4-node cluster, for Replan requests
 
   Harness() {
@@ -58,6 +66,12 @@ struct Harness {
     running = *std::move(started);
     stub = pb::Planner::NewStub(
         grpc::CreateChannel(running.address, grpc::InsecureChannelCredentials()));
+    fresh_service = std::make_unique<oobleck::server::PlannerService>(&catalog, &no_cache, 2);
+    auto fresh_started = oobleck::server::StartPlannerServer("127.0.0.1:0", fresh_service.get());
+    if (!fresh_started.ok()) std::abort();
+    fresh_running = *std::move(fresh_started);
+    fresh = pb::Planner::NewStub(
+        grpc::CreateChannel(fresh_running.address, grpc::InsecureChannelCredentials()));
     pb::PlanRequest request;
     request.set_model("gpt2-xl");
     request.set_microbatches(8);
@@ -107,10 +121,31 @@ std::string Text(FuzzedDataProvider& in, size_t max_length) {
   return text;
 }
 
+// A name made of what cache keys are made of: separators, numbers as %d and %a print
+// them, and other names, so that two clusters' keys could meet if a key joined names
+// unescaped.
+std::string SeparatorName(FuzzedDataProvider& in, const char* prefix, int i) {
+  // The last two are what an unescaped key wrote after a one-GPU node type's name (GPUs,
+  // memory 1e308 or 1e9 bytes, bandwidth 1e10, the harness profile's fingerprint), so a
+  // collision of such keys is reachable (seeded by make_rpc_structure_seeds.py).
+  static const char* kPieces[] = {
+      "|", ":", "#", ",", "=", "|mix=", "1", "8", "0x1p+34", "0x1.4p+36", "-", "x", "y", "t0",
+      "t1", "3#", "|1#t", "%", "+mb1", "1:0x1.1ccf385ebc8ap+1023:0x1.2a05f2p+33:ef313a9fc96365a5",
+      "1:0x1.dcd65p+29:0x1.2a05f2p+33:ef313a9fc96365a5"};
+  constexpr size_t kCount = sizeof(kPieces) / sizeof(kPieces[0]);
+  std::string name = absl::StrCat(prefix, i);
+  const int pieces = in.ConsumeIntegralInRange(1, 8);
+  for (int k = 0; k < pieces; ++k) {
+    name += kPieces[in.ConsumeIntegralInRange<size_t>(0, kCount - 1)];
+  }
+  return name;
+}
+
 std::string Name(FuzzedDataProvider& in, const char* prefix, int i) {
-  switch (in.ConsumeIntegralInRange(0, 3)) {
+  switch (in.ConsumeIntegralInRange(0, 4)) {
     case 0: return "";
     case 1: return Text(in, 12);
+    case 4: return SeparatorName(in, prefix, i);
     default: return absl::StrCat(prefix, i);
   }
 }
@@ -258,14 +293,13 @@ double CpuMs() {
 }
 
 template <typename Request, typename Response>
-void Call(grpc::Status (pb::Planner::Stub::*method)(grpc::ClientContext*, const Request&,
-                                                    Response*),
-          const Request& request, const char* name) {
+grpc::Status Call(grpc::Status (pb::Planner::Stub::*method)(grpc::ClientContext*, const Request&,
+                                                            Response*),
+                  const Request& request, const char* name, Response* response) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + kDeadline);
-  Response response;
   const auto start = Clock::now();
-  const grpc::Status status = (Get().stub.get()->*method)(&context, request, &response);
+  const grpc::Status status = (Get().stub.get()->*method)(&context, request, response);
   const auto took = Clock::now() - start;
   // A finding names the request it was given, so it can be replayed with grpcurl too.
   const auto fail = [&request] {
@@ -295,6 +329,46 @@ void Call(grpc::Status (pb::Planner::Stub::*method)(grpc::ClientContext*, const 
       fail();
     }
   }
+  return status;
+}
+
+// Every template of `cached` that was a cache hit equals the fresh service's answer to the
+// same request (when that answers within its deadline).
+void CheckCacheHits(const pb::PlanTemplatesRequest& request,
+                    const pb::PlanTemplatesResponse& cached) {
+  bool any_hit = false;
+  for (const pb::MixTemplate& r : cached.results()) any_hit |= r.cache_hit();
+  if (!any_hit) return;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + 4 * kDeadline);
+  pb::PlanTemplatesResponse fresh;
+  if (!Get().fresh->PlanTemplates(&context, request, &fresh).ok()) return;
+  if (fresh.results_size() != cached.results_size()) std::abort();
+  for (int i = 0; i < cached.results_size(); ++i) {
+    const pb::MixTemplate& a = cached.results(i);
+    const pb::MixTemplate& b = fresh.results(i);
+    if (!a.cache_hit()) continue;
+    if (a.mix_label() != b.mix_label() || a.feasible() != b.feasible() ||
+        a.infeasible_reason() != b.infeasible_reason() ||
+        a.template_().iteration_time_ms() != b.template_().iteration_time_ms()) {
+      std::fprintf(stderr,
+                   "cache hit %s differs from a fresh answer: feasible %d vs %d, %.17g vs "
+                   "%.17g ms, \"%s\" vs \"%s\"\nrequest: %s\n",
+                   a.mix_label().c_str(), a.feasible(), b.feasible(),
+                   a.template_().iteration_time_ms(), b.template_().iteration_time_ms(),
+                   a.infeasible_reason().c_str(), b.infeasible_reason().c_str(),
+                   request.ShortDebugString().c_str());
+      std::abort();
+    }
+  }
+}
+
+void PlanTemplates(FuzzedDataProvider& in) {
+  const pb::PlanTemplatesRequest request = TemplatesRequest(in);
+  pb::PlanTemplatesResponse response;
+  if (Call(&pb::Planner::Stub::PlanTemplates, request, "PlanTemplates", &response).ok()) {
+    CheckCacheHits(request, response);
+  }
 }
 
 }  // namespace
@@ -303,13 +377,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
   switch (in.ConsumeIntegralInRange(0, 2)) {
     case 0:
-      Call(&pb::Planner::Stub::PlanTemplates, TemplatesRequest(in), "PlanTemplates");
+      PlanTemplates(in);
+      // A second request in the same input may meet the first one's cache entries.
+      if (in.remaining_bytes() > 0 && in.ConsumeBool()) PlanTemplates(in);
       break;
-    case 1:
-      Call(&pb::Planner::Stub::Plan, PlanRequest(in), "Plan");
+    case 1: {
+      pb::PlanResponse response;
+      Call(&pb::Planner::Stub::Plan, PlanRequest(in), "Plan", &response);
       break;
-    default:
-      Call(&pb::Planner::Stub::Replan, ReplanRequest(in), "Replan");
+    }
+    default: {
+      pb::ReplanResponse response;
+      Call(&pb::Planner::Stub::Replan, ReplanRequest(in), "Replan", &response);
+    }
   }
   return 0;
 }

@@ -4,6 +4,7 @@
 // between). Now the directory is opened once, and the opened descriptors are checked.
 #include "core/confined_root.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <string>
 #include <thread>
 

@@ -31,7 +31,7 @@ import planner_channel
 import planner_stubs  # the generated gRPC stubs: build/python/ by default
 
 GIB = 1 << 30
-# GPU types on the scale of shared/data's cluster files; only the RTX 4090 is measured
+# GPU types on the scale of examples/clusters' files; only the RTX 4090 is measured
 # (examples/profiles/gpt2-xl/rtx4090), the others are derived by relative speed.
 GPU_TYPES = [("v100", 16, 1.0), ("rtx3090", 24, 1.8), ("rtx4090", 24, 2.94)]
 MEASURED, MEASURED_SPEED = "rtx4090", 2.94

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_support  # noqa: E402

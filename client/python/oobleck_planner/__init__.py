@@ -17,7 +17,7 @@ client/python/gen_stubs.sh.
 from oobleck_planner import channel
 from oobleck_planner.channel import DEFAULT_ADDRESS, connect, open_channel, planner_target
 
-__all__ = ["DEFAULT_ADDRESS", "HealthStub", "PlannerStub", "connect", "open_channel",
+__all__ = ["DEFAULT_ADDRESS", "HealthStub", "PlannerStub", "channel", "connect", "open_channel",
            "planner_target"]
 __version__ = "0.1.0"
 

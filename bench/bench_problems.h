@@ -1,5 +1,5 @@
 // Builds the planning problems the template-search benchmarks run on (bench/README.md):
-// GPT-2 XL from ../shared/data, synthetic deep models made from it, and the "ditto" cluster
+// GPT-2 XL from examples/, synthetic deep models made from it, and the "ditto" cluster
 // files. Shared by every benchmark case so that each case is a few lines of parameters.
 #ifndef OOBLECK_BENCH_BENCH_PROBLEMS_H_
 #define OOBLECK_BENCH_BENCH_PROBLEMS_H_
@@ -23,7 +23,7 @@ namespace oobleck::bench {
 
 inline constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 // The bandwidths of the homogeneous cases: PCIe 4.0 inside a node, 100 Gb/s between nodes
-// (the figures shared/data/profiles/gpt2-xl-ring was estimated with).
+// (the figures examples/profiles-ring was estimated with).
 inline constexpr double kPcie4BytesPerS = 25e9;
 inline constexpr double kNetworkBytesPerS = 12.5e9;
 // Layers of the real GPT-2 XL profile; synthetic models scale GPU memory relative to it.
@@ -48,15 +48,19 @@ struct SearchCase {
   std::vector<NodeMix> mixes;
 };
 
-inline std::string SharedDataPath(const std::string& relative) {
-  return absl::StrCat(OOBLECK_SHARED_DATA, "/", relative);
+// The example data of the repository (examples/README.md), relative to examples/.
+inline std::string ExampleDataPath(const std::string& relative) {
+  return absl::StrCat(OOBLECK_EXAMPLE_DATA, "/", relative);
 }
+// GPT-2 XL measured on one RTX 4090, and the same with estimated ring all-reduce times.
+inline constexpr char kGpt2XlProfile[] = "profiles/gpt2-xl/rtx4090";
+inline constexpr char kGpt2XlRingProfile[] = "profiles-ring/gpt2-xl/rtx4090";
 
-// GPT-2 XL (micro-batch 1) from ../shared/data/<relative_dir>, measured on `gpu_type`.
+// GPT-2 XL (micro-batch 1) from examples/<relative_dir>, measured on `gpu_type`.
 inline absl::StatusOr<std::shared_ptr<const ModelProfile>> LoadGpt2XlProfile(
     const std::string& relative_dir, const std::string& gpu_type) {
   absl::StatusOr<ModelProfile> profile =
-      LoadOobleckProfileDir(SharedDataPath(relative_dir), "gpt2-xl", gpu_type, 1);
+      LoadOobleckProfileDir(ExampleDataPath(relative_dir), "gpt2-xl", gpu_type, 1);
   if (!profile.ok()) return profile.status();
   return std::make_shared<const ModelProfile>(*std::move(profile));
 }
@@ -138,7 +142,7 @@ inline absl::StatusOr<SearchCase> HomogeneousCase(std::shared_ptr<const ModelPro
                   max_nodes);
 }
 
-// A cluster file of shared/data/clusters read with core's parser. Each node type gets its
+// A cluster file of examples/clusters read with core's parser. Each node type gets its
 // GPU type's own profile directory, or the top-level profile scaled by
 // relative_speed(type) / relative_speed(profile_measured_on). A file whose gpu_types does
 // not list profile_measured_on (ditto-exp1) needs that speed given as

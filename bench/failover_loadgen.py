@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Failover under load: a real 3-member etcd, --replicas real oobleck-planner processes
 sharing it (--etcd_endpoints), and --threads client threads sending Plan and Replan calls
-through one failover channel (examples/python/planner_channel.py: round_robin + retries)
+through one failover channel (client/python/oobleck_planner/channel.py: round_robin + retries)
 for --duration-s seconds; at --kill-at-s one replica is killed with SIGKILL. Prints the
 calls, failures, retries (calls the survivors logged with previous_attempts=), and client
 latency p50/p99/max over the whole run and over the second after the kill.
@@ -21,7 +21,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
-sys.path.insert(0, os.path.join(ROOT, "examples", "python"))
+sys.path.insert(0, os.path.join(ROOT, "client", "python"))
 
 import e2e_support  # noqa: E402
 from etcd_cluster import EtcdCluster  # noqa: E402
@@ -49,7 +49,7 @@ def main():
         stub_dir=os.path.join(args.build, "tests", "e2e", "py_stubs"), source_dir=ROOT)
     sys.path.insert(0, e2e_support.ARGS.stub_dir)
     import grpc
-    import planner_channel
+    from oobleck_planner import channel as planner_channel
     sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
     from production_test import example_layers
     s = e2e_support.stubs()

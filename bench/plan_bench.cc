@@ -1,6 +1,6 @@
 // Benchmarks of core's Plan and Replan (bench/README.md#plan): a 128-node, 512-GPU cluster
 // of three GPU types, cold (template search included) and warm (templates cached), a sweep
-// of global batch sizes, and a warm Replan after one node fails. Reads ../shared/data.
+// of global batch sizes, and a warm Replan after one node fails. Reads examples/.
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 
@@ -24,7 +24,7 @@ namespace {
 // files' relative speeds (1.0, 1.8, 2.94).
 absl::StatusOr<PlanningProblem> ThreeTypeProblem(int microbatches) {
   absl::StatusOr<std::shared_ptr<const ModelProfile>> base =
-      LoadGpt2XlProfile("profiles/gpt2-xl-ring", "rtx4090");
+      LoadGpt2XlProfile(kGpt2XlRingProfile, "rtx4090");
   if (!base.ok()) return base.status();
   PlanningProblem p;
   p.node_types = {{"v100", "v100", 4, 16 * kGiB, 12e9},
@@ -189,7 +189,7 @@ constexpr FleetType kFleetTypes[] = {
 
 absl::StatusOr<PlanningProblem> FleetProblem(int types, int microbatches) {
   absl::StatusOr<std::shared_ptr<const ModelProfile>> base =
-      LoadGpt2XlProfile("profiles/gpt2-xl-ring", "rtx4090");
+      LoadGpt2XlProfile(kGpt2XlRingProfile, "rtx4090");
   if (!base.ok()) return base.status();
   PlanningProblem p;
   for (int t = 0; t < types; ++t) {

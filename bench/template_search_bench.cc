@@ -112,7 +112,7 @@ double ScaledMemoryBytes(double gpu_memory_gib, int num_layers) {
 
 absl::StatusOr<SearchCase> SyntheticHomogeneousCase(int num_layers, CostSetting cost,
                                                     int max_nodes) {
-  auto base = LoadGpt2XlProfile("profiles/gpt2-xl", "rtx4090");
+  auto base = LoadGpt2XlProfile(kGpt2XlProfile, "rtx4090");
   if (!base.ok()) return base.status();
   auto synthetic = SyntheticProfile(**base, num_layers);
   if (!synthetic.ok()) return synthetic.status();
@@ -126,7 +126,7 @@ absl::StatusOr<SearchCase> Synthetic1000ThreeTypesCase(const NodeMix& available,
                                                        int max_nodes) {
   constexpr int kLayers = 1000;
 
-  auto base = LoadGpt2XlProfile("profiles/gpt2-xl", "rtx4090");
+  auto base = LoadGpt2XlProfile(kGpt2XlProfile, "rtx4090");
   if (!base.ok()) return base.status();
   auto synthetic = SyntheticProfile(**base, kLayers);
   if (!synthetic.ok()) return synthetic.status();
@@ -151,7 +151,7 @@ absl::StatusOr<SearchCase> Llm80Case(int num_types, CostSetting cost, int max_no
   constexpr int kLayers = 80;
   constexpr double kBlockScale = 4;
   constexpr int kNodesPerType = 8;
-  auto base = LoadGpt2XlProfile("profiles/gpt2-xl", "rtx4090");
+  auto base = LoadGpt2XlProfile(kGpt2XlProfile, "rtx4090");
   if (!base.ok()) return base.status();
   auto synthetic = SyntheticProfile(**base, kLayers);
   if (!synthetic.ok()) return synthetic.status();
@@ -195,13 +195,13 @@ void RegisterAll() {
   for (CostSetting cost : both_models) {
     for (int max_nodes : node_ranges) {
       Register(absl::StrCat("GPT2XL/", cost.Label(), "/1gpu/nodes:1-", max_nodes),
-               [=] { return Gpt2XlCase("profiles/gpt2-xl", 1, 24 * kGiB, cost, max_nodes); });
+               [=] { return Gpt2XlCase(kGpt2XlProfile, 1, 24 * kGiB, cost, max_nodes); });
     }
   }
   // GPT-2 XL with ring all-reduce estimates, 8 GPUs per node (multi-GPU stage splits).
   for (int max_nodes : node_ranges) {
     Register(absl::StrCat("GPT2XLRing/", kOneFOneBM50.Label(), "/8gpu/nodes:1-", max_nodes), [=] {
-      return Gpt2XlCase("profiles/gpt2-xl-ring", 8, 80 * kGiB, kOneFOneBM50, max_nodes);
+      return Gpt2XlCase(kGpt2XlRingProfile, 8, 80 * kGiB, kOneFOneBM50, max_nodes);
     });
   }
   // Synthetic deep models, 1 GPU per node.
@@ -215,7 +215,7 @@ void RegisterAll() {
   // list its profile's GPU (rtx4090); its speed is 2.94 in ditto-exp2 and -exp3.
   for (int exp = 1; exp <= 5; ++exp) {
     for (CostSetting cost : both_models) {
-      const std::string path = SharedDataPath(absl::StrCat("clusters/ditto-exp", exp, ".json"));
+      const std::string path = ExampleDataPath(absl::StrCat("clusters/ditto-exp", exp, ".json"));
       Register(absl::StrCat("Ditto/exp", exp, "/", std::string(CostModelName(cost.kind)),
                             "-M-from-file"),
                [=] { return ClusterFileCase(path, cost.kind, kRtx4090RelativeSpeed); });
@@ -227,7 +227,7 @@ void RegisterAll() {
         absl::StrCat("Mixes3Types/", std::string(CostModelName(cost.kind)), "-M-from-file/upto8"),
         [=] {
           absl::StatusOr<SearchCase> c =
-              ClusterFileCase(SharedDataPath("clusters/ditto-exp2.json"), cost.kind);
+              ClusterFileCase(ExampleDataPath("clusters/ditto-exp2.json"), cost.kind);
           if (c.ok()) c->mixes = EnumerateMixes(NodeMix(c->problem.node_types.size(), 8), 1, 8);
           return c;
         });

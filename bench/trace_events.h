@@ -1,4 +1,4 @@
-// Node event traces (../shared/data/traces/README.md): `time_ms,add|remove,node` CSV, one
+// Node event traces (examples/traces/README.md): `time_ms,add|remove,node` CSV, one
 // event a line, read into one time-ordered list for trace_replay. Several traces merge into
 // one mixed cluster: each trace's nodes get a node type and ids "<file stem>/<node>".
 // Every error names the file and line; nothing is skipped silently.

@@ -1,5 +1,5 @@
 // Trace replay (bench/README.md#trace-replay): goodput under real node failures. Replays
-// node event traces (../shared/data/traces, `time_ms,add|remove,node`) against the real
+// node event traces (examples/traces, `time_ms,add|remove,node`) against the real
 // server: Plan once enough nodes are up, then one Replan per event time (events at the same
 // time are one call), and counts the samples each policy trains:
 //

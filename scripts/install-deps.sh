@@ -4,7 +4,8 @@
 # librsvg2-bin (rsvg-convert), libpng-dev and python3-pil let the tests render the CLI's
 # SVG pictures and read the pixels back. gnuplot-nox draws bench/README.md's fleet-scale
 # plot (bench/plot_fleet.gp). universal-ctags parses core/ for the function-length test
-# (scripts/check-function-length.py).
+# (scripts/check-function-length.py). python3-venv and python3-pip let the tests and users
+# `pip install ./client/python` into a virtual environment (client/python/README.md).
 set -euo pipefail
 
 packages=(
@@ -12,7 +13,7 @@ packages=(
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libtbb-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-grpcio python3-protobuf grpc-proto
+  python3 python3-grpcio python3-protobuf grpc-proto python3-venv python3-pip
   openssl prometheus-cpp-dev
   etcd-server
   librsvg2-bin libpng-dev python3-pil

@@ -2,15 +2,15 @@
 # Redraws the pictures the README shows, from the real binaries: starts build/bin/
 # oobleck-planner on a free loopback port with the bundled GPT-2 XL profile, then with
 # build/bin/oobleck-plan draws into docs/img/
-#   plan-ditto-exp3.svg            the plan of ../shared/data/clusters/ditto-exp3.json
+#   plan-ditto-exp3.svg            the plan of examples/clusters/ditto-exp3.json
 #   replan-ditto-exp3-failure.svg  the replan after the first node of its first pipeline fails
 #   template-ditto-exp2.svg        the 1F1B schedule of ditto-exp2's optimal template
 # Re-run it after a change to the planner or the pictures (scripts/build.sh first).
 #
-#   scripts/make-readme-pictures.sh [SHARED_DATA_DIR]   # default: ../shared/data
+#   scripts/make-readme-pictures.sh [EXAMPLE_DATA_DIR]   # default: examples
 set -euo pipefail
 cd "$(dirname "$0")/.."
-data="${1:-../shared/data}"
+data="${1:-examples}"
 server_bin=build/bin/oobleck-planner
 cli_bin=build/bin/oobleck-plan
 for bin in "$server_bin" "$cli_bin"; do

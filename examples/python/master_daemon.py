@@ -14,12 +14,11 @@ the daemon passes horizon_iterations = the mean time between the events it has s
 simulated, --event-interval-s apart) over the current iteration time.
 
 Setup (Debian 12; everything from scripts/install-deps.sh):
-  1. scripts/build.sh                                   # also writes build/python/
+  1. scripts/build.sh
   2. build/bin/oobleck-planner --profile_dir examples/profiles
   3. /usr/bin/python3 examples/python/master_daemon.py [--failures 4] [--global-batch 64]
 
-The stubs come from build/python/ (scripts/build.sh generates them) or
-examples/python/gen/ (examples/python/gen_stubs.sh); --stubs DIR points elsewhere.
+The API's stubs come from the oobleck_planner package (client/python; planner_package.py).
 The last line is a summary ("summary: ...") that scripts can parse.
 """
 
@@ -27,11 +26,10 @@ import argparse
 import sys
 import time
 
-import planner_channel
-import planner_stubs  # the generated gRPC stubs: build/python/ by default
+import planner_package  # the oobleck_planner package: installed, else client/python/
 
 GIB = 1 << 30
-# GPU types on the scale of shared/data's cluster files; only the RTX 4090 is measured
+# GPU types on the scale of examples/clusters' files; only the RTX 4090 is measured
 # (examples/profiles/gpt2-xl/rtx4090), the others are derived by relative speed.
 GPU_TYPES = [("v100", 16, 1.0), ("rtx3090", 24, 1.8), ("rtx4090", 24, 2.94)]
 MEASURED, MEASURED_SPEED = "rtx4090", 2.94
@@ -43,8 +41,7 @@ def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--server", default="127.0.0.1:50051",
                         help="HOST:PORT, IP:PORT,IP:PORT,... of several replicas, or a gRPC "
-                             "target such as dns:///NAME:PORT (planner_channel.py)")
-    planner_stubs.add_argument(parser)
+                             "target such as dns:///NAME:PORT (oobleck_planner.channel)")
     parser.add_argument("--model", default="gpt2-xl")
     parser.add_argument("--nodes-per-type", type=int, default=3)
     parser.add_argument("--gpus-per-node", type=int, default=2)
@@ -113,7 +110,7 @@ def print_copies(response):
 
 def main():
     args = parse_args()
-    grpc, pb, planner_pb2_grpc = planner_stubs.load(args.stubs)
+    grpc, oobleck_planner, pb, planner_pb2_grpc = planner_package.load()
 
     latencies = []
     replans = 0
@@ -124,7 +121,7 @@ def main():
         latencies.append((time.monotonic() - started) * 1e3)
         return response
 
-    with planner_channel.open_channel(grpc, args.server) as channel:
+    with oobleck_planner.open_channel(grpc, args.server) as channel:
         planner = planner_pb2_grpc.PlannerStub(channel)
         try:
             response = call(planner.Plan, build_request(pb, args))

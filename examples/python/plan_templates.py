@@ -4,7 +4,7 @@ daemon does at start: one optimal template per pipeline size from 1 to N nodes, 
 after a node failure every pipeline can be re-instantiated from a template at once.
 
 Setup (Debian 12; everything from scripts/install-deps.sh):
-  1. scripts/build.sh (builds the server and the Python stubs into build/python/)
+  1. scripts/build.sh (builds the server)
   2. Start a server with the bundled GPT-2 XL profile:
        build/bin/oobleck-planner --profile_dir examples/profiles
   3. Run this client with Debian's interpreter (python3-grpcio is installed for
@@ -13,8 +13,7 @@ Setup (Debian 12; everything from scripts/install-deps.sh):
        /usr/bin/python3 examples/python/plan_templates.py --nodes 4 \
            --cost-model oobleck-sosp23 --microbatches 0   # Oobleck's published figures
 
-The stubs come from build/python/ (scripts/build.sh generates them) or
-examples/python/gen/ (examples/python/gen_stubs.sh); --stubs DIR points elsewhere.
+The API's stubs come from the oobleck_planner package (client/python; planner_package.py).
 Against a server started with --tls_cert/--tls_key (and --auth_token_file), pass
 --tls-ca CERT.pem (and --auth-token-file TOKEN_FILE).
 """
@@ -22,8 +21,7 @@ Against a server started with --tls_cert/--tls_key (and --auth_token_file), pass
 import argparse
 import sys
 
-import planner_channel
-import planner_stubs  # the generated gRPC stubs: build/python/ by default
+import planner_package  # the oobleck_planner package: installed, else client/python/
 
 GIB = 1 << 30
 
@@ -32,8 +30,7 @@ def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--server", default="127.0.0.1:50051",
                         help="HOST:PORT, IP:PORT,IP:PORT,... of several replicas, or a gRPC "
-                             "target such as dns:///NAME:PORT (planner_channel.py)")
-    planner_stubs.add_argument(parser)
+                             "target such as dns:///NAME:PORT (oobleck_planner.channel)")
     parser.add_argument("--model", default="gpt2-xl")
     parser.add_argument("--gpu-type", default="", help="empty: the model's only GPU type")
     parser.add_argument("--nodes", type=int, default=4, help="plan pipelines of 1..N nodes")
@@ -51,25 +48,20 @@ def parse_args():
     return parser.parse_args()
 
 
-def open_channel(grpc, args):
+def open_channel(grpc, oobleck_planner, args):
     """Plaintext by default; TLS with --tls-ca; plus a bearer token with --auth-token-file
     (gRPC sends call credentials over TLS only, as the server accepts them)."""
-    if not args.tls_ca:
-        if args.auth_token_file:
-            sys.exit("error: --auth-token-file needs --tls-ca")
-        return planner_channel.open_channel(grpc, args.server)
-    with open(args.tls_ca, "rb") as ca:
-        credentials = grpc.ssl_channel_credentials(root_certificates=ca.read())
-    if args.auth_token_file:
-        with open(args.auth_token_file) as token:
-            credentials = grpc.composite_channel_credentials(
-                credentials, grpc.access_token_call_credentials(token.read().strip()))
-    return planner_channel.open_channel(grpc, args.server, credentials)
+    try:
+        credentials = oobleck_planner.channel.channel_credentials(grpc, args.tls_ca,
+                                                                  args.auth_token_file)
+    except (OSError, ValueError) as error:
+        sys.exit(f"error: {error}")
+    return oobleck_planner.open_channel(grpc, args.server, credentials)
 
 
 def main():
     args = parse_args()
-    grpc, pb, planner_pb2_grpc = planner_stubs.load(args.stubs)
+    grpc, oobleck_planner, pb, planner_pb2_grpc = planner_package.load()
 
     # A homogeneous cluster of N nodes; the server plans every pipeline size 1..N.
     node_type = pb.NodeType(name=args.gpu_type or "node", gpu_type=args.gpu_type,
@@ -82,7 +74,7 @@ def main():
         min_nodes=1, max_nodes=args.nodes,
         cluster=pb.Cluster(node_types=[node_type], inter_node_bytes_per_s=12.5e9))
 
-    with open_channel(grpc, args) as channel:
+    with open_channel(grpc, oobleck_planner, args) as channel:
         planner = planner_pb2_grpc.PlannerStub(channel)
         try:
             response = planner.PlanTemplates(request, timeout=args.timeout_s)

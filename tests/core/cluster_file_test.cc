@@ -20,8 +20,8 @@ using ::testing::HasSubstr;
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-std::string SharedData(const std::string& relative) {
-  return std::string(OOBLECK_SHARED_DATA) + "/" + relative;
+std::string ExampleData(const std::string& relative) {
+  return std::string(OOBLECK_EXAMPLE_DATA) + "/" + relative;
 }
 
 struct DittoExpectation {
@@ -36,7 +36,7 @@ class DittoClusterTest : public ::testing::TestWithParam<DittoExpectation> {};
 
 TEST_P(DittoClusterTest, ParsesWithTheRightShape) {
   const DittoExpectation& want = GetParam();
-  absl::StatusOr<ClusterFile> file = LoadClusterFile(SharedData("clusters/" + want.file));
+  absl::StatusOr<ClusterFile> file = LoadClusterFile(ExampleData("clusters/" + want.file));
   ASSERT_TRUE(file.ok()) << file.status();
 
   EXPECT_EQ(file->model, "gpt2-xl");
@@ -46,10 +46,10 @@ TEST_P(DittoClusterTest, ParsesWithTheRightShape) {
   EXPECT_DOUBLE_EQ(file->optimizer_state_multiplier, 6);  // the default; the files omit it
   EXPECT_TRUE(file->missing_allreduce_ring);
   EXPECT_EQ(file->profile_measured_on, "rtx4090");
-  // "../profiles/gpt2-xl" resolved against the file's directory, absolute and normalised.
+  // "../profiles/gpt2-xl/rtx4090" resolved against the file's directory, absolute and normalised.
   EXPECT_TRUE(std::filesystem::path(file->profile_dir).is_absolute());
   EXPECT_EQ(file->profile_dir.find(".."), std::string::npos) << file->profile_dir;
-  EXPECT_TRUE(std::filesystem::equivalent(file->profile_dir, SharedData("profiles/gpt2-xl")));
+  EXPECT_TRUE(std::filesystem::equivalent(file->profile_dir, ExampleData("profiles/gpt2-xl/rtx4090")));
 
   std::vector<std::string> gpu_names;
   for (const ClusterFileGpuType& gpu : file->gpu_types) {
@@ -83,7 +83,7 @@ TEST_P(DittoClusterTest, ParsesWithTheRightShape) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    SharedData, DittoClusterTest,
+    ExampleData, DittoClusterTest,
     ::testing::Values(
         DittoExpectation{"ditto-exp1.json", {"v100", "rtx3090"}, {2, 2}, 2, {"rtx3090", "v100"}},
         DittoExpectation{"ditto-exp2.json",
@@ -113,7 +113,7 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(ClusterFileTest, Exp1GpuTypeValues) {
-  absl::StatusOr<ClusterFile> file = LoadClusterFile(SharedData("clusters/ditto-exp1.json"));
+  absl::StatusOr<ClusterFile> file = LoadClusterFile(ExampleData("clusters/ditto-exp1.json"));
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_EQ(file->name, "ditto-exp1");
   const ClusterFileGpuType* v100 = file->FindGpuType("v100");

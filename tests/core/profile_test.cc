@@ -80,7 +80,7 @@ TEST(ProfileTest, LoadsTheSharedGpt2XlProfile) {
   EXPECT_NEAR(fwd, 1584, 1);  // the sums of the measured GPT-2 XL profile on one RTX 4090
   EXPECT_NEAR(bwd, 4753, 1);
   EXPECT_EQ(profile->AllreduceInNodeGpus(), std::vector<int>{1});
-  auto ring = testing::LoadGpt2Xl("gpt2-xl-ring");
+  auto ring = testing::LoadGpt2Xl(testing::kGpt2XlRingProfile);
   ASSERT_NE(ring, nullptr);
   EXPECT_EQ(ring->AllreduceInNodeGpus(), (std::vector<int>{1, 2, 4, 8}));
 }

@@ -148,7 +148,7 @@ TEST(SearchTest, OneRequestForEveryMixEqualsEachMixAlone) {
 
 TEST(SearchTest, SameTemplatesAtAnyThreadCount) {
   auto inst = MakeRandomInstance(77, CostModelKind::kOneFOneB, 8, 4);
-  auto profile = LoadGpt2Xl("gpt2-xl-ring");
+  auto profile = LoadGpt2Xl(testing::kGpt2XlRingProfile);
   ASSERT_NE(profile, nullptr);
   auto model = CostModel::Create(Homogeneous(profile, 4, CostModelKind::kOneFOneB, 8));
   ASSERT_TRUE(model.ok());

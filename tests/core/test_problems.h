@@ -12,8 +12,13 @@
 
 namespace oobleck::testing {
 
-inline std::shared_ptr<const ModelProfile> LoadGpt2Xl(const std::string& dir = "gpt2-xl") {
-  auto p = LoadOobleckProfileDir(std::string(OOBLECK_SHARED_DATA) + "/profiles/" + dir, "gpt2-xl",
+// The example profiles (examples/README.md), relative to examples/: GPT-2 XL measured on one
+// RTX 4090, and the same with estimated ring all-reduce times.
+inline constexpr char kGpt2XlProfile[] = "profiles/gpt2-xl/rtx4090";
+inline constexpr char kGpt2XlRingProfile[] = "profiles-ring/gpt2-xl/rtx4090";
+
+inline std::shared_ptr<const ModelProfile> LoadGpt2Xl(const std::string& dir = kGpt2XlProfile) {
+  auto p = LoadOobleckProfileDir(std::string(OOBLECK_EXAMPLE_DATA) + "/" + dir, "gpt2-xl",
                                  "rtx4090", 1);
   if (!p.ok()) return nullptr;
   return std::make_shared<const ModelProfile>(*std::move(p));

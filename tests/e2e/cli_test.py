@@ -21,7 +21,7 @@ RTX4090_RELATIVE_SPEED = "2.94"
 class CliTest(e2e_support.ExampleServerTestCase):
 
     def cluster_file(self, name):
-        return os.path.join(e2e_support.ARGS.shared_data, "clusters", name)
+        return os.path.join(e2e_support.ARGS.example_data, "clusters", name)
 
     def test_list_profiles_shows_the_bundled_profile(self):
         out = self.cli("list-profiles").stdout
@@ -111,11 +111,11 @@ class CliTest(e2e_support.ExampleServerTestCase):
 
     def test_cluster_profile_conflict_needs_replace(self):
         """A cluster file naming a different profile than the server's stored one."""
-        shared = e2e_support.ARGS.shared_data
+        examples = e2e_support.ARGS.example_data
         with open(self.cluster_file("ditto-exp2.json")) as f:
             cluster = json.load(f)
         # Same layer times, different (estimated) all-reduce data: another fingerprint.
-        cluster["profile"] = os.path.join(shared, "profiles", "gpt2-xl-ring")
+        cluster["profile"] = os.path.join(examples, "profiles-ring", "gpt2-xl", "rtx4090")
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(cluster, f)
             path = f.name

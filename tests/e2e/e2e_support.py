@@ -4,7 +4,7 @@ The tests run on /usr/bin/python3 (Debian's python3-grpcio). Paths come from cte
 arguments (see tests/e2e/CMakeLists.txt):
   --server-bin  build/bin/oobleck-planner      --cli-bin  build/bin/oobleck-plan
   --stub-dir    generated planner/health/reflection Python stubs
-  --source-dir  the repository root             --shared-data  ../shared/data
+  --source-dir  the repository root             --example-data  examples/ (clusters, profiles)
 """
 
 import argparse
@@ -29,7 +29,7 @@ def main():
     """Parses our arguments, makes the stubs importable, and runs unittest on the rest."""
     global ARGS
     parser = argparse.ArgumentParser()
-    for flag in ("--server-bin", "--cli-bin", "--stub-dir", "--source-dir", "--shared-data"):
+    for flag in ("--server-bin", "--cli-bin", "--stub-dir", "--source-dir", "--example-data"):
         parser.add_argument(flag, required=True)
     ARGS, rest = parser.parse_known_args()
     # Absolute, because tests write files elsewhere (temp cluster files) that name these paths.

@@ -21,8 +21,7 @@ class MasterDaemonTest(e2e_support.ExampleServerTestCase):
         script = os.path.join(e2e_support.ARGS.source_dir, "examples", "python",
                               "master_daemon.py")
         result = subprocess.run(
-            [sys.executable, script, "--server", self.server.address,
-             "--stubs", e2e_support.ARGS.stub_dir, *extra],
+            [sys.executable, script, "--server", self.server.address, *extra],
             capture_output=True, text=True, timeout=RPC_TIMEOUT_S * 4)
         self.assertEqual(result.returncode, 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}")
         return result.stdout
@@ -75,8 +74,7 @@ class MasterDaemonTest(e2e_support.ExampleServerTestCase):
         err = subprocess.run(
             [sys.executable, os.path.join(e2e_support.ARGS.source_dir, "examples", "python",
                                           "master_daemon.py"),
-             "--server", self.server.address, "--stubs", e2e_support.ARGS.stub_dir,
-             "--budget-per-hour", "0.01"],
+             "--server", self.server.address, "--budget-per-hour", "0.01"],
             capture_output=True, text=True, timeout=RPC_TIMEOUT_S * 4)
         self.assertIn("budget_per_hour", err.stdout + err.stderr)
 

@@ -23,7 +23,7 @@ RSVG_CONVERT = shutil.which("rsvg-convert") or "/usr/bin/rsvg-convert"
 class PictureCliTest(e2e_support.ExampleServerTestCase):
 
     def cluster(self, name):
-        return os.path.join(e2e_support.ARGS.shared_data, "clusters", name)
+        return os.path.join(e2e_support.ARGS.example_data, "clusters", name)
 
     def assert_renders(self, svg_path, min_colours=8):
         """rsvg-convert draws it; the PNG has many distinct colours (not blank)."""

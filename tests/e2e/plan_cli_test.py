@@ -16,7 +16,7 @@ import e2e_support  # noqa: E402
 class PlanCliTest(e2e_support.ExampleServerTestCase):
 
     def cluster(self):
-        return os.path.join(e2e_support.ARGS.shared_data, "clusters", "ditto-exp2.json")
+        return os.path.join(e2e_support.ARGS.example_data, "clusters", "ditto-exp2.json")
 
     def test_plan_replan_json_round_trip(self):
         out = self.cli("plan", "--cluster", self.cluster(), "--global-batch", "64", "128",
@@ -57,7 +57,7 @@ class PlanCliTest(e2e_support.ExampleServerTestCase):
         self.assertIn("PIPELINE", out)
 
     def test_fault_tolerance_and_horizon_flags(self):
-        cluster = os.path.join(e2e_support.ARGS.shared_data, "clusters", "ditto-exp3.json")
+        cluster = os.path.join(e2e_support.ARGS.example_data, "clusters", "ditto-exp3.json")
         out = self.cli("plan", "--cluster", cluster, "--global-batch", "64",
                        "--fault-tolerance", "2", "--json").stdout
         planned = json.loads(out)

@@ -10,7 +10,7 @@ The steps share one cluster and run in order (test_1 ... test_6):
   3. a replica started while etcd is unreachable is NOT_SERVING and says why (and, in
      step 5, turns SERVING once its etcd member is back);
   4. kill -9 of A under a steady Plan/Replan load through the failover channel
-     (examples/python/planner_channel.py): no call fails;
+     (client/python/oobleck_planner/channel.py): no call fails;
   5. one etcd member down: uploads and plans go on; two down (no quorum): uploads get
      UNAVAILABLE naming etcd, plans still answer; members back: everything converges and
      nothing acknowledged is lost;
@@ -36,9 +36,9 @@ ETCD_TIMEOUT_MS = 1000
 
 
 def planner_channel_module():
-    sys.path.insert(0, os.path.join(e2e_support.ARGS.source_dir, "examples", "python"))
-    import planner_channel
-    return planner_channel
+    sys.path.insert(0, os.path.join(e2e_support.ARGS.source_dir, "client", "python"))
+    from oobleck_planner import channel
+    return channel
 
 
 def figures(**values):

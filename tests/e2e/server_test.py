@@ -123,12 +123,13 @@ class PlannerServerTest(unittest.TestCase):
         self.assertIn(b"cluster.node_types[0].gpus_per_node", details)
 
     def test_example_python_client(self):
-        """examples/python/plan_templates.py against this server, with the built stubs."""
+        """examples/python/plan_templates.py against this server, with the oobleck_planner
+        package of this checkout (client/python)."""
         script = os.path.join(e2e_support.ARGS.source_dir, "examples", "python",
                               "plan_templates.py")
         result = subprocess.run(
-            [sys.executable, script, "--server", self.server.address, "--stubs",
-             e2e_support.ARGS.stub_dir, "--model", "gpt2-xl", "--nodes", "4",
+            [sys.executable, script, "--server", self.server.address,
+             "--model", "gpt2-xl", "--nodes", "4",
              "--cost-model", "oobleck-sosp23", "--microbatches", "0"],
             capture_output=True, text=True, timeout=RPC_TIMEOUT_S)
         self.assertEqual(result.returncode, 0, result.stderr)

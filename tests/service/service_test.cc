@@ -39,7 +39,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 constexpr char kExampleDir[] = OOBLECK_SOURCE_DIR "/examples/profiles/gpt2-xl/rtx4090";
-constexpr char kRingDir[] = OOBLECK_SHARED_DATA "/profiles/gpt2-xl-ring";
+constexpr char kRingDir[] = OOBLECK_EXAMPLE_DATA "/profiles-ring/gpt2-xl/rtx4090";
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr int64_t kCacheBytes = 64 << 20;
 

@@ -1,5 +1,5 @@
-// The --load_root of the in-process test servers: the folder holding both this repository
-// and ../shared, so that LoadProfile can name the bundled example and the shared profiles.
+// The --load_root of the in-process test servers: this repository, so that LoadProfile can
+// name the example profiles (examples/) and nothing outside the checkout is read.
 #ifndef OOBLECK_TESTS_SERVICE_TEST_LOAD_ROOT_H_
 #define OOBLECK_TESTS_SERVICE_TEST_LOAD_ROOT_H_
 
@@ -13,7 +13,7 @@ namespace oobleck::server {
 
 inline const ConfinedRoot* TestLoadRoot() {
   static const ConfinedRoot* root = [] {
-    absl::StatusOr<ConfinedRoot> opened = ConfinedRoot::Open(OOBLECK_SOURCE_DIR "/..");
+    absl::StatusOr<ConfinedRoot> opened = ConfinedRoot::Open(OOBLECK_SOURCE_DIR);
     if (!opened.ok()) {
       std::cerr << opened.status() << "\n";
       std::abort();

@@ -573,6 +573,7 @@ PipelineSetProblem FreshPlanProblem(const CostModel& model, const NodeMix& count
   if (options.budget_per_hour > 0) {
     problem.max_price_steps =
         PriceSteps(std::min(options.budget_per_hour, kMaxPricePerHour * (kMaxClusterNodes + 1)));
+    problem.budget_per_hour = options.budget_per_hour;
   }
   return problem;
 }

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "core/file_reader.h"
 #include "core/fnv1a.h"
+#include "core/shown_value.h"
 #include "core/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -184,8 +185,9 @@ absl::Status ValidateProfile(const ModelProfile& profile) {
                                                      {"activation_bytes", l.activation_bytes}};
     for (const auto& [field, v] : values) {
       if (!std::isfinite(v) || v < 0) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "profile %s: layer %d %s must be a finite number >= 0 (got %g)", name, i, field, v));
+        return absl::InvalidArgumentError(
+            absl::StrFormat("profile %s: layer %d %s must be a finite number >= 0 (got %s)", name,
+                            i, field, ShowNumber(v)));
       }
     }
     for (const auto* m : {&l.allreduce_in_node_ms, &l.allreduce_across_nodes_ms}) {
@@ -193,8 +195,8 @@ absl::Status ValidateProfile(const ModelProfile& profile) {
         if (k < 1 || !std::isfinite(v) || v < 0) {
           return absl::InvalidArgumentError(absl::StrFormat(
               "profile %s: layer %d all-reduce key \"%d\" must be a count >= 1 with a finite "
-              "time >= 0 (got %g)",
-              name, i, k, v));
+              "time >= 0 (got %s)",
+              name, i, k, ShowNumber(v)));
         }
       }
     }
@@ -235,9 +237,10 @@ absl::Status ValidateProfile(const ModelProfile& profile) {
 
 absl::StatusOr<std::vector<LayerProfile>> ParseOobleckProfile(
     std::string_view mb_json, std::string_view allreduce_in_node_json,
-    std::string_view allreduce_across_nodes_json, std::string_view source_view) {
+    std::string_view allreduce_across_nodes_json, std::string_view source_view,
+    std::string_view mb_file_name) {
   const std::string source(source_view);
-  const std::string mb_file = absl::StrCat(source, "/mb<m>.json");
+  const std::string mb_file = absl::StrCat(source, "/", std::string(mb_file_name));
   ASSIGN_OR_RETURN(auto mb, ParseJson(mb_json, mb_file));
   if (mb.empty()) return absl::InvalidArgumentError(absl::StrCat(mb_file, ": has no layers"));
   std::vector<LayerProfile> layers(mb.size());
@@ -292,7 +295,7 @@ absl::StatusOr<ModelProfile> LoadOobleckProfileDir(const std::string& dir,
     return absl::InvalidArgumentError(
         absl::StrCat("microbatch_size must be >= 0 (got ", microbatch_size, ")"));
   }
-  const std::string shown_dir = absl::StrCat("profile directory \"", dir, "\"");
+  const std::string shown_dir = absl::StrCat("profile directory ", Quote(dir));
   fs::path base(dir);
   if (root != nullptr) {
     ASSIGN_OR_RETURN(base, root->Resolve(dir, shown_dir));
@@ -304,19 +307,25 @@ absl::StatusOr<ModelProfile> LoadOobleckProfileDir(const std::string& dir,
                      absl::StrCat(shown_dir, " is not a readable path under the load root"))
                : absl::NotFoundError(absl::StrCat(shown_dir, " does not exist"));
   }
+  // The file is read, and named in messages, as it is named (mb01.json is micro-batch
+  // size 1, but not mb1.json).
+  std::string mb_name = absl::StrCat("mb", microbatch_size, ".json");
   if (microbatch_size == 0) {
     static const std::regex kMbFile(R"(mb([0-9]{1,9})\.json)");
-    std::vector<int> found;
+    std::vector<std::string> found;
     for (const auto& entry : fs::directory_iterator(base, ec)) {
       std::smatch m;
       const std::string name = entry.path().filename().string();
-      if (std::regex_match(name, m, kMbFile)) found.push_back(std::stoi(m[1].str()));
+      if (std::regex_match(name, m, kMbFile)) {
+        found.push_back(name);
+        microbatch_size = std::stoi(m[1].str());
+      }
     }
     if (found.size() != 1) {
       return absl::InvalidArgumentError(absl::StrCat(
           shown_dir, " has ", found.size(), " mb<m>.json files; give microbatch_size to pick one"));
     }
-    microbatch_size = found[0];
+    mb_name = found[0];
   }
   // Each file is confined again: a symlink inside the directory may point anywhere.
   auto read = [&](const std::string& name) -> absl::StatusOr<std::string> {
@@ -328,10 +337,10 @@ absl::StatusOr<ModelProfile> LoadOobleckProfileDir(const std::string& dir,
     }
     return ReadRegularFile(path, shown);
   };
-  ASSIGN_OR_RETURN(auto mb, read(absl::StrCat("mb", microbatch_size, ".json")));
+  ASSIGN_OR_RETURN(auto mb, read(mb_name));
   ASSIGN_OR_RETURN(auto in_node, read("allreduce_in_node.json"));
   ASSIGN_OR_RETURN(auto across, read("allreduce_across_nodes.json"));
-  ASSIGN_OR_RETURN(auto layers, ParseOobleckProfile(mb, in_node, across, dir));
+  ASSIGN_OR_RETURN(auto layers, ParseOobleckProfile(mb, in_node, across, dir, mb_name));
   ModelProfile profile{{model, gpu_type, microbatch_size}, std::move(layers)};
   RETURN_IF_ERROR(ValidateProfile(profile));
   return profile;

@@ -359,7 +359,7 @@ absl::Status ParseNodeGroups(const Json& root, ClusterFile& file) {
           "node_groups[", i, "].nodes = ", group.nodes,
           total_nodes > group.nodes
               ? absl::StrCat(" brings the cluster to ", total_nodes, " nodes,")
-              : "",
+              : " is",
           " more than the ", kMaxClusterFileNodes,
           " nodes a cluster file may have (templates takes at most that many; plan and replan ",
           kMaxClusterNodes, ")"));

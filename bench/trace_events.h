@@ -1,16 +1,17 @@
 // Node event traces (examples/traces/README.md): `time_ms,add|remove,node` CSV, one
 // event a line, read into one time-ordered list for trace_replay. Several traces merge into
 // one mixed cluster: each trace's nodes get a node type and ids "<file stem>/<node>".
-// Every error names the file and line; nothing is skipped silently.
+// Every error names the file and line; nothing is skipped silently. A trace is read like
+// every other input file (core/file_reader.h): a regular file of at most 64 MiB.
 #ifndef OOBLECK_BENCH_TRACE_EVENTS_H_
 #define OOBLECK_BENCH_TRACE_EVENTS_H_
 
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "core/file_reader.h"
 
 namespace oobleck::bench {
 
@@ -53,8 +55,12 @@ inline absl::StatusOr<std::vector<TraceEvent>> ReadTraces(const std::vector<Trac
   std::vector<TraceEvent> all;
   std::set<std::string> stems;
   for (const TraceSpec& spec : specs) {
-    std::ifstream in(spec.path);
-    if (!in) return absl::NotFoundError(absl::StrCat("cannot open trace ", spec.path));
+    // Only a regular file of at most kMaxInputFileBytes: --trace /dev/zero or a FIFO is
+    // refused at once instead of read until memory runs out (or forever).
+    absl::StatusOr<std::string> text =
+        ReadRegularFile(spec.path, absl::StrCat("trace ", spec.path));
+    if (!text.ok()) return text.status();
+    std::istringstream in(*std::move(text));
     const std::string stem = std::filesystem::path(spec.path).stem().string();
     if (!stems.insert(stem).second) {
       return absl::InvalidArgumentError(

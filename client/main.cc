@@ -4,7 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -337,7 +340,7 @@ void PrintError(const absl::Status& status) {
             << "\n";
 }
 
-int Main(int argc, char** argv) {
+int RunCommand(int argc, char** argv) {
   absl::StatusOr<CommandLine> cl = ParseCommandLine(argc, argv);
   if (!cl.ok()) {
     PrintError(cl.status());
@@ -405,6 +408,23 @@ int Main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+// What was printed must have reached stdout: `> /dev/full` or a full disk is an error
+// (exit 1), not a silent exit 0 with nothing written.
+int Main(int argc, char** argv) {
+  const int code = RunCommand(argc, argv);
+  std::cout.flush();
+  errno = 0;
+  const bool flushed = std::fflush(stdout) == 0;
+  const int error = errno;  // the reason, when the last write failed here
+  if (!std::cout.good() || !flushed || std::ferror(stdout)) {
+    PrintError(absl::DataLossError(absl::StrCat(
+        "cannot write the output to stdout",
+        !flushed && error != 0 ? absl::StrCat(": ", std::strerror(error)) : std::string())));
+    return code == 0 ? 1 : code;
+  }
+  return code;
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "client/requests.h"
 
+#include <cmath>
 #include <filesystem>
 #include <map>
 
@@ -10,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "core/file_reader.h"
+#include "core/shown_value.h"
 #include "core/status_macros.h"
 
 namespace oobleck::client {
@@ -150,9 +152,19 @@ absl::Status DeriveFromMeasured(const ClusterFile& file, const ClusterFileGpuTyp
         "\" has no relative_speed (it is not in gpu_types); add it to the file or pass "
         "--measured-relative-speed"));
   }
+  // The server gets the ratio; one that underflows to 0 (5e-324 / 2) or overflows would
+  // be reported as "(got 0)" or "(got inf)", a value the file does not have.
+  const double speed = gpu.relative_speed / measured_speed;
+  if (!(speed > 0) || !std::isfinite(speed)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gpu_types.", gpu.name, ".relative_speed = ", ShowNumber(gpu.relative_speed),
+                     " over profile_measured_on ", Quote(file.profile_measured_on), "'s ",
+                     ShowNumber(measured_speed), " is ", ShowNumber(speed),
+                     " as a double; relative speeds must have a positive finite ratio"));
+  }
   pb::DerivedProfile* derive = node_type->mutable_derive();
   derive->set_measured_gpu_type(file.profile_measured_on);
-  derive->set_relative_speed(gpu.relative_speed / measured_speed);
+  derive->set_relative_speed(speed);
   return absl::OkStatus();
 }
 

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/field_path.h"
+#include "core/shown_value.h"
 
 namespace oobleck {
 
@@ -47,15 +48,6 @@ std::vector<NodeMix> EnumerateMixes(const NodeMix& available, int min_nodes, int
   return mixes;
 }
 
-namespace {
-
-template <typename Value>
-absl::Status Invalid(absl::string_view field, absl::string_view requirement, Value got) {
-  return InvalidField(field, absl::StrCat(" must be ", requirement, " (got ", got, ")"));
-}
-
-}  // namespace
-
 absl::Status ValidateNodeTypes(const std::vector<NodeType>& types, absl::string_view path) {
   if (types.empty()) return InvalidField(path, " must not be empty");
   std::map<std::string, size_t> index_by_name;
@@ -66,23 +58,23 @@ absl::Status ValidateNodeTypes(const std::vector<NodeType>& types, absl::string_
     if (auto [it, inserted] = index_by_name.emplace(t.name, i); !inserted) {
       return InvalidField(
           absl::StrCat(field, ".name"),
-          absl::StrCat(" \"", t.name, "\" repeats ", path, "[", it->second, "].name"));
+          absl::StrCat(" ", Quote(t.name), " repeats ", path, "[", it->second, "].name"));
     }
     if (t.gpus_per_node < 1) {
-      return Invalid(absl::StrCat(field, ".gpus_per_node"), ">= 1", t.gpus_per_node);
+      return InvalidValue(absl::StrCat(field, ".gpus_per_node"), ">= 1", t.gpus_per_node);
     }
     if (t.gpus_per_node > kMaxGpusPerNode) {
-      return Invalid(absl::StrCat(field, ".gpus_per_node"), absl::StrCat("<= ", kMaxGpusPerNode),
-                     t.gpus_per_node);
+      return InvalidValue(absl::StrCat(field, ".gpus_per_node"),
+                          absl::StrCat("<= ", kMaxGpusPerNode), t.gpus_per_node);
     }
     // Both cost models divide by the memory and the bandwidth somewhere (1f1b's memory
     // check, the ring all-reduce estimate, transfers inside a node).
     if (!std::isfinite(t.gpu_memory_bytes) || t.gpu_memory_bytes <= 0) {
-      return Invalid(absl::StrCat(field, ".gpu_memory_bytes"), "> 0", t.gpu_memory_bytes);
+      return InvalidValue(absl::StrCat(field, ".gpu_memory_bytes"), "> 0", t.gpu_memory_bytes);
     }
     if (!std::isfinite(t.intra_node_bytes_per_s) || t.intra_node_bytes_per_s <= 0) {
-      return Invalid(absl::StrCat(field, ".intra_node_bytes_per_s"), "> 0",
-                     t.intra_node_bytes_per_s);
+      return InvalidValue(absl::StrCat(field, ".intra_node_bytes_per_s"), "> 0",
+                          t.intra_node_bytes_per_s);
     }
   }
   return absl::OkStatus();

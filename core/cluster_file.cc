@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "core/file_reader.h"
 #include "core/json_document.h"
+#include "core/plan.h"
 #include "core/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -349,9 +350,21 @@ absl::Status ParseNodeGroups(const Json& root, ClusterFile& file) {
   if (!groups.is_array() || groups.empty()) {
     return Invalid("node_groups", "must be a non-empty list", groups);
   }
+  int64_t total_nodes = 0;
   for (size_t i = 0; i < groups.size(); ++i) {
     ASSIGN_OR_RETURN(ClusterFileNodeGroup group,
                      ParseNodeGroup(static_cast<int>(i), groups[i], file));
+    total_nodes += group.nodes;
+    if (total_nodes > kMaxClusterFileNodes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "node_groups[", i, "].nodes = ", group.nodes,
+          total_nodes > group.nodes
+              ? absl::StrCat(" brings the cluster to ", total_nodes, " nodes,")
+              : " is",
+          " more than the ", kMaxClusterFileNodes,
+          " nodes a cluster file may have (templates takes at most that many; plan and replan ",
+          kMaxClusterNodes, ")"));
+    }
     file.node_groups.push_back(std::move(group));
   }
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/field_path.h"
+#include "core/shown_value.h"
 #include "core/status_macros.h"
 
 namespace oobleck {
@@ -20,8 +21,8 @@ constexpr int kMaxMicrobatches = 1 << 20;
 absl::StatusOr<CostModelKind> ParseCostModelKind(std::string_view name) {
   if (name.empty() || name == "1f1b") return CostModelKind::kOneFOneB;
   if (name == "oobleck-sosp23") return CostModelKind::kOobleckSosp23;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "cost_model \"", std::string(name), "\" is unknown; use \"1f1b\" or \"oobleck-sosp23\""));
+  return absl::InvalidArgumentError(
+      absl::StrCat("cost_model ", Quote(name), " is unknown; use \"1f1b\" or \"oobleck-sosp23\""));
 }
 
 std::string_view CostModelName(CostModelKind kind) {
@@ -96,11 +97,6 @@ absl::Status CostModel::CheckFinite(const PlanningProblem& problem, const CostMo
 
 namespace {
 
-template <typename Value>
-absl::Status Invalid(absl::string_view field, absl::string_view requirement, Value got) {
-  return InvalidField(field, absl::StrCat(" must be ", requirement, " (got ", got, ")"));
-}
-
 bool FiniteNonNegative(double value) { return std::isfinite(value) && value >= 0; }
 
 }  // namespace
@@ -109,20 +105,21 @@ absl::Status ValidateProblemSettings(const PlanningProblem& problem,
                                      absl::string_view cluster_prefix) {
   const bool one_f_one_b = problem.cost_model == CostModelKind::kOneFOneB;
   const int M = problem.microbatches;
-  if (M < 0) return Invalid("microbatches", ">= 0", M);
+  if (M < 0) return InvalidValue("microbatches", ">= 0", M);
   if (M > kMaxMicrobatches) {
-    return Invalid("microbatches", absl::StrCat("<= ", kMaxMicrobatches), M);
+    return InvalidValue("microbatches", absl::StrCat("<= ", kMaxMicrobatches), M);
   }
-  if (one_f_one_b && M == 0) return Invalid("microbatches", ">= 1 for cost_model \"1f1b\"", M);
+  if (one_f_one_b && M == 0) return InvalidValue("microbatches", ">= 1 for cost_model \"1f1b\"", M);
   if (!FiniteNonNegative(problem.optimizer_state_multiplier)) {
-    return Invalid("optimizer_state_multiplier", "finite and >= 0",
-                   problem.optimizer_state_multiplier);
+    return InvalidValue("optimizer_state_multiplier", "finite and >= 0",
+                        problem.optimizer_state_multiplier);
   }
   // oobleck-sosp23 ignores transfers, so only 1f1b needs a network bandwidth.
   const double inter_node = problem.inter_node_bytes_per_s;
   if (!FiniteNonNegative(inter_node) || (one_f_one_b && inter_node <= 0)) {
-    return Invalid(absl::StrCat(cluster_prefix, "inter_node_bytes_per_s"),
-                   one_f_one_b ? "> 0 for cost_model \"1f1b\"" : "finite and >= 0", inter_node);
+    return InvalidValue(absl::StrCat(cluster_prefix, "inter_node_bytes_per_s"),
+                        one_f_one_b ? "> 0 for cost_model \"1f1b\"" : "finite and >= 0",
+                        inter_node);
   }
   return ValidateNodeTypes(problem.node_types, absl::StrCat(cluster_prefix, "node_types"));
 }

@@ -2,6 +2,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "core/shown_value.h"
 
 namespace oobleck {
 
@@ -31,7 +32,8 @@ absl::Status UnderField(const absl::Status& status, absl::string_view prefix) {
 absl::Status AboutField(const absl::Status& status, absl::string_view field,
                         absl::string_view value) {
   if (status.ok()) return status;
-  return FieldError(status.code(), field, absl::StrCat(" \"", value, "\": ", status.message()));
+  const std::string_view shown(value.data(), value.size());
+  return FieldError(status.code(), field, absl::StrCat(" ", Quote(shown), ": ", status.message()));
 }
 
 }  // namespace oobleck

@@ -9,7 +9,9 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "core/shown_value.h"
 
 namespace oobleck {
 
@@ -22,6 +24,13 @@ inline constexpr absl::string_view kFieldPathPayloadUrl =
 absl::Status FieldError(absl::StatusCode code, absl::string_view field, absl::string_view rest);
 inline absl::Status InvalidField(absl::string_view field, absl::string_view rest) {
   return FieldError(absl::StatusCode::kInvalidArgument, field, rest);
+}
+
+// "field must be <requirement> (got <value>)", the value shown as the user wrote it
+// (core/shown_value.h: 1e-09 and 5e-324 as such, never rounded to 0).
+template <typename Number>
+absl::Status InvalidValue(absl::string_view field, absl::string_view requirement, Number got) {
+  return InvalidField(field, absl::StrCat(" must be ", requirement, " (got ", Show(got), ")"));
 }
 
 // The path `status` is about, if it names one.

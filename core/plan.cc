@@ -10,10 +10,10 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/field_path.h"
+#include "core/shown_value.h"
 #include "core/status_macros.h"
 #include "tbb/parallel_for.h"
 #include "tbb/task_arena.h"
@@ -166,7 +166,7 @@ absl::Status CheckNode(const CostModel& model, const ClusterNode& node, size_t i
   if (node.id.empty()) return absl::InvalidArgumentError(absl::StrCat("nodes[", i, "].id is empty"));
   if (node.type < 0 || node.type >= model.num_types()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("nodes[", i, "] (\"", node.id, "\") has no valid node type"));
+        absl::StrCat("nodes[", i, "] (", Quote(node.id), ") has no valid node type"));
   }
   return absl::OkStatus();
 }
@@ -183,8 +183,8 @@ absl::StatusOr<NodeIndex> ValidateAndIndexNodes(const CostModel& model,
     RETURN_IF_ERROR(CheckNode(model, node, i));
     auto [it, inserted] = index.emplace(node.id, static_cast<int>(i));
     if (!inserted) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("nodes[", i, "].id \"", node.id, "\" repeats nodes[", it->second, "].id"));
+      return absl::InvalidArgumentError(absl::StrCat("nodes[", i, "].id ", Quote(node.id),
+                                                     " repeats nodes[", it->second, "].id"));
     }
   }
   return index;
@@ -235,14 +235,15 @@ absl::Status ValidatePlanPrices(const CostModel& model, const PlanOptions& optio
   for (size_t t = 0; t < options.price_per_hour.size(); ++t) {
     const double price = options.price_per_hour[t];
     if (!(price >= 0 && price <= kMaxPricePerHour)) {  // also NaN
-      return InvalidField(absl::StrFormat("cluster.node_types[%d].price_per_hour", t),
-                          absl::StrFormat(" must be in [0, %g] (got %g)", kMaxPricePerHour, price));
+      return InvalidField(
+          absl::StrFormat("cluster.node_types[%d].price_per_hour", t),
+          absl::StrFormat(" must be in [0, %g] (got %s)", kMaxPricePerHour, ShowNumber(price)));
     }
   }
   if (!(options.budget_per_hour >= 0 && std::isfinite(options.budget_per_hour))) {
     return InvalidField("budget_per_hour",
-                        absl::StrFormat(" must be a finite number >= 0 (0: no budget; got %g)",
-                                        options.budget_per_hour));
+                        absl::StrFormat(" must be a finite number >= 0 (0: no budget; got %s)",
+                                        ShowNumber(options.budget_per_hour)));
   }
   if (options.objective == PlanObjective::kCost) {
     for (int t = 0; t < T; ++t) {
@@ -265,8 +266,7 @@ absl::StatusOr<PlanObjective> ParsePlanObjective(std::string_view name) {
   if (name.empty() || name == "time") return PlanObjective::kTime;
   if (name == "cost") return PlanObjective::kCost;
   return InvalidField("objective",
-                      absl::StrCat(" must be \"time\" or \"cost\" (got \"",
-                                   absl::CEscape(absl::string_view(name.data(), name.size())), "\")"));
+                      absl::StrCat(" must be \"time\" or \"cost\" (got ", Quote(name), ")"));
 }
 
 std::string_view PlanObjectiveName(PlanObjective objective) {
@@ -471,19 +471,19 @@ absl::Status PlaceNodes(const CostModel& model, const std::vector<ClusterNode>& 
     auto it = node_index.find(id);
     if (it == node_index.end()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(where(), " \"", id, "\" is not a node of the cluster"));
+          absl::StrCat(where(), " ", Quote(id), " is not a node of the cluster"));
     }
     const int type = nodes[it->second].type;
     if (type != p.tmpl.node_order[j]) {
       return absl::InvalidArgumentError(
-          absl::StrCat(where(), " \"", id, "\" is a ", model.node_type(type).name,
+          absl::StrCat(where(), " ", Quote(id), " is a ", model.node_type(type).name,
                        " node but the template has a ", model.node_type(p.tmpl.node_order[j]).name,
                        " node there"));
     }
     std::pair<int, int>& prev = placed[it->second];
     if (prev.first >= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(where(), " \"", id,
-                                                     "\" is already used by pipelines[", prev.first,
+      return absl::InvalidArgumentError(absl::StrCat(where(), " ", Quote(id),
+                                                     " is already used by pipelines[", prev.first,
                                                      "].node_ids[", prev.second, "]"));
     }
     prev = {i, static_cast<int>(j)};
@@ -573,6 +573,7 @@ PipelineSetProblem FreshPlanProblem(const CostModel& model, const NodeMix& count
   if (options.budget_per_hour > 0) {
     problem.max_price_steps =
         PriceSteps(std::min(options.budget_per_hour, kMaxPricePerHour * (kMaxClusterNodes + 1)));
+    problem.budget_per_hour = options.budget_per_hour;
   }
   return problem;
 }

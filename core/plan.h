@@ -321,6 +321,8 @@ struct PipelineSetProblem {
   PlanObjective objective = PlanObjective::kTime;
   std::vector<int64_t> type_price_steps{};
   int64_t max_price_steps = -1;
+  // The budget as given (max_price_steps rounds it), for messages.
+  double budget_per_hour = 0;
   // Makespans the kCost search may evaluate (each one or a few integer programs); past
   // it the search keeps its best plan and reports the gap it can prove.
   int max_cost_makespans = 4096;

@@ -15,6 +15,7 @@
 #include "core/file_reader.h"
 #include "core/fnv1a.h"
 #include "core/json_document.h"
+#include "core/shown_value.h"
 #include "core/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -85,9 +86,11 @@ absl::Status ParseAllreduce(std::string_view text, const std::string& file, size
 }
 
 // The m of the one mb<m>.json in the open directory `dir`.
-absl::StatusOr<int> FindMicrobatchSize(const ScopedFd& dir, const std::string& shown_dir) {
+// The one mb<m>.json file of a directory, by its name as it is written (mb01.json stays
+// mb01.json in every message).
+absl::StatusOr<std::string> FindMicrobatchFile(const ScopedFd& dir, const std::string& shown_dir) {
   static const std::regex kMbFile(R"(mb([0-9]{1,9})\.json)");
-  std::vector<int> found;
+  std::vector<std::string> found;
   // fdopendir takes the descriptor over; a duplicate keeps `dir` open for the reads.
   const int copy = dup(dir.get());
   DIR* listing = copy >= 0 ? fdopendir(copy) : nullptr;
@@ -96,8 +99,7 @@ absl::StatusOr<int> FindMicrobatchSize(const ScopedFd& dir, const std::string& s
     return absl::NotFoundError(absl::StrCat("cannot list ", shown_dir));
   }
   while (const dirent* entry = readdir(listing)) {
-    std::cmatch m;
-    if (std::regex_match(entry->d_name, m, kMbFile)) found.push_back(std::stoi(m[1].str()));
+    if (std::regex_match(entry->d_name, kMbFile)) found.push_back(entry->d_name);
   }
   closedir(listing);
   if (found.size() != 1) {
@@ -169,8 +171,9 @@ absl::Status ValidateProfile(const ModelProfile& profile) {
                                                      {"activation_bytes", l.activation_bytes}};
     for (const auto& [field, v] : values) {
       if (!std::isfinite(v) || v < 0) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "profile %s: layer %d %s must be a finite number >= 0 (got %g)", name, i, field, v));
+        return absl::InvalidArgumentError(
+            absl::StrFormat("profile %s: layer %d %s must be a finite number >= 0 (got %s)", name,
+                            i, field, ShowNumber(v)));
       }
     }
     for (const auto* m : {&l.allreduce_in_node_ms, &l.allreduce_across_nodes_ms}) {
@@ -178,8 +181,8 @@ absl::Status ValidateProfile(const ModelProfile& profile) {
         if (k < 1 || !std::isfinite(v) || v < 0) {
           return absl::InvalidArgumentError(absl::StrFormat(
               "profile %s: layer %d all-reduce key \"%d\" must be a count >= 1 with a finite "
-              "time >= 0 (got %g)",
-              name, i, k, v));
+              "time >= 0 (got %s)",
+              name, i, k, ShowNumber(v)));
         }
       }
     }
@@ -220,9 +223,10 @@ absl::Status ValidateProfile(const ModelProfile& profile) {
 
 absl::StatusOr<std::vector<LayerProfile>> ParseOobleckProfile(
     std::string_view mb_json, std::string_view allreduce_in_node_json,
-    std::string_view allreduce_across_nodes_json, std::string_view source_view) {
+    std::string_view allreduce_across_nodes_json, std::string_view source_view,
+    std::string_view mb_file_name) {
   const std::string source(source_view);
-  const std::string mb_file = absl::StrCat(source, "/mb<m>.json");
+  const std::string mb_file = absl::StrCat(source, "/", std::string(mb_file_name));
   ASSIGN_OR_RETURN(auto mb, ParseJson(mb_json, mb_file));
   if (mb.empty()) return absl::InvalidArgumentError(absl::StrCat(mb_file, ": has no layers"));
   std::vector<LayerProfile> layers(mb.size());
@@ -275,7 +279,7 @@ absl::StatusOr<ModelProfile> LoadOobleckProfileDir(const std::string& dir, const
     return absl::InvalidArgumentError(
         absl::StrCat("microbatch_size must be >= 0 (got ", microbatch_size, ")"));
   }
-  const std::string shown_dir = absl::StrCat("profile directory \"", dir, "\"");
+  const std::string shown_dir = absl::StrCat("profile directory ", Quote(dir));
   // The directory is opened once and every file is read relative to that descriptor, so
   // the files all come from the directory that was checked (a path looked up again could
   // meanwhile lead elsewhere).
@@ -286,8 +290,12 @@ absl::StatusOr<ModelProfile> LoadOobleckProfileDir(const std::string& dir, const
     dir_fd = ScopedFd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (dir_fd.get() < 0) return absl::NotFoundError(absl::StrCat(shown_dir, " does not exist"));
   }
+  // The file is read, and named in messages, as it is named (mb01.json is micro-batch
+  // size 1, but not mb1.json).
+  std::string mb_name = absl::StrCat("mb", microbatch_size, ".json");
   if (microbatch_size == 0) {
-    ASSIGN_OR_RETURN(microbatch_size, FindMicrobatchSize(dir_fd, shown_dir));
+    ASSIGN_OR_RETURN(mb_name, FindMicrobatchFile(dir_fd, shown_dir));
+    microbatch_size = std::stoi(mb_name.substr(2, mb_name.size() - 7));
   }
   // Each file is confined again: a symlink inside the directory may point anywhere.
   auto read = [&](const std::string& name) -> absl::StatusOr<std::string> {
@@ -296,10 +304,10 @@ absl::StatusOr<ModelProfile> LoadOobleckProfileDir(const std::string& dir, const
     ASSIGN_OR_RETURN(ScopedFd file, root->OpenFileIn(dir_fd, name, shown));
     return ReadOpenedFile(file, shown);
   };
-  ASSIGN_OR_RETURN(auto mb, read(absl::StrCat("mb", microbatch_size, ".json")));
+  ASSIGN_OR_RETURN(auto mb, read(mb_name));
   ASSIGN_OR_RETURN(auto in_node, read("allreduce_in_node.json"));
   ASSIGN_OR_RETURN(auto across, read("allreduce_across_nodes.json"));
-  ASSIGN_OR_RETURN(auto layers, ParseOobleckProfile(mb, in_node, across, dir));
+  ASSIGN_OR_RETURN(auto layers, ParseOobleckProfile(mb, in_node, across, dir, mb_name));
   ModelProfile profile{{model, gpu_type, microbatch_size}, std::move(layers)};
   RETURN_IF_ERROR(ValidateProfile(profile));
   return profile;

@@ -51,10 +51,12 @@ inline constexpr int kMaxLayersPerProfile = 1 << 18;
 absl::Status ValidateProfile(const ModelProfile& profile);
 
 // Parses the three JSON documents of Oobleck's layout. `source` names them in errors
-// (e.g. the directory). Errors name the file, the layer index and the key.
+// (e.g. the directory), with `mb_file_name` for the first (the file's real name when it was
+// read from one). Errors name the file, the layer index and the key.
 absl::StatusOr<std::vector<LayerProfile>> ParseOobleckProfile(
     std::string_view mb_json, std::string_view allreduce_in_node_json,
-    std::string_view allreduce_across_nodes_json, std::string_view source);
+    std::string_view allreduce_across_nodes_json, std::string_view source,
+    std::string_view mb_file_name = "mb<m>.json");
 
 // Reads <dir>/mb<m>.json, allreduce_in_node.json, allreduce_across_nodes.json (regular
 // files of at most kMaxInputFileBytes each). microbatch_size 0 picks the only mb<m>.json

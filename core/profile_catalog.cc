@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/shown_value.h"
 #include "core/status_macros.h"
 
 namespace oobleck {
@@ -89,19 +90,18 @@ absl::StatusOr<std::shared_ptr<const ModelProfile>> ProfileCatalog::Find(
     }
   }
   if (!model_known) {
-    return absl::NotFoundError(absl::StrCat("no profile is loaded for model \"", model, "\""));
+    return absl::NotFoundError(absl::StrCat("no profile is loaded for model ", Quote(model)));
   }
   if (matches.size() == 1) return matches[0];
   if (matches.empty()) {
-    return absl::NotFoundError(absl::StrCat(
-        "no profile for model \"", model, "\" gpu_type \"", gpu_type, "\" microbatch_size ",
-        microbatch_size, "; loaded gpu types: ", absl::StrJoin(gpu_types, ", "),
-        "; micro-batch sizes: ", absl::StrJoin(sizes, ", ")));
+    return absl::NotFoundError(absl::StrCat("no profile for model ", Quote(model), " gpu_type ",
+                                            Quote(gpu_type), " microbatch_size ", microbatch_size,
+                                            "; loaded gpu types: ", absl::StrJoin(gpu_types, ", "),
+                                            "; micro-batch sizes: ", absl::StrJoin(sizes, ", ")));
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      "model \"", model, "\" has several profiles (gpu types: ", absl::StrJoin(gpu_types, ", "),
-      "; micro-batch sizes: ", absl::StrJoin(sizes, ", "),
-      "); give gpu_type and microbatch_size"));
+      "model ", Quote(model), " has several profiles (gpu types: ", absl::StrJoin(gpu_types, ", "),
+      "; micro-batch sizes: ", absl::StrJoin(sizes, ", "), "); give gpu_type and microbatch_size"));
 }
 
 std::vector<std::shared_ptr<const ModelProfile>> ProfileCatalog::List(

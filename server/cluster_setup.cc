@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/field_path.h"
+#include "core/shown_value.h"
 #include "core/status_macros.h"
 #include "server/job_request.h"
 #include "server/proto_conversion.h"
@@ -22,6 +23,25 @@ int FindNodeType(const pb::Cluster& cluster, std::string_view name) {
     if (cluster.node_types(i).name() == name) return i;
   }
   return -1;
+}
+
+// Node type i's count disagrees with the listed nodes (`listed` of its name). A name that
+// repeats an earlier type's is the real fault (its nodes all went to the first type), said
+// as core says it (ValidateNodeTypes). Paths without the prefix, but for the one inside
+// the message.
+absl::Status CountMismatch(const pb::Cluster& cluster, int i, int listed,
+                           const std::string& prefix) {
+  const std::string& name = cluster.node_types(i).name();
+  if (const int first = FindNodeType(cluster, name); first != i) {
+    return InvalidField(
+        absl::StrCat(NodeTypeField(i), ".name"),
+        absl::StrCat(" ", Quote(name), " repeats ", prefix, NodeTypeField(first), ".name"));
+  }
+  return InvalidField(
+      absl::StrCat(NodeTypeField(i), ".count"),
+      absl::StrCat(" is ", cluster.node_types(i).count(), " but nodes lists ", listed,
+                   " node(s) of type ", Quote(name), "; set it to ",
+                   listed == 0 ? "0 or list its nodes" : absl::StrCat(listed, " or to 0")));
 }
 
 // setup->nodes: the nodes listed in the request, indexed in setup->node_index (the one
@@ -60,26 +80,21 @@ absl::Status ToNodes(const pb::PlanRequest& request, const std::string& prefix,
     const int type = FindNodeType(cluster, node.node_type());
     if (type < 0) {
       return InvalidField(absl::StrCat("nodes[", j, "].node_type"),
-                          absl::StrCat(" \"", node.node_type(),
-                                       "\" is not the name of any cluster.node_types entry"));
+                          absl::StrCat(" ", Quote(node.node_type()),
+                                       " is not the name of any cluster.node_types entry"));
     }
     nodes.push_back({node.id(), type});
     auto [it, inserted] = seen.emplace(nodes.back().id, j);
     if (!inserted) {
       return InvalidField(
           absl::StrCat("nodes[", j, "].id"),
-          absl::StrCat(" \"", node.id(), "\" repeats ", prefix, "nodes[", it->second, "].id"));
+          absl::StrCat(" ", Quote(node.id()), " repeats ", prefix, "nodes[", it->second, "].id"));
     }
     ++counts[type];
   }
   for (int i = 0; i < T; ++i) {
     const int count = cluster.node_types(i).count();
-    if (count != 0 && count != counts[i]) {
-      return InvalidField(
-          absl::StrCat(NodeTypeField(i), ".count"),
-          absl::StrCat(" is ", count, " but nodes lists ", counts[i], " node(s) of type \"",
-                       cluster.node_types(i).name(), "\"; set it to ", counts[i], " or to 0"));
-    }
+    if (count != 0 && count != counts[i]) return CountMismatch(cluster, i, counts[i], prefix);
   }
   return absl::OkStatus();
 }

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/field_path.h"
 #include "core/profile.h"
+#include "core/shown_value.h"
 #include "core/status_macros.h"
 
 namespace oobleck::server {
@@ -15,17 +16,12 @@ namespace {
 
 namespace pb = ::oobleck::planner::v1;
 
-template <typename Value>
-absl::Status Invalid(absl::string_view field, absl::string_view requirement, Value got) {
-  return InvalidField(field, absl::StrCat(" must be ", requirement, " (got ", got, ")"));
-}
-
 // What core cannot see in a node type: its count (not part of a PlanningProblem) and the
 // derive message that says where its profile comes from.
 absl::Status ValidateRequestNodeType(const pb::NodeType& type, int i, NodeCounts counts) {
   const std::string field = NodeTypeField(i);
   if (counts == NodeCounts::kRequired && type.count() < 1) {
-    return Invalid(absl::StrCat(field, ".count"), ">= 1", type.count());
+    return InvalidValue(absl::StrCat(field, ".count"), ">= 1", type.count());
   }
   if (type.has_derive()) {
     if (type.derive().measured_gpu_type().empty()) {
@@ -33,7 +29,7 @@ absl::Status ValidateRequestNodeType(const pb::NodeType& type, int i, NodeCounts
     }
     const double speed = type.derive().relative_speed();
     if (!std::isfinite(speed) || speed <= 0) {
-      return Invalid(absl::StrCat(field, ".derive.relative_speed"), "> 0", speed);
+      return InvalidValue(absl::StrCat(field, ".derive.relative_speed"), "> 0", speed);
     }
   }
   return absl::OkStatus();
@@ -92,8 +88,8 @@ absl::Status CheckCombinable(const PlanningProblem& problem, const ModelProfile&
   if (same != index_by_gpu_type.end() && problem.profiles[same->second].get() != &profile &&
       profile.Fingerprint() != problem.profiles[same->second]->Fingerprint()) {
     return InvalidField(field,
-                        absl::StrCat(" uses GPU type \"", profile.key.gpu_type,
-                                     "\" with other layer costs than ", NodeTypeField(same->second),
+                        absl::StrCat(" uses GPU type ", Quote(profile.key.gpu_type),
+                                     " with other layer costs than ", NodeTypeField(same->second),
                                      " (derived in one and measured in the other, or "
                                      "derived differently)"));
   }
@@ -107,7 +103,7 @@ std::string NodeTypeField(int i) { return absl::StrCat("cluster.node_types[", i,
 absl::StatusOr<JobSettings> ValidateJob(const JobFields& job) {
   // Plain field checks first, so a malformed request never reaches the catalog or core.
   if (job.model->empty()) return InvalidField("model", " is required");
-  if (job.microbatch_size < 0) return Invalid("microbatch_size", ">= 0", job.microbatch_size);
+  if (job.microbatch_size < 0) return InvalidValue("microbatch_size", ">= 0", job.microbatch_size);
   JobSettings settings;
   absl::StatusOr<CostModelKind> kind = ParseCostModelKind(*job.cost_model);
   if (!kind.ok()) return AboutField(kind.status(), "cost_model", *job.cost_model);
@@ -161,7 +157,7 @@ absl::StatusOr<PlanningProblem> ResolveProblem(const JobFields& job, PlanningPro
                                                CostModelCache* models) {
   if (catalog.List(*job.model).empty()) {
     return FieldError(absl::StatusCode::kNotFound, "model",
-                      absl::StrCat(" \"", *job.model, "\" has no loaded profiles"));
+                      absl::StrCat(" ", Quote(*job.model), " has no loaded profiles"));
   }
   std::map<std::string, int> index_by_gpu_type;
   for (int i = 0; i < job.cluster->node_types_size(); ++i) {

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/cluster.h"
 #include "core/field_path.h"
+#include "core/shown_value.h"
 #include "core/status_macros.h"
 
 namespace oobleck::server {
@@ -254,7 +255,7 @@ class TypeIndex {
 };
 
 absl::Status NotANodeType(const std::string& field, const std::string& name) {
-  return InvalidField(field, absl::StrCat(" \"", name, "\" is not a node type of the cluster"));
+  return InvalidField(field, absl::StrCat(" ", Quote(name), " is not a node type of the cluster"));
 }
 
 // One pipeline of a plan message, `i` its index in the plan under `field`. Field paths are
@@ -381,8 +382,8 @@ absl::StatusOr<ClusterEvent> FromProtoEvent(const pb::ReplanRequest& request,
     auto it = type_index.find(node.node_type());
     if (it == type_index.end()) {
       return InvalidField(absl::StrCat("joined_nodes[", i, "].node_type"),
-                          absl::StrCat(" \"", node.node_type(),
-                                       "\" is not the name of any cluster.node_types entry"));
+                          absl::StrCat(" ", Quote(node.node_type()),
+                                       " is not the name of any cluster.node_types entry"));
     }
     event.joined_nodes.push_back({node.id(), it->second});
   }
@@ -398,8 +399,8 @@ absl::StatusOr<ReplanOptions> FromProtoReplanOptions(const pb::ReplanRequest& re
     options.force_strategy = ParseReplanStrategy(request.force_strategy());
     if (!options.force_strategy.has_value()) {
       return InvalidField("force_strategy",
-                          absl::StrCat(" \"", request.force_strategy(),
-                                       "\" is not one of \"optimal\", \"keep-pipelines\", "
+                          absl::StrCat(" ", Quote(request.force_strategy()),
+                                       " is not one of \"optimal\", \"keep-pipelines\", "
                                        "\"drop-broken\", \"oobleck-fallback\""));
     }
   }

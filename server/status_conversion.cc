@@ -3,18 +3,26 @@
 #include <optional>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "core/field_path.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
 
 namespace oobleck::server {
 
+std::string CappedStatusMessage(absl::string_view message) {
+  if (message.size() <= kMaxStatusMessageBytes) return std::string(message);
+  size_t cut = kMaxStatusMessageBytes;
+  while (cut > 0 && (static_cast<unsigned char>(message[cut]) & 0xC0) == 0x80) --cut;
+  return absl::StrCat(message.substr(0, cut), "... (message cut: ", message.size(), " bytes)");
+}
+
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   // absl::StatusCode and grpc::StatusCode both follow google.rpc.Code, so the numeric
   // values coincide for every canonical code.
   const auto code = static_cast<grpc::StatusCode>(static_cast<int>(status.code()));
-  std::string message(status.message());
+  std::string message = CappedStatusMessage(status.message());
   // BadRequest describes a malformed request; NOT_FOUND, FAILED_PRECONDITION and
   // RESOURCE_EXHAUSTED keep their path in the message only.
   const std::optional<std::string> field = FieldPathOf(status);

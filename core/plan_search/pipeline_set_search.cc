@@ -32,6 +32,7 @@
 #include "core/plan_search/dp_rows.h"
 #include "core/plan_search/load_curve.h"
 #include "core/plan_search/packing_lp.h"
+#include "core/shown_value.h"
 #include "core/status_macros.h"
 #include "tbb/blocked_range.h"
 #include "tbb/parallel_for.h"
@@ -780,9 +781,11 @@ class PlanSearch {
                               std::max<int64_t>(0, B_ - int64_t{FixedCount()}), -1));
       if (HasPlan(cheapest)) {
         return absl::FailedPreconditionError(absl::StrFormat(
-            "budget_per_hour = %g is below the price of every plan that runs the global batch "
+            "budget_per_hour = %s is below the price of every plan that runs the global batch "
             "of %d micro-batches%s: the cheapest uses nodes of %g per hour",
-            StepsToPrice(problem_.max_price_steps), B_,
+            problem_.budget_per_hour > 0 ? ShowNumber(problem_.budget_per_hour)
+                                         : ShowNumber(StepsToPrice(problem_.max_price_steps)),
+            B_,
             AsksMorePipelines(problem_)
                 ? absl::StrCat(" with ", problem_.min_pipelines, " pipelines")
                 : std::string(),

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/shown_value.h"
 #include "core/status_macros.h"
 
 namespace oobleck::replan_internal {
@@ -50,7 +51,7 @@ absl::Status ReadFailures(const std::vector<ClusterNode>& nodes, const NodeIndex
       continue;
     }
     if (out->failed[it->second]) {
-      return absl::InvalidArgumentError(absl::StrCat(field, " \"", id, "\" is listed twice"));
+      return absl::InvalidArgumentError(absl::StrCat(field, " ", Quote(id), " is listed twice"));
     }
     out->failed[it->second] = 1;
     out->failed_ids.push_back(id);
@@ -68,22 +69,22 @@ absl::Status ReadJoins(const CostModel& model, const std::vector<ClusterNode>& n
     if (node.id.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ".id is empty"));
     if (node.type < 0 || node.type >= model.num_types()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(field, " (\"", node.id, "\") has no valid node type"));
+          absl::StrCat(field, " (", Quote(node.id), ") has no valid node type"));
     }
     if (!joined_ids.insert(node.id).second) {
       return absl::InvalidArgumentError(
-          absl::StrCat(field, ".id \"", node.id, "\" is listed twice"));
+          absl::StrCat(field, ".id ", Quote(node.id), " is listed twice"));
     }
     auto it = node_at.find(node.id);
     if (it != node_at.end() && out->failed[it->second]) {
       return absl::InvalidArgumentError(
-          absl::StrCat(field, ".id \"", node.id, "\" is also in failed_node_ids"));
+          absl::StrCat(field, ".id ", Quote(node.id), " is also in failed_node_ids"));
     }
     if (it != node_at.end()) {
       const int type = nodes[it->second].type;
       if (type != node.type) {
         return absl::InvalidArgumentError(absl::StrCat(
-            field, " \"", node.id, "\" is a ", model.node_type(node.type).name,
+            field, " ", Quote(node.id), " is a ", model.node_type(node.type).name,
             " node but the cluster already has it as a ", model.node_type(type).name, " node"));
       }
       ctx->ignored_joined.push_back(node.id);  // already joined by an earlier replan

@@ -75,13 +75,39 @@ def job(e, types, count, microbatches=8, relative_speed=None, inter_node=1e9):
             e.int_in_range(0, 3, 1)  # measured
 
 
-def templates(types, count, max_nodes, **kw):
-    e = Encoder()
-    e.int_in_range(0, 2, 0)
+def templates_fields(e, types, count, max_nodes, runaway=None, **kw):
     job(e, types, count, **kw)
     e.int_in_range(-1, 9, 0)         # min_nodes
     e.int_in_range(-1, 9, max_nodes)
     e.int_in_range(0, 4, 0)          # no listed mixes
+    if runaway is not None:          # RunawaySizes (absent: the input ends, 0)
+        e.int_in_range(0, 3, runaway[0])
+        if runaway[0] == 2:          # every count 2^19 (types x 2^19 nodes, min = max)
+            for _ in range(types):
+                e.boolean(True)
+
+
+def templates(types, count, max_nodes, **kw):
+    e = Encoder()
+    e.int_in_range(0, 2, 0)
+    templates_fields(e, types, count, max_nodes, **kw)
+    return e.data()
+
+
+def uploaded_profile(layers, forward, backward, types, count, max_nodes):
+    """UploadedProfileTemplates: `layers` layers of these times, then templates of
+    `types` node types that all use the uploaded profile."""
+    e = Encoder()
+    e.int_in_range(0, 3, 3)
+    e.int_in_range(1, 8, layers)
+    for _ in range(layers):
+        e.special(forward)
+        e.special(backward)
+        e.boolean(False)             # param_bytes 1e6
+        e.boolean(False)             # activation_bytes 1e6
+    templates_fields(e, types, count, max_nodes, runaway=(0,))
+    for _ in range(types):
+        e.boolean(True)              # gpu_type "uploaded"
     return e.data()
 
 
@@ -125,6 +151,13 @@ SEEDS = {
     "row5-tiny-bandwidth": templates(1, 2, 2, inter_node=5e-324),
     "row7-5000-nodes": plan(1, 5000, 4),
     "row8-stage-on-another-node": replan_stage_elsewhere(),
+    # Issue "Hardening round 3": item 1, a profile of 5e-324 ms layers; item 2, one-node
+    # types with min_nodes = max_nodes = their number, and 2 types of 2^19 nodes, min = max.
+    "hr3-subnormal-layer-times": uploaded_profile(4, 5e-324, 5e-324, 1, 1, 1),
+    "hr3-30-one-node-types-min-max": templates(30, 1, 0, runaway=(1,)),
+    "hr3-64-one-node-types-min-max": templates(64, 1, 0, runaway=(1,)),
+    "hr3-256-one-node-types-min-max": templates(256, 1, 0, runaway=(1,)),
+    "hr3-2-types-of-2-19-nodes-min-max": templates(2, 1, 0, runaway=(2,)),
 }
 
 if __name__ == "__main__":

@@ -23,7 +23,8 @@ using json = nlohmann::json;
 // soon as there are more than `limit`: a huge document is refused before it is parsed.
 class TopLevelCounter : public nlohmann::json_sax<json> {
  public:
-  explicit TopLevelCounter(int64_t limit) : limit_(limit) {}
+  // Also stops when `interrupt` (may be null) does, polled every Interrupt::kStride values.
+  TopLevelCounter(int64_t limit, Interrupt* interrupt) : limit_(limit), interrupt_(interrupt) {}
   int64_t count() const { return count_; }
   bool over() const { return count_ > limit_; }
 
@@ -46,7 +47,7 @@ class TopLevelCounter : public nlohmann::json_sax<json> {
  private:
   bool Value() {
     if (depth_ == 1) ++count_;
-    return !over();
+    return !over() && !(interrupt_ != nullptr && interrupt_->Every(++values_));
   }
   bool Open() {
     const bool ok = Value();
@@ -58,20 +59,60 @@ class TopLevelCounter : public nlohmann::json_sax<json> {
     return true;
   }
   int64_t limit_;
+  Interrupt* interrupt_;
   int64_t count_ = 0;
+  int64_t values_ = 0;
   int depth_ = 0;
 };
 
-absl::StatusOr<json> ParseJson(std::string_view text, const std::string& file) {
-  TopLevelCounter counter(kMaxLayersPerProfile);
+// json::parse's document builder, polling `interrupt` (may be null) every
+// Interrupt::kStride values: a 2^18-layer file takes most of a second to build.
+class PolledDomBuilder {
+ public:
+  PolledDomBuilder(json& doc, Interrupt* interrupt)
+      : dom_(doc, /*allow_exceptions=*/false), interrupt_(interrupt) {}
+  bool null() { return Go() && dom_.null(); }
+  bool boolean(bool v) { return Go() && dom_.boolean(v); }
+  bool number_integer(json::number_integer_t v) { return Go() && dom_.number_integer(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return Go() && dom_.number_unsigned(v); }
+  bool number_float(json::number_float_t v, const json::string_t& s) {
+    return Go() && dom_.number_float(v, s);
+  }
+  bool string(json::string_t& v) { return Go() && dom_.string(v); }
+  bool binary(json::binary_t& v) { return Go() && dom_.binary(v); }
+  bool start_object(std::size_t n) { return Go() && dom_.start_object(n); }
+  bool key(json::string_t& k) { return dom_.key(k); }
+  bool end_object() { return dom_.end_object(); }
+  bool start_array(std::size_t n) { return Go() && dom_.start_array(n); }
+  bool end_array() { return dom_.end_array(); }
+  template <typename Exception>
+  bool parse_error(std::size_t position, const std::string& token, const Exception& e) {
+    return dom_.parse_error(position, token, e);
+  }
+
+ private:
+  bool Go() { return interrupt_ == nullptr || !interrupt_->Every(++values_); }
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
+  Interrupt* interrupt_;
+  int64_t values_ = 0;
+};
+
+absl::StatusOr<json> ParseJson(std::string_view text, const std::string& file,
+                               Interrupt* interrupt) {
+  TopLevelCounter counter(kMaxLayersPerProfile, interrupt);
   json::sax_parse(text, &counter, nlohmann::detail::input_format_t::json, /*strict=*/false);
+  if (interrupt != nullptr && interrupt->stopped()) return Interrupt::Status("profile parse");
   if (counter.over()) {
     return absl::ResourceExhaustedError(
         absl::StrCat(file, ": has more than ", kMaxLayersPerProfile,
                      " layers, the limit per profile (counted before parsing)"));
   }
-  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(file, ": not valid JSON"));
+  json doc;
+  PolledDomBuilder builder(doc, interrupt);
+  const bool parsed =
+      json::sax_parse(text, &builder, nlohmann::detail::input_format_t::json, /*strict=*/true);
+  if (interrupt != nullptr && interrupt->stopped()) return Interrupt::Status("profile parse");
+  if (!parsed) return absl::InvalidArgumentError(absl::StrCat(file, ": not valid JSON"));
   if (!doc.is_array()) {
     return absl::InvalidArgumentError(absl::StrCat(file, ": expected a JSON array of layers"));
   }
@@ -104,7 +145,7 @@ absl::Status ParseAllreduce(std::string_view text, const std::string& file, size
                             std::map<int, double> LayerProfile::*field,
                             std::vector<LayerProfile>& layers, Interrupt* interrupt) {
   if (ParseStopped(interrupt, 0)) return Interrupt::Status(kParseWhat);
-  ASSIGN_OR_RETURN(auto doc, ParseJson(text, file));
+  ASSIGN_OR_RETURN(auto doc, ParseJson(text, file, interrupt));
   if (doc.size() != num_layers) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s: has %d layers but the mb file has %d", file, doc.size(), num_layers));
@@ -268,7 +309,7 @@ absl::StatusOr<std::vector<LayerProfile>> ParseOobleckProfile(
     Interrupt* interrupt) {
   const std::string source(source_view);
   const std::string mb_file = absl::StrCat(source, "/mb<m>.json");
-  ASSIGN_OR_RETURN(auto mb, ParseJson(mb_json, mb_file));
+  ASSIGN_OR_RETURN(auto mb, ParseJson(mb_json, mb_file, interrupt));
   if (mb.empty()) return absl::InvalidArgumentError(absl::StrCat(mb_file, ": has no layers"));
   std::vector<LayerProfile> layers(mb.size());
   for (size_t l = 0; l < mb.size(); ++l) {

@@ -170,7 +170,8 @@ TEST(RunawaySearchTest, LabelLimitStopsAPassNamingIt) {
 TEST(RunawaySearchTest, ProfileParseStopsWithItsInterrupt) {
   std::string mb = "[", none = "[";
   for (int l = 0; l < kMaxLayersPerProfile; ++l) {
-    absl::StrAppend(&mb, l > 0 ? "," : "", R"({"forward": 1, "backward": 2, "mem_required": [3, 4]})");
+    absl::StrAppend(&mb, l > 0 ? "," : "",
+                    R"({"forward": 1, "backward": 2, "mem_required": [3, 4]})");
     absl::StrAppend(&none, l > 0 ? "," : "", "{}");
   }
   mb += "]";

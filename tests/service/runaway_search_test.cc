@@ -129,8 +129,9 @@ class RunawaySearchTest : public ::testing::Test {
                                     milliseconds deadline) {
     milliseconds took{};
     const grpc::Status status = Templates(request, deadline, &took);
-    EXPECT_THAT(status.error_code(), AnyOf(grpc::StatusCode::DEADLINE_EXCEEDED,
-                                           grpc::StatusCode::RESOURCE_EXHAUSTED, grpc::StatusCode::OK))
+    EXPECT_THAT(status.error_code(),
+                AnyOf(grpc::StatusCode::DEADLINE_EXCEEDED, grpc::StatusCode::RESOURCE_EXHAUSTED,
+                      grpc::StatusCode::OK))
         << status.error_message();
     EXPECT_LE(took, deadline + kDeadlineSlack) << status.error_message();
     ExpectCpuStops();
@@ -158,7 +159,8 @@ TEST_F(RunawaySearchTest, SubnormalLayerTimesAreRefusedNamingLayerAndField) {
   EXPECT_THAT(tiny.error_message(), HasSubstr("backward_ms"));
 
   // The least positive time is accepted, and its search ends like any other.
-  ASSERT_TRUE(LoadProfile("least", UniformLayers(4, "1e-9", "1e-9"), std::chrono::seconds(30)).ok());
+  ASSERT_TRUE(
+      LoadProfile("least", UniformLayers(4, "1e-9", "1e-9"), std::chrono::seconds(30)).ok());
   pb::PlanTemplatesRequest request = Request(1, 1);
   request.mutable_cluster()->mutable_node_types(0)->set_gpu_type("least");
   milliseconds took{};

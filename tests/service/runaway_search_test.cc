@@ -11,7 +11,6 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "core/file_reader.h"
 #include "core/profile.h"
 #include "core/profile_catalog.h"
 #include "core/template_planner.h"
@@ -33,12 +32,6 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr char kExampleDir[] = OOBLECK_SOURCE_DIR "/examples/profiles/gpt2-xl/rtx4090";
-
-std::string ReadText(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadRegularFile(path);
-  EXPECT_TRUE(text.ok()) << text.status();
-  return text.ok() ? *text : "";
-}
 
 // `layers` copies of one layer in Oobleck's mb<m>.json layout, and the two all-reduce
 // files with no measurements.

@@ -30,6 +30,11 @@ std::vector<NodeMix> EnumerateMixes(const NodeMix& available, int min_nodes, int
   std::vector<NodeMix> mixes;
   min_nodes = std::max(min_nodes, 1);
   NodeMix current(available.size(), 0);
+  // rest[i]: the nodes of types i.. . A count that leaves more than they hold leads to no
+  // mix: without this bound N one-node types with min = max = N walked all 2^N branches
+  // for the one mix there is (seconds at N = 28), and 2 types of 2^19 nodes 2^37.
+  std::vector<int64_t> rest(available.size() + 1, 0);
+  for (size_t i = available.size(); i-- > 0;) rest[i] = rest[i + 1] + available[i];
   for (int size = min_nodes; size <= max_nodes; ++size) {
     // Lexicographic (descending first count) enumeration of compositions of `size`.
     std::function<void(size_t, int)> rec = [&](size_t i, int left) {
@@ -37,7 +42,8 @@ std::vector<NodeMix> EnumerateMixes(const NodeMix& available, int min_nodes, int
         if (left == 0) mixes.push_back(current);
         return;
       }
-      for (int c = std::min(left, available[i]); c >= 0; --c) {
+      const int least = static_cast<int>(std::max<int64_t>(0, left - rest[i + 1]));
+      for (int c = std::min(left, available[i]); c >= least; --c) {
         current[i] = c;
         rec(i + 1, left - c);
       }

@@ -35,6 +35,10 @@ class ShapeCheck final : public nlohmann::json_sax<json> {
 
  private:
   bool Value() {
+    if (limits_.interrupt != nullptr && limits_.interrupt->Every(++values_)) {
+      status_ = Interrupt::Status("JSON parse");
+      return false;
+    }
     if (depth_ == 1 && limits_.max_top_level_elements >= 0 &&
         ++top_level_elements_ > limits_.max_top_level_elements) {
       status_ = absl::ResourceExhaustedError(
@@ -61,7 +65,40 @@ class ShapeCheck final : public nlohmann::json_sax<json> {
   const JsonLimits limits_;
   absl::Status status_;
   int64_t top_level_elements_ = 0;
+  int64_t values_ = 0;
   int depth_ = 0;
+};
+
+// json::parse's document builder, polling `interrupt` (may be null) every
+// Interrupt::kStride values.
+class PolledDomBuilder {
+ public:
+  PolledDomBuilder(json& doc, Interrupt* interrupt)
+      : dom_(doc, /*allow_exceptions=*/false), interrupt_(interrupt) {}
+  bool null() { return Go() && dom_.null(); }
+  bool boolean(bool v) { return Go() && dom_.boolean(v); }
+  bool number_integer(json::number_integer_t v) { return Go() && dom_.number_integer(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return Go() && dom_.number_unsigned(v); }
+  bool number_float(json::number_float_t v, const json::string_t& s) {
+    return Go() && dom_.number_float(v, s);
+  }
+  bool string(json::string_t& v) { return Go() && dom_.string(v); }
+  bool binary(json::binary_t& v) { return Go() && dom_.binary(v); }
+  bool start_object(std::size_t n) { return Go() && dom_.start_object(n); }
+  bool key(json::string_t& k) { return dom_.key(k); }
+  bool end_object() { return dom_.end_object(); }
+  bool start_array(std::size_t n) { return Go() && dom_.start_array(n); }
+  bool end_array() { return dom_.end_array(); }
+  template <typename Exception>
+  bool parse_error(std::size_t position, const std::string& token, const Exception& e) {
+    return dom_.parse_error(position, token, e);
+  }
+
+ private:
+  bool Go() { return interrupt_ == nullptr || !interrupt_->Every(++values_); }
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
+  Interrupt* interrupt_;
+  int64_t values_ = 0;
 };
 
 }  // namespace
@@ -72,9 +109,16 @@ absl::StatusOr<json> ParseJsonDocument(std::string_view text, const JsonLimits& 
       json::sax_parse(text, &check, nlohmann::detail::input_format_t::json, /*strict=*/true);
   if (!check.status().ok()) return check.status();
   if (!ok) return absl::InvalidArgumentError("not valid JSON");
-  // The shape check parsed the same text with the same lexer, so this cannot fail.
-  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return absl::InvalidArgumentError("not valid JSON");
+  // The shape check parsed the same text with the same lexer, so only the interrupt can
+  // stop this one.
+  json doc;
+  PolledDomBuilder builder(doc, limits.interrupt);
+  const bool built =
+      json::sax_parse(text, &builder, nlohmann::detail::input_format_t::json, /*strict=*/true);
+  if (limits.interrupt != nullptr && limits.interrupt->stopped()) {
+    return Interrupt::Status("JSON parse");
+  }
+  if (!built || doc.is_discarded()) return absl::InvalidArgumentError("not valid JSON");
   return doc;
 }
 

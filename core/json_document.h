@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "core/interrupt.h"
 #include "nlohmann/json.hpp"
 
 namespace oobleck {
@@ -23,12 +24,16 @@ struct JsonLimits {
   // Elements of a top-level array or object; < 0 for no limit. Counted before parsing, so
   // a huge document is refused before it takes any memory.
   int64_t max_top_level_elements = -1;
+  // Polled every Interrupt::kStride values of both passes (may be null): a 2^18-layer
+  // profile takes most of a second to parse. CANCELLED once it stopped.
+  Interrupt* interrupt = nullptr;
 };
 
 // The parsed document. INVALID_ARGUMENT "not valid JSON: <parser's reason>" for a syntax
 // error or a number beyond double's range; INVALID_ARGUMENT "nested deeper than 64 levels
 // of arrays and objects"; RESOURCE_EXHAUSTED "has more than N top-level
-// elements" when limits.max_top_level_elements is exceeded. Messages never echo the text.
+// elements" when limits.max_top_level_elements is exceeded; CANCELLED when
+// limits.interrupt stopped. Messages never echo the text.
 absl::StatusOr<nlohmann::json> ParseJsonDocument(std::string_view text,
                                                  const JsonLimits& limits = {});
 

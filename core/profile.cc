@@ -24,10 +24,15 @@ namespace {
 
 using json = nlohmann::json;
 
-absl::StatusOr<json> ParseJson(std::string_view text, const std::string& file) {
+absl::StatusOr<json> ParseJson(std::string_view text, const std::string& file,
+                               Interrupt* interrupt) {
   JsonLimits limits;
   limits.max_top_level_elements = kMaxLayersPerProfile;
+  limits.interrupt = interrupt;
   absl::StatusOr<json> doc = ParseJsonDocument(text, limits);
+  if (doc.status().code() == absl::StatusCode::kCancelled) {
+    return Interrupt::Status("profile parse");
+  }
   if (doc.status().code() == absl::StatusCode::kResourceExhausted) {
     return absl::ResourceExhaustedError(
         absl::StrCat(file, ": has more than ", kMaxLayersPerProfile,
@@ -57,15 +62,24 @@ absl::StatusOr<double> NonNegative(const json& v, const std::string& where) {
 }
 
 // Parses [{"<count>": ms}, ...] into per-layer maps.
+// Whether `interrupt` (may be null) stopped the parse, polled at step `step` (every
+// Interrupt::kStride steps; 0 always polls).
+bool ParseStopped(Interrupt* interrupt, int64_t step) {
+  return interrupt != nullptr && interrupt->Every(step);
+}
+constexpr char kParseWhat[] = "profile parse";
+
 absl::Status ParseAllreduce(std::string_view text, const std::string& file, size_t num_layers,
                             std::map<int, double> LayerProfile::*field,
-                            std::vector<LayerProfile>& layers) {
-  ASSIGN_OR_RETURN(auto doc, ParseJson(text, file));
+                            std::vector<LayerProfile>& layers, Interrupt* interrupt) {
+  if (ParseStopped(interrupt, 0)) return Interrupt::Status(kParseWhat);
+  ASSIGN_OR_RETURN(auto doc, ParseJson(text, file, interrupt));
   if (doc.size() != num_layers) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s: has %d layers but the mb file has %d", file, doc.size(), num_layers));
   }
   for (size_t l = 0; l < num_layers; ++l) {
+    if (ParseStopped(interrupt, static_cast<int64_t>(l))) return Interrupt::Status(kParseWhat);
     const json& entry = (doc)[l];
     if (!entry.is_object()) {
       return absl::InvalidArgumentError(
@@ -85,7 +99,6 @@ absl::Status ParseAllreduce(std::string_view text, const std::string& file, size
   return absl::OkStatus();
 }
 
-// The m of the one mb<m>.json in the open directory `dir`.
 // The one mb<m>.json file of a directory, by its name as it is written (mb01.json stays
 // mb01.json in every message).
 absl::StatusOr<std::string> FindMicrobatchFile(const ScopedFd& dir, const std::string& shown_dir) {
@@ -107,6 +120,47 @@ absl::StatusOr<std::string> FindMicrobatchFile(const ScopedFd& dir, const std::s
         shown_dir, " has ", found.size(), " mb<m>.json files; give microbatch_size to pick one"));
   }
   return found[0];
+}
+
+// Positive but below kMinPositiveProfileValue (a subnormal, say).
+bool TooSmall(double v) { return v > 0 && v < kMinPositiveProfileValue; }
+
+// Every value of layer i finite, >= 0, and 0 or at least kMinPositiveProfileValue.
+absl::Status CheckLayerValues(const std::string& name, size_t i, const LayerProfile& l) {
+  const std::pair<const char*, double> values[] = {{"forward_ms", l.forward_ms},
+                                                   {"backward_ms", l.backward_ms},
+                                                   {"param_bytes", l.param_bytes},
+                                                   {"activation_bytes", l.activation_bytes}};
+  for (const auto& [field, v] : values) {
+    if (!std::isfinite(v) || v < 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "profile %s: layer %d %s must be a finite number >= 0 (got %s)", name, i, field,
+          ShowNumber(v)));
+    }
+    if (TooSmall(v)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "profile %s: layer %d %s must be 0 or at least %g (got %s)", name, i, field,
+          kMinPositiveProfileValue, ShowNumber(v)));
+    }
+  }
+  for (const auto* m : {&l.allreduce_in_node_ms, &l.allreduce_across_nodes_ms}) {
+    const char* which =
+        m == &l.allreduce_in_node_ms ? "allreduce_in_node" : "allreduce_across_nodes";
+    for (const auto& [k, v] : *m) {
+      if (k < 1 || !std::isfinite(v) || v < 0) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "profile %s: layer %d all-reduce key \"%d\" must be a count >= 1 with a finite "
+            "time >= 0 (got %s)",
+            name, i, k, ShowNumber(v)));
+      }
+      if (TooSmall(v)) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "profile %s: layer %d %s key \"%d\" must be 0 or at least %g ms (got %s)", name, i,
+            which, k, kMinPositiveProfileValue, ShowNumber(v)));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -165,27 +219,7 @@ absl::Status ValidateProfile(const ModelProfile& profile) {
   }
   for (size_t i = 0; i < profile.layers.size(); ++i) {
     const LayerProfile& l = profile.layers[i];
-    const std::pair<const char*, double> values[] = {{"forward_ms", l.forward_ms},
-                                                     {"backward_ms", l.backward_ms},
-                                                     {"param_bytes", l.param_bytes},
-                                                     {"activation_bytes", l.activation_bytes}};
-    for (const auto& [field, v] : values) {
-      if (!std::isfinite(v) || v < 0) {
-        return absl::InvalidArgumentError(
-            absl::StrFormat("profile %s: layer %d %s must be a finite number >= 0 (got %s)", name,
-                            i, field, ShowNumber(v)));
-      }
-    }
-    for (const auto* m : {&l.allreduce_in_node_ms, &l.allreduce_across_nodes_ms}) {
-      for (const auto& [k, v] : *m) {
-        if (k < 1 || !std::isfinite(v) || v < 0) {
-          return absl::InvalidArgumentError(absl::StrFormat(
-              "profile %s: layer %d all-reduce key \"%d\" must be a count >= 1 with a finite "
-              "time >= 0 (got %s)",
-              name, i, k, ShowNumber(v)));
-        }
-      }
-    }
+    RETURN_IF_ERROR(CheckLayerValues(name, i, l));
     for (int k : in_keys) {
       if (!l.allreduce_in_node_ms.count(k)) {
         return absl::InvalidArgumentError(absl::StrFormat(
@@ -224,13 +258,14 @@ absl::Status ValidateProfile(const ModelProfile& profile) {
 absl::StatusOr<std::vector<LayerProfile>> ParseOobleckProfile(
     std::string_view mb_json, std::string_view allreduce_in_node_json,
     std::string_view allreduce_across_nodes_json, std::string_view source_view,
-    std::string_view mb_file_name) {
+    std::string_view mb_file_name, Interrupt* interrupt) {
   const std::string source(source_view);
   const std::string mb_file = absl::StrCat(source, "/", std::string(mb_file_name));
-  ASSIGN_OR_RETURN(auto mb, ParseJson(mb_json, mb_file));
+  ASSIGN_OR_RETURN(auto mb, ParseJson(mb_json, mb_file, interrupt));
   if (mb.empty()) return absl::InvalidArgumentError(absl::StrCat(mb_file, ": has no layers"));
   std::vector<LayerProfile> layers(mb.size());
   for (size_t l = 0; l < mb.size(); ++l) {
+    if (ParseStopped(interrupt, static_cast<int64_t>(l))) return Interrupt::Status(kParseWhat);
     const json& entry = (mb)[l];
     if (!entry.is_object()) {
       return absl::InvalidArgumentError(absl::StrFormat("%s: layer %d must be an object", mb_file, l));
@@ -265,10 +300,11 @@ absl::StatusOr<std::vector<LayerProfile>> ParseOobleckProfile(
   }
   RETURN_IF_ERROR(ParseAllreduce(allreduce_in_node_json,
                                  absl::StrCat(source, "/allreduce_in_node.json"), layers.size(),
-                                 &LayerProfile::allreduce_in_node_ms, layers));
+                                 &LayerProfile::allreduce_in_node_ms, layers, interrupt));
   RETURN_IF_ERROR(ParseAllreduce(allreduce_across_nodes_json,
                                  absl::StrCat(source, "/allreduce_across_nodes.json"),
-                                 layers.size(), &LayerProfile::allreduce_across_nodes_ms, layers));
+                                 layers.size(), &LayerProfile::allreduce_across_nodes_ms, layers,
+                                 interrupt));
   return layers;
 }
 

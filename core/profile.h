@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/confined_root.h"
+#include "core/interrupt.h"
 
 namespace oobleck {
 
@@ -46,17 +47,26 @@ struct ModelProfile {
 // JSON document is counted against it before it is parsed.
 inline constexpr int kMaxLayersPerProfile = 1 << 18;
 
-// Checks values are finite and non-negative, the layer list is non-empty, and that an
-// all-reduce key present on some layers is present on all. Errors name layer and key.
+// The least positive value a profile may hold (in its unit: ms or bytes); anything
+// smaller must be 0. A layer time of a picosecond is no measurement, and a subnormal one
+// (5e-324) made the template search's grids of stage costs stop growing (issue "Hardening
+// round 3", item 1).
+inline constexpr double kMinPositiveProfileValue = 1e-9;
+
+// Checks values are finite and non-negative, 0 or at least kMinPositiveProfileValue, the
+// layer list is non-empty, and that an all-reduce key present on some layers is present on
+// all. Errors name layer and key.
 absl::Status ValidateProfile(const ModelProfile& profile);
 
 // Parses the three JSON documents of Oobleck's layout. `source` names them in errors
 // (e.g. the directory), with `mb_file_name` for the first (the file's real name when it was
-// read from one). Errors name the file, the layer index and the key.
+// read from one). Errors name the file, the layer index and the key. Polls `interrupt` (may
+// be null) between the documents and layer by layer: CANCELLED once it stopped (2^18 layers
+// take about a second).
 absl::StatusOr<std::vector<LayerProfile>> ParseOobleckProfile(
     std::string_view mb_json, std::string_view allreduce_in_node_json,
     std::string_view allreduce_across_nodes_json, std::string_view source,
-    std::string_view mb_file_name = "mb<m>.json");
+    std::string_view mb_file_name = "mb<m>.json", Interrupt* interrupt = nullptr);
 
 // Reads <dir>/mb<m>.json, allreduce_in_node.json, allreduce_across_nodes.json (regular
 // files of at most kMaxInputFileBytes each). microbatch_size 0 picks the only mb<m>.json

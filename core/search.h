@@ -30,9 +30,17 @@ struct SearchStats {
   int64_t labels = 0;      // labels kept on Pareto fronts
 };
 
+// Labels one pass of the template search may hold at most: its memory (40-56 bytes a
+// label, so about 1.3-1.9 GB), far above what real requests hold (the 6-type LLM shape of
+// bench/README.md peaks at 788 MiB in all).
+inline constexpr int64_t kMaxTemplateSearchLabels = int64_t{1} << 25;
+
 struct SearchOptions {
   // Polled during the search; returning true aborts it with CANCELLED.
   std::function<bool()> cancelled;
+  // A pass of the template search that would hold more labels than this stops with
+  // RESOURCE_EXHAUSTED naming the limit, instead of growing without bound.
+  int64_t max_labels = kMaxTemplateSearchLabels;
   SearchStats* stats = nullptr;  // if set, receives the work counters
   // Admission control, asked only when a search is about to run (never for answers from
   // the cache); the search runs while the returned handle lives. An error is returned

@@ -87,16 +87,20 @@ def job(e, types, count, microbatches=8, relative_speed=None, inter_node=1e9, na
             e.int_in_range(0, 3, 1)  # measured
 
 
-def templates_body(e, types, count, max_nodes, **kw):
+def templates_body(e, types, count, max_nodes, runaway=(0,), **kw):
     job(e, types, count, **kw)
     e.int_in_range(-1, 9, 0)         # min_nodes
     e.int_in_range(-1, 9, max_nodes)
     e.int_in_range(0, 4, 0)          # no listed mixes
+    e.int_in_range(0, 3, runaway[0])  # RunawaySizes (0: the request as it is)
+    if runaway[0] == 2:              # every count 2^19 (types x 2^19 nodes, min = max)
+        for _ in range(types):
+            e.boolean(True)
 
 
 def templates(types, count, max_nodes, **kw):
     e = Encoder()
-    e.int_in_range(0, 2, 0)
+    e.int_in_range(0, 3, 0)
     templates_body(e, types, count, max_nodes, **kw)
     e.boolean(False)                 # no second request
     return e.data()
@@ -109,7 +113,7 @@ def colliding_templates():
     {t0:<1e308 fields>|t1: 1e9 bytes}, {t1: 1e9 bytes}. The second's one-node mix (1, 0) is
     infeasible, but such a key served it the first one's feasible template."""
     e = Encoder()
-    e.int_in_range(0, 2, 0)
+    e.int_in_range(0, 3, 0)
     templates_body(e, 2, 1, 1, inter_node=1e9, memory=[1e308, 1e9],
                    names=[None, [":", FIELDS_1E9, "|", "t1"]])
     e.boolean(True)                  # a second request
@@ -118,9 +122,26 @@ def colliding_templates():
     return e.data()
 
 
+def uploaded_profile(layers, forward, backward, types, count, max_nodes):
+    """UploadedProfileTemplates: `layers` layers of these times, then templates of
+    `types` node types that all use the uploaded profile."""
+    e = Encoder()
+    e.int_in_range(0, 3, 3)
+    e.int_in_range(1, 8, layers)
+    for _ in range(layers):
+        e.special(forward)
+        e.special(backward)
+        e.boolean(False)             # param_bytes 1e6
+        e.boolean(False)             # activation_bytes 1e6
+    templates_body(e, types, count, max_nodes)
+    for _ in range(types):
+        e.boolean(True)              # gpu_type "uploaded"
+    return e.data()
+
+
 def plan(types, count, max_nodes, **kw):
     e = Encoder()
-    e.int_in_range(0, 2, 1)
+    e.int_in_range(0, 3, 1)
     job(e, types, count, **kw)
     e.int_in_range(0, 3, 1)          # one global batch size
     e.int_in_range(-1, 5000, 64)
@@ -132,7 +153,7 @@ def plan(types, count, max_nodes, **kw):
 
 def replan_stage_elsewhere():
     e = Encoder()
-    e.int_in_range(0, 2, 2)
+    e.int_in_range(0, 3, 2)
     e.int_in_range(0, 5, 1)          # one failure
     e.boolean(True)                  # of a node in the plan
     e.int_in_range(0, 3, 0)
@@ -166,6 +187,13 @@ SEEDS = {
     "row7-5000-nodes": plan(1, 5000, 4),
     "row8-stage-on-another-node": replan_stage_elsewhere(),
     "colliding-node-type-names": colliding_templates(),
+    # Issue "Hardening round 3": item 1, a profile of 5e-324 ms layers; item 2, one-node
+    # types with min_nodes = max_nodes = their number, and 2 types of 2^19 nodes, min = max.
+    "hr3-subnormal-layer-times": uploaded_profile(4, 5e-324, 5e-324, 1, 1, 1),
+    "hr3-30-one-node-types-min-max": templates(30, 1, 0, runaway=(1,)),
+    "hr3-64-one-node-types-min-max": templates(64, 1, 0, runaway=(1,)),
+    "hr3-256-one-node-types-min-max": templates(256, 1, 0, runaway=(1,)),
+    "hr3-2-types-of-2-19-nodes-min-max": templates(2, 1, 0, runaway=(2,)),
 }
 
 if __name__ == "__main__":

@@ -16,7 +16,9 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -183,6 +185,37 @@ void FillJob(FuzzedDataProvider& in, Request* r) {
   FillCluster(in, r->mutable_cluster());
 }
 
+// Sizes of searches that once ran away from their call (issue "Hardening round 3", item 2):
+// min_nodes = max_nodes = the number of one-node types (one mix, found by walking 2^types
+// branches), or huge node counts with min = max = their sum. Decided last, so that an input
+// that ends before (every older seed) keeps its meaning: 0 leaves the request as it is.
+void RunawaySizes(FuzzedDataProvider& in, pb::PlanTemplatesRequest* r) {
+  pb::Cluster* cluster = r->mutable_cluster();
+  int64_t total = 0;
+  switch (in.ConsumeIntegralInRange(0, 3)) {
+    case 1:
+      for (pb::NodeType& type : *cluster->mutable_node_types()) type.set_count(1);
+      r->set_min_nodes(cluster->node_types_size());
+      r->set_max_nodes(cluster->node_types_size());
+      break;
+    case 2:
+      for (pb::NodeType& type : *cluster->mutable_node_types()) {
+        type.set_count(in.ConsumeBool() ? 1 << 19 : in.ConsumeIntegralInRange(1, 1 << 20));
+        total += type.count();
+      }
+      r->set_min_nodes(static_cast<int32_t>(std::min<int64_t>(total, INT32_MAX)));
+      r->set_max_nodes(r->min_nodes());
+      break;
+    case 3:
+      for (const pb::NodeType& type : cluster->node_types()) total += std::max(type.count(), 0);
+      r->set_min_nodes(static_cast<int32_t>(std::min<int64_t>(total, INT32_MAX)));
+      r->set_max_nodes(r->min_nodes());
+      break;
+    default:
+      break;
+  }
+}
+
 pb::PlanTemplatesRequest TemplatesRequest(FuzzedDataProvider& in) {
   pb::PlanTemplatesRequest r;
   FillJob(in, &r);
@@ -194,6 +227,7 @@ pb::PlanTemplatesRequest TemplatesRequest(FuzzedDataProvider& in) {
     const int counts = in.ConsumeIntegralInRange(0, r.cluster().node_types_size() + 1);
     for (int k = 0; k < counts; ++k) mix->add_counts(in.ConsumeIntegralInRange(-1, 9));
   }
+  RunawaySizes(in, &r);
   return r;
 }
 
@@ -371,11 +405,36 @@ void PlanTemplates(FuzzedDataProvider& in) {
   }
 }
 
+// A profile uploaded with fuzzed layer values (subnormal times among them: issue
+// "Hardening round 3", item 1, where 5e-324 ms layers made a search grow without bound),
+// then templates of a cluster whose node types may use it.
+void UploadedProfileTemplates(FuzzedDataProvider& in) {
+  pb::LoadProfileRequest load;
+  load.set_model("gpt2-xl");
+  load.set_gpu_type("uploaded");
+  load.set_microbatch_size(1);
+  load.set_replace(true);
+  const int layers = in.ConsumeIntegralInRange(1, 8);
+  for (int l = 0; l < layers; ++l) {
+    pb::LayerProfile* layer = load.mutable_layers()->add_layers();
+    layer->set_forward_ms(Special(in));
+    layer->set_backward_ms(Special(in));
+    layer->set_param_bytes(in.ConsumeBool() ? Special(in) : 1e6);
+    layer->set_activation_bytes(in.ConsumeBool() ? Special(in) : 1e6);
+  }
+  Call(&pb::Planner::Stub::LoadProfile, load, "LoadProfile");
+  pb::PlanTemplatesRequest request = TemplatesRequest(in);
+  for (pb::NodeType& type : *request.mutable_cluster()->mutable_node_types()) {
+    if (in.ConsumeBool()) type.set_gpu_type("uploaded");
+  }
+  Call(&pb::Planner::Stub::PlanTemplates, request, "PlanTemplates");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
-  switch (in.ConsumeIntegralInRange(0, 2)) {
+  switch (in.ConsumeIntegralInRange(0, 3)) {
     case 0:
       PlanTemplates(in);
       // A second request in the same input may meet the first one's cache entries.
@@ -386,10 +445,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       Call(&pb::Planner::Stub::Plan, PlanRequest(in), "Plan", &response);
       break;
     }
-    default: {
+    case 2: {
       pb::ReplanResponse response;
       Call(&pb::Planner::Stub::Replan, ReplanRequest(in), "Replan", &response);
+      break;
     }
+    default:
+      UploadedProfileTemplates(in);
   }
   return 0;
 }

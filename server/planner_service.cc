@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "core/cost_model.h"
 #include "core/field_path.h"
+#include "core/interrupt.h"
 #include "core/profile.h"
 #include "core/status_macros.h"
 #include "server/call_watch.h"
@@ -28,9 +29,11 @@ namespace {
 
 namespace pb = ::oobleck::planner::v1;
 
-// The profile a LoadProfileRequest describes, before it is stored.
+// The profile a LoadProfileRequest describes, before it is stored. Inline files are parsed
+// polling `interrupt`.
 absl::StatusOr<ModelProfile> ProfileFromRequest(const pb::LoadProfileRequest& request,
-                                                const ConfinedRoot* load_root) {
+                                                const ConfinedRoot* load_root,
+                                                Interrupt* interrupt) {
   if (request.model().empty()) return InvalidField("model", " is required");
   if (request.gpu_type().empty()) return InvalidField("gpu_type", " is required");
   if (request.source_case() == pb::LoadProfileRequest::SOURCE_NOT_SET) {
@@ -64,7 +67,8 @@ absl::StatusOr<ModelProfile> ProfileFromRequest(const pb::LoadProfileRequest& re
       const pb::OobleckProfileFiles& files = request.files();
       ASSIGN_OR_RETURN(profile.layers,
                        ParseOobleckProfile(files.mb_json(), files.allreduce_in_node_json(),
-                                           files.allreduce_across_nodes_json(), "files"));
+                                           files.allreduce_across_nodes_json(), "files",
+                                           "mb<m>.json", interrupt));
       return profile;
     }
     case pb::LoadProfileRequest::kLayers: {
@@ -93,10 +97,16 @@ PlannerService::PlannerService(ProfileCatalog* catalog, TemplateCache* cache, in
       cluster_planner_(&planner_, threads),
       start_time_(std::chrono::steady_clock::now()) {}
 
-grpc::Status PlannerService::LoadProfile(grpc::ServerContext* /*context*/,
+grpc::Status PlannerService::LoadProfile(grpc::ServerContext* context,
                                          const pb::LoadProfileRequest* request,
                                          pb::LoadProfileResponse* response) {
-  absl::StatusOr<ModelProfile> profile = ProfileFromRequest(*request, options_.load_root);
+  // A profile of 2^18 layers takes about a second to parse: the parse polls the call's
+  // deadline, cancellation and the server's shutdown, and nothing is stored after them.
+  const CallWatch watch(context, &shutdown_);
+  Interrupt interrupt(watch.Predicate());
+  absl::StatusOr<ModelProfile> profile =
+      ProfileFromRequest(*request, options_.load_root, &interrupt);
+  if (watch.Stopped()) return watch.Interrupted("loading the profile");
   if (!profile.ok()) return ToGrpcStatus(profile.status());
   if (absl::Status limits = CheckProfileLimits(*profile); !limits.ok()) {
     return ToGrpcStatus(limits);

@@ -4,6 +4,7 @@
 #define OOBLECK_CORE_TEMPLATE_SEARCH_BOTTLENECK_BOUND_H_
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <vector>
 
@@ -77,9 +78,11 @@ class PrefixMaxBound {
       }
       bottleneck = below;
     }
-    for (double c = lo; c < hi; c *= kCoarseGridFactor) caps_.push_back(c);
+    lo = std::max(lo, hi * kLeastGridCapRatio);
+    for (double c = lo; c < hi; c = NextCap(c, kCoarseGridFactor)) caps_.push_back(c);
     if (bottleneck > 0) {
-      for (double c = bottleneck; c < kFineGridSpan * bottleneck && c < hi; c *= kFineGridFactor) {
+      for (double c = bottleneck; c < kFineGridSpan * bottleneck && c < hi;
+           c = NextCap(c, kFineGridFactor)) {
         caps_.push_back(c);
       }
     }
@@ -115,6 +118,13 @@ class PrefixMaxBound {
   }
 
  private:
+  // The grid cap after c: c times `factor`, or the next double when that rounds back to c.
+  // On a subnormal c (a few units in the last place) c * 1.05 == c, and a grid stepped
+  // only by the factor never reached hi and grew without bound; above the subnormals the
+  // product always moves, so the grid is the same.
+  static double NextCap(double c, double factor) {
+    return std::max(c * factor, std::nextafter(c, std::numeric_limits<double>::infinity()));
+  }
   // The farthest layer a stage of g GPUs of type t starting at p can end at within cap.
   int Extend(int t, int g, int p, double cap) const {
     int lo = p, hi = model_.num_layers();

@@ -81,6 +81,7 @@ absl::StatusOr<std::vector<double>> FindIncumbents(const StageCosts& costs,
     if (interrupt.Poll()) return Interrupt::Status("template search");
     LabelSearch<Objective> probe(costs, mixes, objective, kBeamWidth, upper_bounds, prefix_max,
                                  interrupt);
+    if (interrupt.stopped()) return Interrupt::Status("template search");
     for (size_t i = 0; i < mixes.size(); ++i) {
       const double lb = probe.RootLowerBound(mixes[i]);
       if (lb > 0 && std::isfinite(lb)) guesses[i] = lb;
@@ -133,6 +134,7 @@ absl::Status SettleByGuessedRounds(const StageCosts& costs, const std::vector<No
   {
     const std::vector<double> none(mixes.size(), std::numeric_limits<double>::infinity());
     const LabelSearch<Objective> probe(costs, mixes, objective, 0, none, prefix_max, interrupt);
+    if (interrupt.stopped()) return Interrupt::Status("template search");
     for (size_t i = 0; i < mixes.size(); ++i) guesses[i] = probe.RootLowerBound(mixes[i]);
   }
   SearchOptions round_options = options;

@@ -51,7 +51,9 @@ class LabelSearch {
 
   // beam_width > 0 keeps only that many labels per state (a heuristic that yields valid
   // templates, used for incumbents); 0 is exact. upper_bounds[i] (may be +inf) is a time
-  // some template of mixes[i] achieves: the exact search drops what cannot beat it.
+  // some template of mixes[i] achieves: the exact search drops what cannot beat it. The
+  // set-up polls `interrupt`; once it has stopped, only Run (which then returns CANCELLED)
+  // may be called.
   LabelSearch(const StageCosts& costs, const std::vector<NodeMix>& mixes, Objective objective,
               int beam_width, const std::vector<double>& upper_bounds,
               const PrefixMaxBound& prefix_max, Interrupt& interrupt)
@@ -59,7 +61,7 @@ class LabelSearch {
         costs_(costs),
         mixes_(mixes),
         objective_(objective),
-        space_(model_, mixes),
+        space_(model_, mixes, &interrupt),
         prefix_max_(prefix_max),
         prefix_cost_(model_, space_, objective.CommonPrefixCoefficient(), interrupt),
         split_(model_, prefix_cost_, space_,
@@ -82,10 +84,14 @@ class LabelSearch {
         for (int l = 0; l <= L; ++l) compute_prefix_[t][g][l] = model.ComputeMs(t, g, 0, l);
       }
     }
+    if (interrupt.stopped()) return;  // the state space is incomplete
     targets_.assign(space_.num_useful(), {});
     for (size_t i = 0; i < mixes.size(); ++i) {
-      AddTargetMix(mixes[i], i < upper_bounds.size() ? upper_bounds[i]
-                                                     : std::numeric_limits<double>::infinity());
+      if (!AddTargetMix(mixes[i], i < upper_bounds.size()
+                                      ? upper_bounds[i]
+                                      : std::numeric_limits<double>::infinity())) {
+        return;
+      }
     }
   }
 
@@ -99,6 +105,7 @@ class LabelSearch {
 
   absl::StatusOr<std::vector<MixResult>> Run(const SearchOptions& options) {
     if (interrupt_.stopped()) return Interrupt::Status("template search");
+    max_labels_ = options.max_labels;
     const int L = model_.num_layers();
     const int NS = space_.num_node_states();
     const int num_targets = space_.num_useful() * NS;
@@ -116,6 +123,7 @@ class LabelSearch {
         ComputeTarget(a, space_.Code(target / NS), target % NS);
       });
       if (interrupt_.stopped()) return Interrupt::Status("template search");
+      if (over_budget_.load(std::memory_order_relaxed)) return OverBudget(a);
       // After the layer's barrier (the targets above read these lists and labels); each
       // target's are its own, and every read of a front here is a cache miss, so not on one
       // thread.
@@ -149,14 +157,17 @@ class LabelSearch {
 
   // Lists `mix` at every multiset u inside it, with the nodes it leaves for the layers
   // before a state on u and its incumbent: a state serves all the mixes listed at its u.
-  void AddTargetMix(const NodeMix& mix, double upper_bound) {
+  // Up to TemplateSearchLimits::max_mix_entries in all, so polled; false if stopped.
+  bool AddTargetMix(const NodeMix& mix, double upper_bound) {
     const int T = model_.num_types();
     const int code = space_.Encode(mix);
     const TargetMix entry{0, 0, WithSlack(upper_bound), MixSize(mix),
                           std::min(model_.num_layers(), MixGpus(mix))};
     // Every sub-multiset u of the mix, in increasing code order (an odometer on counts).
     std::vector<int> counts(T, 0);
-    for (int u = 0;;) {
+    int u = 0;
+    for (int64_t step = 0;; ++step) {
+      if (step % kBoxWalkPollStride == 0 && interrupt_.Poll()) return false;
       targets_[space_.Dense(u)].push_back(entry);
       targets_[space_.Dense(u)].back().free = code - u;
       targets_[space_.Dense(u)].back().dense_free = space_.Dense(code - u);
@@ -166,7 +177,7 @@ class LabelSearch {
         counts[t] = 0;
         ++t;
       }
-      if (t == T) break;
+      if (t == T) return true;
       ++counts[t];
       u += space_.stride(t);
     }
@@ -216,6 +227,7 @@ class LabelSearch {
   };
 
   void ComputeTarget(int a, int u, int ns) {
+    if (over_budget_.load(std::memory_order_relaxed)) return;
     if (!space_.within(u) || space_.size(u) == 0) return;
     if (a > 0 && ns == 0 && !space_.strictly_within(u)) return;
     if (a == 0 && ns != 0) return;
@@ -262,7 +274,17 @@ class LabelSearch {
     candidates_ += static_cast<int64_t>(candidates.size());
     std::vector<Entry>& front = layer_fronts_[TargetOf(u, ns)];
     Reduce(candidates, front, a);
-    labels_ += static_cast<int64_t>(front.size());
+    if ((labels_ += static_cast<int64_t>(front.size())) > max_labels_) {
+      over_budget_.store(true, std::memory_order_relaxed);
+    }
+  }
+
+  // The pass would hold more than max_labels_ labels (by position a).
+  absl::Status OverBudget(int a) const {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the template search would hold more than ", max_labels_,
+        " labels (the limit of one pass, its memory) by layer ", a, " of ", model_.num_layers(),
+        "; ask for fewer node types or smaller mixes (min_nodes/max_nodes, mixes)"));
   }
 
   // Calls f(source) for every stage size the state (a, u, ns) can place at a, in a fixed
@@ -475,6 +497,8 @@ class LabelSearch {
   int beam_width_;
   int stage_cap_ = INT_MAX;  // most stages a pipeline may have
   std::atomic<int64_t> candidates_{0}, labels_{0};
+  int64_t max_labels_ = kMaxTemplateSearchLabels;  // SearchOptions::max_labels of Run
+  std::atomic<bool> over_budget_{false};           // labels_ passed max_labels_
   std::vector<std::vector<std::vector<double>>>
       compute_prefix_;  // [t][g][l]: ComputeMs(t, g, 0, l)
   std::vector<std::vector<TargetMix>> targets_;  // per multiset u

@@ -17,6 +17,11 @@ inline constexpr double kRelativeSlack = 1e-9;
 inline constexpr double kCoarseGridFactor = 1.05;
 inline constexpr double kFineGridFactor = 1.001;
 inline constexpr double kFineGridSpan = 1.1;
+// The grid starts no lower than this fraction of the whole model's cost: it holds at most
+// log(1e12) / log(kCoarseGridFactor) = 567 coarse caps whatever the profile (valid times
+// span 1e-9 to 1e308 ms). Real profiles span far less, and a grid without its lowest caps
+// still bounds validly (a state reads a lower cap).
+inline constexpr double kLeastGridCapRatio = 1e-12;
 // Bisection steps for the requested mixes' bottleneck (each halves the interval).
 inline constexpr int kBottleneckBisections = 60;
 

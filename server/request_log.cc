@@ -61,6 +61,7 @@ class RequestLogInterceptor final : public grpc::experimental::Interceptor {
   RequestLogInterceptor(grpc::experimental::ServerRpcInfo* info, RequestLog* log,
                         const CallObserver* on_call_end)
       : info_(info),
+        method_(info->method()),
         log_(log),
         on_call_end_(on_call_end),
         start_(std::chrono::steady_clock::now()) {}
@@ -84,7 +85,7 @@ class RequestLogInterceptor final : public grpc::experimental::Interceptor {
       }
       // Before the handler runs, so that it can log progress under the same id.
       if (info_->server_context() != nullptr && request_id_.empty()) {
-        request_id_ = log_->BeginCall(info_->server_context(), this, info_->method(), client_id);
+        request_id_ = log_->BeginCall(info_->server_context(), this, method_, client_id);
       }
     }
     if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
@@ -115,10 +116,10 @@ class RequestLogInterceptor final : public grpc::experimental::Interceptor {
     // A call that ends without a status of ours (client cancelled, deadline) is reported
     // as cancelled.
     const grpc::StatusCode code = status_seen_ ? status_.error_code() : grpc::StatusCode::CANCELLED;
-    if (*on_call_end_) (*on_call_end_)(info_->method(), code, latency_ms / 1000);
+    if (*on_call_end_) (*on_call_end_)(method_, code, latency_ms / 1000);
     if (!log_->log_lines()) return;
     std::string line =
-        absl::StrCat("ts=", NowTimestamp(), " rpc=", info_->method(), " request_id=", RequestId(),
+        absl::StrCat("ts=", NowTimestamp(), " rpc=", method_, " request_id=", RequestId(),
                      " code=", absl::StatusCodeToString(static_cast<absl::StatusCode>(code)),
                      absl::StrFormat(" latency_ms=%.3f", latency_ms));
     if (auto* context = info_->server_context(); context != nullptr) {
@@ -155,6 +156,9 @@ class RequestLogInterceptor final : public grpc::experimental::Interceptor {
   }
 
   grpc::experimental::ServerRpcInfo* info_;
+  // Copied at the start: for a method no service defines, gRPC frees the name it points
+  // to before the call ends (the old code put freed bytes into log lines and labels).
+  const std::string method_;
   RequestLog* log_;
   const CallObserver* on_call_end_;
   const std::chrono::steady_clock::time_point start_;

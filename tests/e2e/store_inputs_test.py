@@ -134,7 +134,7 @@ class StoreInputsTest(unittest.TestCase):
 
     def test_cli_refuses_a_deeply_nested_cluster_file_with_exit_code_1(self):
         with open(os.path.join(self.etcd.dir, "deep-cluster.json"), "w") as f:
-            f.write("[" * 100_000)
+            f.write("[" * 100_000 + "]" * 100_000)  # closed: the old parser built it
         result = run_cli("--server", "127.0.0.1:1", "templates", "--cluster",
                          os.path.join(self.etcd.dir, "deep-cluster.json"))
         self.assertEqual(result.returncode, 1, result.stderr)

@@ -156,16 +156,16 @@ TEST(StoreInputsTest, SixteenGibRequestAfterAnEightyGibOneIsInfeasibleNotACacheH
     ASSERT_TRUE(other.stub->PlanTemplates(&context, small, &fresh).ok());
   }
   ASSERT_EQ(fresh.results_size(), 1);
-  ASSERT_FALSE(fresh.results(0).feasible) << "gpt2-xl must not fit one 16 GiB GPU";
+  ASSERT_FALSE(fresh.results(0).feasible()) << "gpt2-xl must not fit one 16 GiB GPU";
 
   pb::PlanTemplatesResponse first, second;
   grpc::ClientContext first_context, second_context;
   ASSERT_TRUE(served.stub->PlanTemplates(&first_context, big, &first).ok());
-  ASSERT_TRUE(first.results(0).feasible) << "gpt2-xl must fit one 80 GiB GPU";
+  ASSERT_TRUE(first.results(0).feasible()) << "gpt2-xl must fit one 80 GiB GPU";
   ASSERT_TRUE(served.stub->PlanTemplates(&second_context, small, &second).ok());
-  EXPECT_FALSE(second.results(0).cache_hit);
-  EXPECT_FALSE(second.results(0).feasible);
-  EXPECT_EQ(second.results(0).infeasible_reason, fresh.results(0).infeasible_reason);
+  EXPECT_FALSE(second.results(0).cache_hit());
+  EXPECT_FALSE(second.results(0).feasible());
+  EXPECT_EQ(second.results(0).infeasible_reason(), fresh.results(0).infeasible_reason());
 }
 
 // --- item 9: a replica that has not read etcd yet answers UNAVAILABLE --------------------

@@ -233,8 +233,8 @@ class TlsAndTokenTest(unittest.TestCase):
     def test_python_example_with_tls_and_token(self):
         script = os.path.join(e2e_support.ARGS.source_dir, "examples", "python",
                               "plan_templates.py")
-        base = [sys.executable, script, "--server", self.server.address, "--stubs",
-                e2e_support.ARGS.stub_dir, "--nodes", "4", "--cost-model", "oobleck-sosp23",
+        base = [sys.executable, script, "--server", self.server.address,
+                "--nodes", "4", "--cost-model", "oobleck-sosp23",
                 "--microbatches", "0", "--tls-ca", self.cert]
         result = subprocess.run(base + ["--auth-token-file", self.token_file],
                                 capture_output=True, text=True, timeout=RPC_TIMEOUT_S)

@@ -305,7 +305,10 @@ int64_t PriceSteps(double price_per_hour) {
 }
 
 bool OnPriceGrid(double price_per_hour) {
-  return PriceOfSteps(PriceSteps(price_per_hour)) == price_per_hour;
+  // Up to the rounding of a price computed from others (0.45 per GPU x 3 GPUs): the plan's
+  // price is its steps read back, and those are what the budget is compared with.
+  const double steps = price_per_hour * kPriceStepsPerHour;
+  return std::abs(steps - std::round(steps)) <= 1e-6 + 1e-12 * steps;
 }
 
 double PriceOfSteps(int64_t steps) {

@@ -135,7 +135,8 @@ inline constexpr double kPriceStepPerHour = 1.0 / kPriceStepsPerHour;
 inline constexpr double kMaxPricePerHour = 1e6;
 // A price in steps of kPriceStepPerHour (rounded to the nearest step).
 int64_t PriceSteps(double price_per_hour);
-// Whether a price is a whole number of steps: PriceSteps(price) steps read back as price.
+// Whether a price is a whole number of steps, up to the rounding of a double (1e-6 of a step
+// plus 1e-12 of the price).
 bool OnPriceGrid(double price_per_hour);
 // A price of `steps` steps per hour: the double nearest steps / kPriceStepsPerHour.
 double PriceOfSteps(int64_t steps);

@@ -183,7 +183,9 @@ TEST(PlanBudgetTest, BudgetStepsCompareExactly) {
   EXPECT_TRUE(OnPriceGrid(2.4801));
   EXPECT_TRUE(OnPriceGrid(1e6));
   EXPECT_FALSE(OnPriceGrid(4e-05));
-  EXPECT_FALSE(OnPriceGrid(0.1 + 0.2));
+  EXPECT_TRUE(OnPriceGrid(0.45 * 3));  // rounded, not between steps
+  EXPECT_FALSE(OnPriceGrid(0.00015));
+  EXPECT_FALSE(OnPriceGrid(1.00005));
 }
 
 // Prices on the grid of very different magnitudes, budgets at, just below, between and
@@ -204,13 +206,12 @@ TEST(PlanBudgetTest, RandomPricesAndBudgetsNeverExceedTheBudget) {
     int64_t all_steps = 0;
     for (int t = 0; t < T; ++t) {
       const int64_t steps = pick(1, 9) * static_cast<int64_t>(std::pow(10, pick(0, 9)));
-      options.price_per_hour.push_back(PriceOfSteps(steps));
+      options.price_per_hour.push_back(static_cast<double>(steps) / 1e4);
       all_steps += steps * inst.available[t];
     }
     const int64_t steps = pick(0, all_steps);
-    const double budgets[] = {PriceOfSteps(steps), std::nextafter(PriceOfSteps(steps), 0.0),
-                              (steps + 0.5) / kPriceStepsPerHour,
-                              PriceOfSteps(steps) * (1 + 1e-12)};
+    const double at = static_cast<double>(steps) / 1e4;  // a whole number of 0.0001 steps
+    const double budgets[] = {at, std::nextafter(at, 0.0), (steps + 0.5) / 1e4, at * (1 + 1e-12)};
     options.budget_per_hour = budgets[seed % 4];
     if (!(options.budget_per_hour > 0)) continue;
     options.objective = seed % 3 == 0 ? PlanObjective::kCost : PlanObjective::kTime;

@@ -68,9 +68,12 @@ absl::Status CheckModelCosts(const PlanningProblem& problem, int t, const WholeM
   const NodeType& type = problem.node_types[t];
   auto beyond = [&](const std::string& what, double value) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "node type %d (%s): %s is %g ms, more than the limit of %g ms; check its profile's "
-        "layer times and all-reduce tables, derive.relative_speed and the bandwidths",
-        t, type.name, what, value, kMaxModelTimeMs));
+        "node type %d (%s): %s %s; check its profile's layer times and all-reduce tables, "
+        "derive.relative_speed and the bandwidths",
+        t, type.name, what,
+        std::isfinite(value) ? absl::StrFormat("is %g ms, more than the limit of %g ms", value,
+                                               kMaxModelTimeMs)
+                             : std::string("overflows to infinity")));
   };
   if (!(c.max_forward_ms + c.max_backward_ms <= kMaxModelTimeMs)) {  // also inf, NaN
     return beyond("the whole model's compute time", c.max_forward_ms + c.max_backward_ms);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -47,33 +48,82 @@ std::string PlanningProblem::CacheKey() const {
 
 namespace {
 
-// Every cost the model can form is finite: the whole model's compute on every stage size
-// (a tiny relative speed divides it up to inf), its memory, and the largest boundary
-// transfer over each link (a tiny bandwidth). An overflow is the input's fault, named here,
-// never a false "infeasible" reason later.
-absl::Status CheckFiniteCosts(const PlanningProblem& problem, int t, double whole_forward_ms, double whole_backward_ms,
-                              double whole_param_bytes, double largest_boundary_bytes) {
+// Every time the model can form stays within [kMinModelComputeMs, kMaxModelTimeMs]
+// (docs/ERRORS.md#limits): then every figure an answer carries (iteration times over up to
+// kMaxGlobalBatch micro-batches, all-reduces, speed-ups) is finite and > 0. About 31
+// years; a picosecond.
+constexpr double kMaxModelTimeMs = 1e12;
+constexpr double kMinModelComputeMs = 1e-9;
+
+// The whole model's compute on every stage size (a tiny relative speed divides it up past
+// the bound), its memory, and the largest boundary transfer over each link (a tiny
+// bandwidth) are in range. An overflow is the input's fault, named here, never a false
+// "infeasible" reason or an infinite time later.
+struct WholeModelCosts {
+  double min_compute_ms = 0;  // forward + backward, over the stage sizes: the least
+  double max_forward_ms = 0;  // and the largest of each
+  double max_backward_ms = 0;
+  double param_bytes = 0;
+  double largest_boundary_bytes = 0;
+  double across_allreduce_ms = 0;  // the layers' largest allreduce_across_nodes_ms, summed
+};
+
+absl::Status CheckModelCosts(const PlanningProblem& problem, int t, const WholeModelCosts& c) {
   const NodeType& type = problem.node_types[t];
-  auto overflow = [&](const std::string& what) {
+  auto beyond = [&](const std::string& what, double value) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "node type %d (%s): %s overflows to infinity; check its profile's layer times, "
+        "node type %d (%s): %s %s; check its profile's layer times and all-reduce tables, "
         "derive.relative_speed and the bandwidths",
-        t, type.name, what));
+        t, type.name, what,
+        std::isfinite(value) ? absl::StrFormat("is %g ms, more than the limit of %g ms", value,
+                                               kMaxModelTimeMs)
+                             : std::string("overflows to infinity")));
   };
-  if (!std::isfinite(whole_forward_ms) || !std::isfinite(whole_backward_ms)) {
-    return overflow("the whole model's compute time");
+  if (!(c.max_forward_ms + c.max_backward_ms <= kMaxModelTimeMs)) {  // also inf, NaN
+    return beyond("the whole model's compute time", c.max_forward_ms + c.max_backward_ms);
   }
-  if (!std::isfinite(whole_param_bytes * (1 + problem.optimizer_state_multiplier))) {
-    return overflow("the model's parameter memory times optimizer_state_multiplier");
+  if (!(c.min_compute_ms >= kMinModelComputeMs)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "node type %d (%s): the whole model's compute time is %g ms, less than %g ms (every "
+        "plan would take no time); check its profile's forward_ms and backward_ms and "
+        "derive.relative_speed",
+        t, type.name, c.min_compute_ms, kMinModelComputeMs));
   }
-  if (!std::isfinite(largest_boundary_bytes / type.intra_node_bytes_per_s * 1e3)) {
-    return overflow("a layer's output transfer time at intra_node_bytes_per_s");
+  if (!std::isfinite(c.param_bytes * (1 + problem.optimizer_state_multiplier))) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "node type %d (%s): the model's parameter memory times optimizer_state_multiplier "
+        "overflows to infinity",
+        t, type.name));
   }
-  if (problem.cost_model == CostModelKind::kOneFOneB &&
-      !std::isfinite(largest_boundary_bytes / problem.inter_node_bytes_per_s * 1e3)) {
-    return overflow("a layer's output transfer time at inter_node_bytes_per_s");
+  if (!(c.across_allreduce_ms <= kMaxModelTimeMs)) {
+    return beyond("the sum of the layers' allreduce_across_nodes_ms", c.across_allreduce_ms);
+  }
+  const double intra_ms = c.largest_boundary_bytes / type.intra_node_bytes_per_s * 1e3;
+  if (!(intra_ms <= kMaxModelTimeMs)) {
+    return beyond("a layer's output transfer at intra_node_bytes_per_s", intra_ms);
+  }
+  const double inter = problem.inter_node_bytes_per_s;
+  const double inter_ms = c.largest_boundary_bytes / inter * 1e3;
+  if (problem.cost_model == CostModelKind::kOneFOneB && !(inter_ms <= kMaxModelTimeMs)) {
+    return beyond("a layer's output transfer at inter_node_bytes_per_s", inter_ms);
+  }
+  // The ring estimate of the all-reduce across pipelines (where none is measured).
+  const double ring_ms = 2 * c.param_bytes / inter * 1e3;
+  if (inter > 0 && !(ring_ms <= kMaxModelTimeMs)) {
+    return beyond("the ring all-reduce of its parameters at inter_node_bytes_per_s", ring_ms);
   }
   return absl::OkStatus();
+}
+
+// The layers' largest allreduce_across_nodes_ms (over P), summed.
+double AcrossAllreduceMs(const ModelProfile& profile) {
+  double sum = 0;
+  for (const LayerProfile& layer : profile.layers) {
+    double largest = 0;
+    for (const auto& [P, ms] : layer.allreduce_across_nodes_ms) largest = std::max(largest, ms);
+    sum += largest;
+  }
+  return sum;
 }
 
 }  // namespace
@@ -84,13 +134,18 @@ absl::Status CostModel::CheckFinite(const PlanningProblem& problem, const CostMo
   for (double b : model.boundary_bytes_) largest_boundary = std::max(largest_boundary, b);
   for (size_t t = 0; t < model.types_.size(); ++t) {
     const TypeTables& tables = model.types_[t];
-    double forward = 0, backward = 0;
+    WholeModelCosts c;
+    c.min_compute_ms = std::numeric_limits<double>::infinity();
     for (size_t i = 0; i < tables.sizes.size(); ++i) {
-      forward = std::max(forward, tables.forward_prefix[i][L]);
-      backward = std::max(backward, tables.backward_prefix[i][L]);
+      const double forward = tables.forward_prefix[i][L], backward = tables.backward_prefix[i][L];
+      c.max_forward_ms = std::max(c.max_forward_ms, forward);
+      c.max_backward_ms = std::max(c.max_backward_ms, backward);
+      c.min_compute_ms = std::min(c.min_compute_ms, forward + backward);
     }
-    RETURN_IF_ERROR(CheckFiniteCosts(problem, static_cast<int>(t), forward, backward,
-                                     tables.param_prefix[L], largest_boundary));
+    c.param_bytes = tables.param_prefix[L];
+    c.largest_boundary_bytes = largest_boundary;
+    c.across_allreduce_ms = AcrossAllreduceMs(*problem.profiles[t]);
+    RETURN_IF_ERROR(CheckModelCosts(problem, static_cast<int>(t), c));
   }
   return absl::OkStatus();
 }

@@ -90,6 +90,13 @@ DataParallelEstimate DataParallel(const CostModel& model, const TemplateSet& set
   for (int i = 0; i < N; ++i) {
     makespan = std::max(makespan, model.PipelineTimeMs(*loads[i].stage_costs, (*split)[i]));
   }
+  if (!std::isfinite(makespan + allreduce_ms[N])) {  // no all-reduce across N: see CheckPlanTimes
+    out.unavailable = absl::StrFormat(
+        "the all-reduce across %d nodes is infinite (no allreduce_across_nodes_ms for %d and "
+        "cluster.inter_node_bytes_per_s = 0)",
+        N, N);
+    return out;
+  }
   out.ms = makespan + allreduce_ms[N];
   return out;
 }
@@ -239,6 +246,15 @@ absl::Status ValidatePlanPrices(const CostModel& model, const PlanOptions& optio
           absl::StrFormat("cluster.node_types[%d].price_per_hour", t),
           absl::StrFormat(" must be in [0, %g] (got %s)", kMaxPricePerHour, ShowNumber(price)));
     }
+    // Plans are compared with budgets in steps: a price between steps would be rounded, and
+    // a plan could cost more than its budget.
+    if (!OnPriceGrid(price)) {
+      return InvalidField(
+          absl::StrFormat("cluster.node_types[%d].price_per_hour", t),
+          absl::StrFormat(" must be a multiple of %g per hour, the step prices are compared in "
+                          "(got %s)",
+                          kPriceStepPerHour, ShowNumber(price)));
+    }
   }
   if (!(options.budget_per_hour >= 0 && std::isfinite(options.budget_per_hour))) {
     return InvalidField("budget_per_hour",
@@ -273,22 +289,52 @@ std::string_view PlanObjectiveName(PlanObjective objective) {
   return objective == PlanObjective::kCost ? "cost" : "time";
 }
 
+absl::Status CheckPlanTimes(const ClusterPlan& plan) {
+  const double t = plan.iteration_time_ms;
+  if (std::isfinite(t) && t > 0) return absl::OkStatus();
+  const size_t P = plan.pipelines.size();
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "the plan of %d pipelines has no finite iteration time > 0 (pipelines %g ms + all-reduce "
+      "across them %g ms): measure the profiles' allreduce_across_nodes_ms for %d pipelines "
+      "or set cluster.inter_node_bytes_per_s > 0",
+      P, plan.pipeline_time_ms, plan.allreduce_ms, P));
+}
+
 int64_t PriceSteps(double price_per_hour) {
-  return static_cast<int64_t>(std::llround(price_per_hour / kPriceStepPerHour));
+  return static_cast<int64_t>(std::llround(price_per_hour * kPriceStepsPerHour));
+}
+
+bool OnPriceGrid(double price_per_hour) {
+  // Up to the rounding of a price computed from others (0.45 per GPU x 3 GPUs): the plan's
+  // price is its steps read back, and those are what the budget is compared with.
+  const double steps = price_per_hour * kPriceStepsPerHour;
+  return std::abs(steps - std::round(steps)) <= 1e-6 + 1e-12 * steps;
+}
+
+double PriceOfSteps(int64_t steps) {
+  return static_cast<double>(steps) / static_cast<double>(kPriceStepsPerHour);
+}
+
+int64_t BudgetSteps(double budget_per_hour) {
+  int64_t steps = static_cast<int64_t>(std::floor(budget_per_hour * kPriceStepsPerHour));
+  // (The product rounds; step to the exact boundary of the comparison the answer makes.)
+  while (steps > 0 && PriceOfSteps(steps) > budget_per_hour) --steps;
+  while (PriceOfSteps(steps + 1) <= budget_per_hour) ++steps;
+  return steps;
 }
 
 double PlanPricePerHour(const ClusterPlan& plan, const std::vector<ClusterNode>& nodes,
                         const std::vector<double>& price_per_hour) {
   if (price_per_hour.empty()) return 0;
   const NodeIndex index = IndexNodes(nodes);
-  double price = 0;
+  int64_t steps = 0;
   for (const PlannedPipeline& p : plan.pipelines) {
     for (const std::string& id : p.node_ids) {
       auto it = index.find(id);
-      if (it != index.end()) price += price_per_hour[nodes[it->second].type];
+      if (it != index.end()) steps += PriceSteps(price_per_hour[nodes[it->second].type]);
     }
   }
-  return price;
+  return PriceOfSteps(steps);
 }
 
 absl::StatusOr<PipelineSizeLimits> ResolveLimits(const PipelineSizeLimits& limits,
@@ -571,9 +617,9 @@ PipelineSetProblem FreshPlanProblem(const CostModel& model, const NodeMix& count
   // (A budget above every node's price together is no constraint; the cap keeps the
   // steps in range.)
   if (options.budget_per_hour > 0) {
-    problem.max_price_steps =
-        PriceSteps(std::min(options.budget_per_hour, kMaxPricePerHour * (kMaxClusterNodes + 1)));
     problem.budget_per_hour = options.budget_per_hour;
+    problem.max_price_steps =
+        BudgetSteps(std::min(options.budget_per_hour, kMaxPricePerHour * (kMaxClusterNodes + 1)));
   }
   return problem;
 }
@@ -673,6 +719,7 @@ absl::StatusOr<ClusterPlan> EvaluatePlanOnValidNodes(
                           ? allreduce_ms[P]
                           : CrossPipelineAllreduceMs(model, static_cast<int>(P))[P];
   plan.iteration_time_ms = plan.pipeline_time_ms + plan.allreduce_ms;
+  RETURN_IF_ERROR(CheckPlanTimes(plan));
   ListIdleNodes(nodes, placed, &plan);
   if (placement != nullptr) *placement = std::move(placed);
   return plan;
@@ -719,6 +766,10 @@ absl::StatusOr<PlanResult> ClusterPlanner::Plan(const CostModel& model,
       out.plan = BindFreshPlan(model, nodes, shapes, *solution, out.global_batch, type_reasons,
                                options);
       out.optimality_gap = solution->optimality_gap;
+      if (absl::Status times = CheckPlanTimes(out.plan); !times.ok()) {
+        out.status = std::move(times);
+        out.plan = ClusterPlan();
+      }
     }
     DataParallelEstimate dp =
         DataParallel(model, set, nodes, counts, allreduce_ms, out.global_batch);

@@ -125,14 +125,24 @@ enum class PlanObjective {
 absl::StatusOr<PlanObjective> ParsePlanObjective(std::string_view name);
 std::string_view PlanObjectiveName(PlanObjective objective);
 
-// Prices are compared in steps of this much per hour (each node type's price is rounded to
-// it), so that the integer programs minimise an integer; ClusterPlan::price_per_hour sums
-// the prices as given.
-inline constexpr double kPriceStepPerHour = 1e-4;
+// Prices are compared in steps of this much per hour, so that the integer programs
+// minimise an integer. Every node type's price must be a whole number of steps
+// (ValidatePlanPrices): then the steps are exact, a budget is compared exactly (BudgetSteps)
+// and ClusterPlan::price_per_hour (steps / kPriceStepsPerHour) never exceeds it.
+inline constexpr int64_t kPriceStepsPerHour = 10000;
+inline constexpr double kPriceStepPerHour = 1.0 / kPriceStepsPerHour;
 // The largest price_per_hour of one node (keeps every sum of prices exact in a double).
 inline constexpr double kMaxPricePerHour = 1e6;
-// A price in steps of kPriceStepPerHour.
+// A price in steps of kPriceStepPerHour (rounded to the nearest step).
 int64_t PriceSteps(double price_per_hour);
+// Whether a price is a whole number of steps, up to the rounding of a double (1e-6 of a step
+// plus 1e-12 of the price).
+bool OnPriceGrid(double price_per_hour);
+// A price of `steps` steps per hour: the double nearest steps / kPriceStepsPerHour.
+double PriceOfSteps(int64_t steps);
+// The most steps whose price (PriceOfSteps) is at most `budget_per_hour` (finite, >= 0):
+// a plan of prices on the grid is within the budget exactly when its steps are.
+int64_t BudgetSteps(double budget_per_hour);
 
 struct PlanOptions {
   PipelineSizeLimits limits;
@@ -179,12 +189,20 @@ void StageCosts(const PipelineTemplate& tmpl, std::vector<double>* costs);
 absl::StatusOr<ClusterPlan> EvaluatePlan(const CostModel& model,
                                          const std::vector<ClusterNode>& nodes, ClusterPlan plan);
 
-// Prices in [0, kMaxPricePerHour] (one per node type, or none), a finite budget >= 0,
-// prices > 0 for kCost and prices for a budget; errors name the request's fields.
+// Prices in [0, kMaxPricePerHour] on the price grid (one per node type, or none), a finite
+// budget >= 0, prices > 0 for kCost and prices for a budget; errors name the request's fields.
 absl::Status ValidatePlanPrices(const CostModel& model, const PlanOptions& options);
-// Sum of price_per_hour[type] over the nodes of the plan's pipelines (0 without prices).
+// Sum of price_per_hour[type] over the nodes of the plan's pipelines (0 without prices), in
+// steps (prices on the grid: ValidatePlanPrices), read back by PriceOfSteps.
 double PlanPricePerHour(const ClusterPlan& plan, const std::vector<ClusterNode>& nodes,
                         const std::vector<double>& price_per_hour);
+
+// OK when the plan's iteration time is finite and > 0, what every answer carries
+// (docs/ERRORS.md). The cost model's bounds (CostModel::CheckFinite) keep compute and
+// measured all-reduces in range; an all-reduce across pipelines with neither a measurement
+// nor a bandwidth (oobleck-sosp23, inter_node_bytes_per_s = 0) is infinite:
+// FAILED_PRECONDITION naming the fields.
+absl::Status CheckPlanTimes(const ClusterPlan& plan);
 
 // id -> index into a node list whose ids are unique (views into that list).
 using NodeIndex = absl::flat_hash_map<std::string_view, int>;
@@ -321,7 +339,7 @@ struct PipelineSetProblem {
   PlanObjective objective = PlanObjective::kTime;
   std::vector<int64_t> type_price_steps{};
   int64_t max_price_steps = -1;
-  // The budget as given (max_price_steps rounds it), for messages.
+  // The budget as the request gave it (for messages; max_price_steps rounds it down).
   double budget_per_hour = 0;
   // Makespans the kCost search may evaluate (each one or a few integer programs); past
   // it the search keeps its best plan and reports the gap it can prove.
@@ -345,9 +363,11 @@ struct PipelineSetSolution {
 // kNodeCountDp is asked for a table beyond its bound; CANCELLED.
 absl::StatusOr<PipelineSetSolution> SolvePipelineSet(const PipelineSetProblem& problem);
 
-// The most pipelines (fixed + chosen, min_pipelines ignored) of any solution of `problem`,
-// capped at `at_most` (the table is that wide); 0 when it has none. One table fill at the
-// largest useful makespan.
+// The most pipelines (fixed + chosen, min_pipelines and prices ignored) of any solution of
+// `problem`, capped at `at_most`; 0 when it has none. Exact, at the largest useful makespan,
+// by problem.method: the node-count DP (one table fill; kAuto where its table is small) or
+// integer programs "at least p pipelines" (one where at_most is reached, else a bisection);
+// RESOURCE_EXHAUSTED when one stops at max_ilp_nodes undecided.
 absl::StatusOr<int> MaxPipelineCount(const PipelineSetProblem& problem, int at_most);
 
 // Indices into solution.chosen, larger pipelines first, then by mix (the order plans list

@@ -252,6 +252,14 @@ absl::Status ValidateProfile(const ModelProfile& profile) {
       }
     }
   }
+  // A model that takes no time would plan to an iteration time of 0 (and an infinite
+  // speed-up): some layer must compute.
+  if (!(sums[0] + sums[1] > 0)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "profile %s: every layer's forward_ms and backward_ms is 0; a profile needs the time "
+        "its layers compute",
+        name));
+  }
   return absl::OkStatus();
 }
 

@@ -460,6 +460,7 @@ absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostMod
   {
     CandidateRound round(planner, ctx, options, &result);
     RETURN_IF_ERROR(round.Run());
+    RETURN_IF_ERROR(CheckPlanTimes(result.plan));
   }  // the drafts that point into ctx.old, and the ids of ctx.survivors, are done with
   result.nodes = std::move(ctx.survivors);
   result.old_plan = std::move(ctx.old);
@@ -479,6 +480,7 @@ absl::StatusOr<ClusterPlan> OobleckFallbackPlan(
   ClusterPlan plan;
   std::vector<LayerCopy> copies;
   Materialize(ctx, c, std::vector<std::string>(model.num_types()), &plan, &copies);
+  RETURN_IF_ERROR(CheckPlanTimes(plan));
   return plan;
 }
 

@@ -100,7 +100,7 @@ def templates_body(e, types, count, max_nodes, runaway=(0,), **kw):
 
 def templates(types, count, max_nodes, **kw):
     e = Encoder()
-    e.int_in_range(0, 3, 0)
+    e.int_in_range(0, 6, 0)
     templates_body(e, types, count, max_nodes, **kw)
     e.boolean(False)                 # no second request
     return e.data()
@@ -113,7 +113,7 @@ def colliding_templates():
     {t0:<1e308 fields>|t1: 1e9 bytes}, {t1: 1e9 bytes}. The second's one-node mix (1, 0) is
     infeasible, but such a key served it the first one's feasible template."""
     e = Encoder()
-    e.int_in_range(0, 3, 0)
+    e.int_in_range(0, 6, 0)
     templates_body(e, 2, 1, 1, inter_node=1e9, memory=[1e308, 1e9],
                    names=[None, [":", FIELDS_1E9, "|", "t1"]])
     e.boolean(True)                  # a second request
@@ -126,7 +126,7 @@ def uploaded_profile(layers, forward, backward, types, count, max_nodes):
     """UploadedProfileTemplates: `layers` layers of these times, then templates of
     `types` node types that all use the uploaded profile."""
     e = Encoder()
-    e.int_in_range(0, 3, 3)
+    e.int_in_range(0, 6, 3)
     e.int_in_range(1, 8, layers)
     for _ in range(layers):
         e.special(forward)
@@ -141,7 +141,7 @@ def uploaded_profile(layers, forward, backward, types, count, max_nodes):
 
 def plan(types, count, max_nodes, **kw):
     e = Encoder()
-    e.int_in_range(0, 3, 1)
+    e.int_in_range(0, 6, 1)
     job(e, types, count, **kw)
     e.int_in_range(0, 3, 1)          # one global batch size
     e.int_in_range(-1, 5000, 64)
@@ -153,7 +153,7 @@ def plan(types, count, max_nodes, **kw):
 
 def replan_stage_elsewhere():
     e = Encoder()
-    e.int_in_range(0, 3, 2)
+    e.int_in_range(0, 6, 2)
     e.int_in_range(0, 5, 1)          # one failure
     e.boolean(True)                  # of a node in the plan
     e.int_in_range(0, 3, 0)
@@ -175,6 +175,84 @@ FIELDS_1E9 = f"1:0x1.dcd65p+29:0x1.2a05f2p+33:{FINGERPRINT}"
 PIECES = ["|", ":", "#", ",", "=", "|mix=", "1", "8", "0x1p+34", "0x1.4p+36", "-", "x", "y",
           "t0", "t1", "3#", "|1#t", "%", "+mb1", FIELDS_1E308, FIELDS_1E9]
 
+
+# ---- The shapes with properties of their own (answers with impossible values, budgets,
+# the f-guarantee's count): their decisions in the fuzzer's order. ----
+MAGNITUDE = {0: 0, 1e-300: 1, 1e-12: 2, 1e-3: 3, 1: 4, 1e3: 5, 1e12: 6, 1e15: 7, 1e307: 8,
+             1e308: 9}
+PRICE = {0: 0, 4e-05: 1, 1e-4: 2, 0.0003: 3, "0.1+0.2": 4, 1.0: 5, 2.4801: 6, 1e6: 7, 5e-05: 8}
+INTER_NODE = {1e9: 0, 0: 1, 5e-324: 2, 1e308: 3}
+
+
+def magnitude(e, value):
+    e.boolean(False)
+    e.int_in_range(0, 9, MAGNITUDE[value])
+
+
+def price(e, value):
+    e.boolean(False)
+    e.int_in_range(0, 8, PRICE[value])
+
+
+def extreme_profile(layers, fault_tolerance=0, cost_model=0, inter_node=1e9, count=2,
+                    all_zero=False):
+    """layers: (forward, backward, param, activation, across or None) per layer."""
+    e = Encoder()
+    e.int_in_range(0, 6, 4)
+    e.int_in_range(0, 3, 0)          # gpu_type fz0
+    e.int_in_range(1, 4, len(layers))
+    e.boolean(all_zero)
+    for forward, backward, params, activations, across in layers:
+        if not all_zero:
+            for value in (forward, backward, params, activations):
+                magnitude(e, value)
+        e.boolean(across is not None)
+        if across is not None:
+            magnitude(e, across)
+    e.int_in_range(0, 1, cost_model)  # 1f1b, oobleck-sosp23
+    e.int_in_range(1, 8, 4)          # microbatches
+    e.int_in_range(0, 2, fault_tolerance)
+    e.int_in_range(1, 64, 8)         # global batch
+    e.int_in_range(0, 3, INTER_NODE[inter_node])
+    e.int_in_range(1, 2, 1)          # one node type
+    e.int_in_range(1, 2, 1)          # of one GPU
+    e.boolean(False)                 # 24e9 bytes
+    e.int_in_range(1, 3, count)
+    return e.data()
+
+
+def budget_plan(prices, budget_mode, budget, objective_cost=False):
+    e = Encoder()
+    e.int_in_range(0, 6, 5)
+    e.boolean(objective_cost)
+    e.int_in_range(1, 64, 8)         # global batch
+    e.int_in_range(1, 2, 1)          # one-node pipelines
+    e.int_in_range(1, 3, len(prices))
+    for p in prices:
+        e.int_in_range(1, 2, 1)      # gpus_per_node
+        e.int_in_range(1, 3, 2)      # count
+        price(e, p)
+    e.int_in_range(0, 3, budget_mode)
+    if budget_mode == 0:
+        price(e, budget)
+    elif budget_mode == 1:
+        e.int_in_range(1, 4, budget)  # quarters of every node's price, one ulp below
+    else:
+        e.int_in_range(0, 1000000, budget)  # budget + 0.5 price steps
+    return e.data()
+
+
+def many_type_replan(types, per_type, fault_tolerance=1, max_nodes=2):
+    e = Encoder()
+    e.int_in_range(0, 6, 6)
+    e.int_in_range(1, 2, fault_tolerance)
+    e.boolean(True)                  # global batch 128
+    e.int_in_range(1, 2, max_nodes)
+    e.int_in_range(2, 8, types)
+    e.int_in_range(1, 6, per_type)
+    return e.data()                  # (the failed pipeline: the input's end picks 0)
+
+
 SEEDS = {
     "row1-32-types": templates(32, 1, 1),
     "row1-64-types": templates(64, 1, 1),
@@ -194,6 +272,22 @@ SEEDS = {
     "hr3-64-one-node-types-min-max": templates(64, 1, 0, runaway=(1,)),
     "hr3-256-one-node-types-min-max": templates(256, 1, 0, runaway=(1,)),
     "hr3-2-types-of-2-19-nodes-min-max": templates(2, 1, 0, runaway=(2,)),
+    "answer-layers-1e307": extreme_profile([(1e307, 1, 1e3, 1e3, None)] * 2),
+    "answer-allreduce-across-1e308": extreme_profile([(1, 1, 1e3, 1e3, 1e308)] * 2,
+                                                     fault_tolerance=1),
+    "answer-all-zero-profile": extreme_profile([(0, 0, 0, 0, None)] * 3, all_zero=True),
+    "answer-tiny-layer-times": extreme_profile([(1e-300, 1e-300, 1, 1, 1e-12)] * 4,
+                                               fault_tolerance=1),
+    "answer-sosp23-no-bandwidth-f1": extreme_profile([(1, 1, 1e3, 1e3, None)] * 2,
+                                                     fault_tolerance=1, cost_model=1,
+                                                     inter_node=0),
+    "budget-price-4e-05-budget-4e-05": budget_plan([4e-05, 1.0], 0, 4e-05),
+    "budget-price-4e-05-budget-5e-05": budget_plan([4e-05, 1.0], 0, 5e-05),
+    "budget-half-step": budget_plan([0.0003, 1.0], 2, 3),
+    "budget-ulp-below-half-of-all": budget_plan([0.0003, 2.4801, 1e6], 1, 2,
+                                                objective_cost=True),
+    "replan-8x4-f1": many_type_replan(8, 4),
+    "replan-4x6-f2": many_type_replan(4, 6, fault_tolerance=2),
 }
 
 if __name__ == "__main__":

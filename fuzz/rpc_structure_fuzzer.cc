@@ -9,7 +9,12 @@
 // Node-type names are sometimes built of the separators a cache key could be made of
 // ('|', ':', '#', ',', hex floats, ...), and every template answered from the cache is
 // compared with a fresh answer of a service that caches nothing: a key shared by two
-// different clusters would serve one the other's template.
+// different clusters would serve one the other's template. Shapes with properties of their
+// own: profiles of subnormal layer times and runaway mix sizes (answered within the
+// deadline); profiles of extreme magnitudes (an OK answer's times and speed-ups are finite
+// and > 0), prices and budgets near the price steps (no plan over budget), Replan of
+// many-type clusters with f >= 1 (no RESOURCE_EXHAUSTED where a fresh Plan of the
+// survivors works).
 #include <fuzzer/FuzzedDataProvider.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/grpcpp.h>
@@ -27,6 +32,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "core/profile.h"
 #include "core/profile_catalog.h"
 #include "core/template_planner.h"
@@ -326,14 +332,18 @@ double CpuMs() {
          usage.ru_stime.tv_sec * 1e3 + usage.ru_stime.tv_usec / 1e3;
 }
 
+// One call, checked as the header says; its status, and the response in *out when given.
 template <typename Request, typename Response>
-grpc::Status Call(grpc::Status (pb::Planner::Stub::*method)(grpc::ClientContext*, const Request&,
-                                                            Response*),
-                  const Request& request, const char* name, Response* response) {
+grpc::Status Call(grpc::Status (pb::Planner::Stub::*method)(grpc::ClientContext*,
+                                                            const Request&, Response*),
+                  const Request& request, const char* name, Response* out = nullptr,
+                  std::chrono::milliseconds deadline = kDeadline) {
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + kDeadline);
+  context.set_deadline(std::chrono::system_clock::now() + deadline);
+  Response local;
+  Response& response = out != nullptr ? *out : local;
   const auto start = Clock::now();
-  const grpc::Status status = (Get().stub.get()->*method)(&context, request, response);
+  const grpc::Status status = (Get().stub.get()->*method)(&context, request, &response);
   const auto took = Clock::now() - start;
   // A finding names the request it was given, so it can be replayed with grpcurl too.
   const auto fail = [&request] {
@@ -345,11 +355,11 @@ grpc::Status Call(grpc::Status (pb::Planner::Stub::*method)(grpc::ClientContext*
                  status.error_message().c_str());
     fail();
   }
-  if (took > kDeadline + kLateness) {
+  if (took > deadline + kLateness) {
     std::fprintf(stderr, "%s took %lld ms against a %lld ms deadline\n", name,
                  static_cast<long long>(
                      std::chrono::duration_cast<std::chrono::milliseconds>(took).count()),
-                 static_cast<long long>(kDeadline.count()));
+                 static_cast<long long>(deadline.count()));
     fail();
   }
   if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
@@ -393,6 +403,34 @@ void CheckCacheHits(const pb::PlanTemplatesRequest& request,
                    a.infeasible_reason().c_str(), b.infeasible_reason().c_str(),
                    request.ShortDebugString().c_str());
       std::abort();
+// ---- Shapes of answers with impossible values and of the f-guarantee's count (docs/
+// ERRORS.md: an OK answer never has a non-finite or zero iteration time or speed-up, a
+// plan never costs more than budget_per_hour, and Replan of one failure with f >= 1 does
+// not answer RESOURCE_EXHAUSTED where a fresh Plan of the survivors works). ----
+
+[[noreturn]] void Finding(const std::string& what, const google::protobuf::Message& request) {
+  std::fprintf(stderr, "%s\nrequest: %s\n", what.c_str(), request.ShortDebugString().c_str());
+  std::abort();
+}
+
+// Times and sizes across the magnitudes a double holds (0, tiny, huge), or any double.
+double Magnitude(FuzzedDataProvider& in) {
+  static const double kValues[] = {0, 1e-300, 1e-12, 1e-3, 1, 1e3, 1e12, 1e15, 1e307, 1e308};
+  if (in.ConsumeBool()) return in.ConsumeFloatingPoint<double>();
+  return kValues[in.ConsumeIntegralInRange<size_t>(0, 9)];
+}
+
+// Every size of an OK Plan answer: finite times > 0, a finite speed-up >= 0 (0: n/a).
+void CheckFiniteAnswer(const pb::PlanRequest& request, const pb::PlanResponse& response) {
+  for (const pb::BatchSizePlan& size : response.sweep()) {
+    if (!size.feasible()) continue;
+    const double t = size.plan().iteration_time_ms();
+    if (!(std::isfinite(t) && t > 0)) Finding(absl::StrCat("iteration_time_ms = ", t), request);
+    if (!(std::isfinite(size.speedup()) && size.speedup() >= 0)) {
+      Finding(absl::StrCat("speedup = ", size.speedup()), request);
+    }
+    if (!std::isfinite(size.data_parallel_iteration_time_ms())) {
+      Finding("data_parallel_iteration_time_ms is not finite", request);
     }
   }
 }
@@ -428,13 +466,167 @@ void UploadedProfileTemplates(FuzzedDataProvider& in) {
     if (in.ConsumeBool()) type.set_gpu_type("uploaded");
   }
   Call(&pb::Planner::Stub::PlanTemplates, request, "PlanTemplates");
+// A profile of extreme layer times, sizes and all-reduce tables (or all zeros), loaded
+// under a fuzz GPU type, then planned on 1-2 node types of it.
+void ExtremeProfilePlan(FuzzedDataProvider& in) {
+  pb::LoadProfileRequest load;
+  load.set_model("fz-model");
+  load.set_gpu_type(absl::StrCat("fz", in.ConsumeIntegralInRange(0, 3)));
+  load.set_microbatch_size(1);
+  load.set_replace(true);
+  const int layers = in.ConsumeIntegralInRange(1, 4);
+  const bool all_zero = in.ConsumeBool();
+  for (int l = 0; l < layers; ++l) {
+    pb::LayerProfile* layer = load.mutable_layers()->add_layers();
+    layer->set_forward_ms(all_zero ? 0 : Magnitude(in));
+    layer->set_backward_ms(all_zero ? 0 : Magnitude(in));
+    layer->set_param_bytes(all_zero ? 0 : Magnitude(in));
+    layer->set_activation_bytes(all_zero ? 0 : Magnitude(in));
+    (*layer->mutable_allreduce_in_node_ms())[1] = 0;
+    if (in.ConsumeBool()) (*layer->mutable_allreduce_across_nodes_ms())[2] = Magnitude(in);
+  }
+  if (!Call(&pb::Planner::Stub::LoadProfile, load, "LoadProfile").ok()) return;
+  pb::PlanRequest r;
+  r.set_model("fz-model");
+  static const char* kCostModels[] = {"1f1b", "oobleck-sosp23"};
+  r.set_cost_model(kCostModels[in.ConsumeIntegralInRange(0, 1)]);
+  r.set_microbatches(in.ConsumeIntegralInRange(1, 8));
+  r.set_missing_allreduce_in_node(pb::MISSING_ALLREDUCE_RING);
+  r.set_fault_tolerance(in.ConsumeIntegralInRange(0, 2));
+  r.add_global_batch(in.ConsumeIntegralInRange(1, 64));
+  pb::Cluster* cluster = r.mutable_cluster();
+  static const double kInterNode[] = {1e9, 0, 5e-324, 1e308};
+  cluster->set_inter_node_bytes_per_s(kInterNode[in.ConsumeIntegralInRange(0, 3)]);
+  const int types = in.ConsumeIntegralInRange(1, 2);
+  for (int t = 0; t < types; ++t) {
+    pb::NodeType* type = cluster->add_node_types();
+    type->set_name(absl::StrCat("t", t));
+    type->set_gpu_type(load.gpu_type());
+    type->set_gpus_per_node(in.ConsumeIntegralInRange(1, 2));
+    type->set_gpu_memory_bytes(in.ConsumeBool() ? 1e300 : 24e9);
+    type->set_intra_node_bytes_per_s(1e10);
+    type->set_count(in.ConsumeIntegralInRange(1, 3));
+  }
+  pb::PlanResponse response;
+  if (Call(&pb::Planner::Stub::Plan, r, "Plan", &response).ok()) CheckFiniteAnswer(r, response);
+}
+
+// Prices per hour of very different magnitudes, on the 0.0001 grid or between its steps.
+double Price(FuzzedDataProvider& in) {
+  static const double kValues[] = {0, 4e-05, 1e-4, 0.0003, 0.1 + 0.2, 1.0, 2.4801, 1e6, 5e-05};
+  if (in.ConsumeBool()) return in.ConsumeFloatingPoint<double>();
+  return kValues[in.ConsumeIntegralInRange<size_t>(0, 8)];
+}
+
+// A priced Plan with a budget near the price steps: no plan may cost more than the budget.
+void BudgetPlan(FuzzedDataProvider& in) {
+  pb::PlanRequest r;
+  r.set_model("gpt2-xl");
+  r.set_microbatches(8);
+  r.set_missing_allreduce_in_node(pb::MISSING_ALLREDUCE_RING);
+  r.set_objective(in.ConsumeBool() ? "cost" : "time");
+  r.add_global_batch(in.ConsumeIntegralInRange(1, 64));
+  r.set_max_nodes_per_pipeline(in.ConsumeIntegralInRange(1, 2));
+  pb::Cluster* cluster = r.mutable_cluster();
+  cluster->set_inter_node_bytes_per_s(1e9);
+  const int types = in.ConsumeIntegralInRange(1, 3);
+  double all = 0;  // the price of every node
+  for (int t = 0; t < types; ++t) {
+    pb::NodeType* type = cluster->add_node_types();
+    type->set_name(absl::StrCat("t", t));
+    type->set_gpu_type("rtx4090");
+    type->set_gpus_per_node(in.ConsumeIntegralInRange(1, 2));
+    type->set_gpu_memory_bytes(24e9);
+    type->set_intra_node_bytes_per_s(1e10);
+    type->set_count(in.ConsumeIntegralInRange(1, 3));
+    type->set_price_per_hour(Price(in));
+    all += type->price_per_hour() * type->count();
+  }
+  double budget = 0;
+  switch (in.ConsumeIntegralInRange(0, 3)) {
+    case 0:
+      budget = Price(in);
+      break;
+    case 1:  // a quarter of every node's price or more, one ulp below
+      budget = std::nextafter(all * in.ConsumeIntegralInRange(1, 4) / 4, 0.0);
+      break;
+    case 2:  // half a price step above a step
+      budget = (in.ConsumeIntegralInRange(0, 1000000) + 0.5) / 1e4;
+      break;
+    default:
+      budget = in.ConsumeFloatingPoint<double>();
+  }
+  r.set_budget_per_hour(budget);
+  pb::PlanResponse response;
+  if (!Call(&pb::Planner::Stub::Plan, r, "Plan", &response).ok() || budget <= 0) return;
+  for (const pb::BatchSizePlan& size : response.sweep()) {
+    if (size.feasible() && !(size.plan().price_per_hour() <= budget)) {
+      Finding(absl::StrFormat("a plan of %.17g per hour over budget_per_hour = %.17g",
+                              size.plan().price_per_hour(), budget),
+              r);
+    }
+  }
+}
+
+// Plan of up to 8 node types of up to 6 two-GPU nodes with f >= 1, then Replan of one
+// failure: RESOURCE_EXHAUSTED is a finding when a fresh Plan of the survivors works.
+void ManyTypeReplan(FuzzedDataProvider& in) {
+  constexpr auto kLong = std::chrono::milliseconds(3000);  // a real plan first
+  pb::PlanRequest r;
+  r.set_model("gpt2-xl");
+  r.set_microbatches(16);
+  r.set_missing_allreduce_in_node(pb::MISSING_ALLREDUCE_RING);
+  r.set_fault_tolerance(in.ConsumeIntegralInRange(1, 2));
+  r.add_global_batch(in.ConsumeBool() ? 128 : in.ConsumeIntegralInRange(1, 256));
+  r.set_max_nodes_per_pipeline(in.ConsumeIntegralInRange(1, 2));
+  pb::Cluster* cluster = r.mutable_cluster();
+  cluster->set_inter_node_bytes_per_s(12.5e9);
+  const int types = in.ConsumeIntegralInRange(2, 8), per_type = in.ConsumeIntegralInRange(1, 6);
+  for (int t = 0; t < types; ++t) {
+    pb::NodeType* type = cluster->add_node_types();
+    type->set_name(absl::StrCat("t", t));
+    type->set_gpu_type(t == 0 ? "rtx4090" : absl::StrCat("g", t));
+    type->set_gpus_per_node(2);
+    type->set_gpu_memory_bytes((16 + 2 * t) * 1073741824.0);
+    type->set_intra_node_bytes_per_s(25e9);
+    type->set_count(per_type);
+    if (t > 0) {
+      type->mutable_derive()->set_measured_gpu_type("rtx4090");
+      type->mutable_derive()->set_relative_speed(1.0 / (1 + t));
+    }
+  }
+  pb::PlanResponse planned;
+  if (!Call(&pb::Planner::Stub::Plan, r, "Plan", &planned, kLong).ok()) return;
+  if (planned.plan().pipelines_size() == 0) return;
+  pb::ReplanRequest replan;
+  *replan.mutable_request() = planned.request();
+  *replan.mutable_plan() = planned.plan();
+  const pb::PlannedPipeline& victim = planned.plan().pipelines(
+      in.ConsumeIntegralInRange(0, planned.plan().pipelines_size() - 1));
+  const std::string failed = victim.node_ids(0);
+  replan.add_failed_node_ids(failed);
+  pb::ReplanResponse replanned;
+  const grpc::Status status =
+      Call(&pb::Planner::Stub::Replan, replan, "Replan", &replanned, kLong);
+  if (status.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED) return;
+  pb::PlanRequest survivors = planned.request();
+  survivors.clear_nodes();
+  for (const pb::Node& node : planned.request().nodes()) {
+    if (node.id() != failed) *survivors.add_nodes() = node;
+  }
+  for (pb::NodeType& type : *survivors.mutable_cluster()->mutable_node_types()) type.set_count(0);
+  if (Call(&pb::Planner::Stub::Plan, survivors, "Plan", &planned, kLong).ok()) {
+    Finding(absl::StrCat("Replan of one failure answered RESOURCE_EXHAUSTED (",
+                         status.error_message(), ") where a fresh Plan of the survivors works"),
+            replan);
+  }
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
-  switch (in.ConsumeIntegralInRange(0, 3)) {
+  switch (in.ConsumeIntegralInRange(0, 6)) {
     case 0:
       PlanTemplates(in);
       // A second request in the same input may meet the first one's cache entries.
@@ -450,8 +642,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       Call(&pb::Planner::Stub::Replan, ReplanRequest(in), "Replan", &response);
       break;
     }
-    default:
+    case 3:
       UploadedProfileTemplates(in);
+      break;
+    case 4:
+      ExtremeProfilePlan(in);
+      break;
+    case 5:
+      BudgetPlan(in);
+      break;
+    default:
+      ManyTypeReplan(in);
   }
   return 0;
 }

@@ -449,18 +449,33 @@ class PlanSearch {
            static_cast<int64_t>(fixed_.size());
   }
 
-  // The most pipelines (kept + chosen) of any solution, capped at `at_most`; 0 when there
-  // is none. min_pipelines plays no part.
+  // The most pipelines (kept + chosen) of any solution, capped at `at_most` (a plan of
+  // more answers at_most, whether or not one of exactly at_most exists); 0 when there is
+  // none. min_pipelines plays no part.
   absl::StatusOr<int> MaxTotalPipelines(int at_most) {
-    if (absl::Status s = CheckCapacity(); !s.ok()) {
+    // No plan at all (FAILED_PRECONDITION): none has any pipeline.
+    if (absl::Status s = use_ilp_ ? CheckBatch() : CheckCapacity(); !s.ok()) {
       if (s.code() == absl::StatusCode::kFailedPrecondition) return 0;
       return s;
     }
+    if (use_ilp_) {
+      ASSIGN_OR_RETURN(const bool fits, IlpFeasible(TopTau()));
+      if (!fits && proven_infeasible_ >= TopTau()) return 0;
+      if (!fits) return IlpUndecided();
+    }
     const int num_fixed = static_cast<int>(fixed_.size());
     if (at_most <= num_fixed) return at_most;  // the kept pipelines run the batch already
-    const int pcap = std::min({B_ - num_fixed, MaxFreePipelines(), at_most - num_fixed});
-    RETURN_IF_ERROR(CheckTableSize(pcap));
-    ASSIGN_OR_RETURN(int p, MostPipelines(TopTau(), pcap));
+    const int pmax = std::min(B_ - num_fixed, MaxFreePipelines());
+    const int want = std::min(pmax, at_most - num_fixed);
+    int p = -1;
+    if (use_ilp_) {
+      ASSIGN_OR_RETURN(p, IlpMostPipelines(want, pmax));
+    } else {
+      // Every count up to pmax: the table answers "exactly p" per p.
+      RETURN_IF_ERROR(CheckTableSize(pmax));
+      ASSIGN_OR_RETURN(p, MostPipelines(TopTau(), pmax));
+      p = std::min(p, want);
+    }
     return p < 0 ? 0 : num_fixed + p;
   }
 
@@ -684,10 +699,11 @@ class PlanSearch {
   // One integer program at tau: the fewest free pipelines, or (by_price) the least price of
   // their nodes, with at most max_items free pipelines whose prices add up to at most
   // max_price (< 0: no limit), solved as far as `goal` asks.
+  // (min_items >= 0: at least that many free pipelines instead of the problem's minimum.)
   absl::StatusOr<IlpAnswer> RunIlp(double tau, bool by_price, int64_t max_items,
                                    int64_t max_price,
                                    CoverIlpGoal goal = CoverIlpGoal::kOptimal,
-                                   int64_t stop_at_bound = INT64_MAX) {
+                                   int64_t stop_at_bound = INT64_MAX, int64_t min_items = -1) {
     IlpAnswer answer;
     answer.goal = goal;
     const int need = Need(tau);
@@ -695,7 +711,8 @@ class PlanSearch {
     CoverIlp ilp;
     ilp.capacity.assign(problem_.available.begin(), problem_.available.end());
     ilp.need = need == kImpossible ? 0 : need;
-    ilp.min_items = std::max<int64_t>(0, problem_.min_pipelines - fixed);
+    ilp.min_items =
+        min_items >= 0 ? min_items : std::max<int64_t>(0, problem_.min_pipelines - fixed);
     ilp.max_items = max_items;
     if (need == kImpossible || ilp.min_items > ilp.max_items) return answer;  // infeasible
     if (problem_.max_price_steps >= 0 && free_budget_ < 0) return answer;   // fixed ones cost more
@@ -743,6 +760,35 @@ class PlanSearch {
   }
   static bool HasPlan(const IlpAnswer& a) {
     return a.status == CoverIlpStatus::kOptimal || a.status == CoverIlpStatus::kBounded;
+  }
+  static absl::Status IlpUndecided() {
+    return absl::ResourceExhaustedError(
+        "counting the most pipelines the nodes fit: an integer program stopped at its node "
+        "limit undecided; plan fewer node types or nodes at once");
+  }
+  // The most free pipelines (capped at want <= pmax) of any plan at the largest makespan,
+  // -1 if none, by integer programs "at least p of at most pmax free pipelines" (monotone in
+  // p: a plan with more has at least p): yes at want settles it (the usual case), else a
+  // bisection. Exact, or RESOURCE_EXHAUSTED when a program stops undecided.
+  absl::StatusOr<int> IlpMostPipelines(int want, int pmax) {
+    const double tau = TopTau();
+    const bool none_free = Need(tau) <= 0;  // the kept pipelines alone run the batch
+    auto at_least = [&](int p) -> absl::StatusOr<bool> {
+      ASSIGN_OR_RETURN(IlpAnswer a, RunIlp(tau, /*by_price=*/false, pmax, -1,
+                                           CoverIlpGoal::kFirstFeasible, INT64_MAX, p));
+      if (a.status == CoverIlpStatus::kUnknown) return IlpUndecided();
+      return HasPlan(a);
+    };
+    if (want < 1) return none_free ? 0 : -1;
+    ASSIGN_OR_RETURN(const bool all, at_least(want));
+    if (all) return want;
+    int yes = 0, no = want;  // at_least(no) is false; at_least(yes) true or yes == 0
+    while (no - yes > 1) {
+      const int mid = yes + (no - yes) / 2;
+      ASSIGN_OR_RETURN(const bool fits, at_least(mid));
+      (fits ? yes : no) = mid;
+    }
+    return yes > 0 ? yes : (none_free ? 0 : -1);
   }
   // Whether some set of pipelines runs the batch within tau; unsolved counts as no (and
   // leaves a gap).
@@ -1178,7 +1224,7 @@ class PlanSearch {
     return price;
   }
   static double StepsToPrice(int64_t steps) {
-    return static_cast<double>(steps) * kPriceStepPerHour;
+    return PriceOfSteps(steps);
   }
   // Price x (makespan + all-reduce) of `a` at tau, fixed pipelines included.
   double CostOf(double tau, int64_t free_price, int64_t free_pipelines) const {
@@ -1455,13 +1501,13 @@ absl::StatusOr<int> MaxPipelineCount(const PipelineSetProblem& problem, int at_m
     return absl::InvalidArgumentError(
         absl::StrCat("plan search: at_most must be >= 0 (got ", at_most, ")"));
   }
-  // Counted by the node-count DP (the integer program has no such query yet): clusters
-  // past its state limit get RESOURCE_EXHAUSTED here.
+  // Counted by problem.method: kAuto takes the node-count DP where its table is small (as
+  // the search does) and the integer program beyond, so that many node types scale like the
+  // plan search itself.
   PipelineSetProblem counting = problem;
   counting.min_pipelines = 0;
   counting.objective = PlanObjective::kTime;
   counting.max_price_steps = -1;
-  counting.method = PlanSearchMethod::kNodeCountDp;
   RETURN_IF_ERROR(CheckProblem(counting));
   PlanSearch search(counting);
   return search.MaxTotalPipelines(at_most);

@@ -49,7 +49,8 @@ TEST_P(DittoClusterTest, ParsesWithTheRightShape) {
   // "../profiles/gpt2-xl/rtx4090" resolved against the file's directory, absolute and normalised.
   EXPECT_TRUE(std::filesystem::path(file->profile_dir).is_absolute());
   EXPECT_EQ(file->profile_dir.find(".."), std::string::npos) << file->profile_dir;
-  EXPECT_TRUE(std::filesystem::equivalent(file->profile_dir, ExampleData("profiles/gpt2-xl/rtx4090")));
+  EXPECT_TRUE(
+      std::filesystem::equivalent(file->profile_dir, ExampleData("profiles/gpt2-xl/rtx4090")));
 
   std::vector<std::string> gpu_names;
   for (const ClusterFileGpuType& gpu : file->gpu_types) {

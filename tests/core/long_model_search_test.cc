@@ -19,7 +19,7 @@ using bench::kGiB;
 // Synthetic1000x3Types problem: speeds 1.0, 1.8, 2.94, ring all-reduce estimates, M = 50).
 absl::StatusOr<bench::SearchCase> LongModelCase(const NodeMix& nodes, int min_nodes = 0) {
   constexpr int kLayers = 1000;
-  auto base = bench::LoadGpt2XlProfile("profiles/gpt2-xl", "rtx4090");
+  auto base = bench::LoadGpt2XlProfile(bench::kGpt2XlProfile, "rtx4090");
   if (!base.ok()) return base.status();
   auto synthetic = bench::SyntheticProfile(**base, kLayers);
   if (!synthetic.ok()) return synthetic.status();

@@ -40,7 +40,7 @@ class CliErrorsTest(e2e_support.ExampleServerTestCase):
         """A cluster file over the shared GPT-2 XL profile measured on rtx4090."""
         return self.save(name, json.dumps({
             "model": "gpt2-xl",
-            "profile": os.path.join(e2e_support.ARGS.shared_data, "profiles", "gpt2-xl"),
+            "profile": os.path.join(e2e_support.ARGS.example_data, "profiles", "gpt2-xl", "rtx4090"),
             "profile_measured_on": "rtx4090",
             "microbatches_per_pipeline": 8,
             "inter_node_bytes_per_s": 12.5e9,

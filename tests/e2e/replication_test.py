@@ -103,11 +103,16 @@ class ReplicationTest(unittest.TestCase):
                 for p in response.profiles}
 
     def wait_for(self, predicate, limit_s, what):
-        """Seconds until predicate() holds; fails after limit_s."""
+        """Seconds until predicate() holds; fails after limit_s. A replica that answers
+        UNAVAILABLE (not yet synced with etcd) has not got there yet."""
         start = time.monotonic()
         while True:
-            if predicate():
-                return time.monotonic() - start
+            try:
+                if predicate():
+                    return time.monotonic() - start
+            except self.grpc.RpcError as e:
+                if e.code() != self.grpc.StatusCode.UNAVAILABLE:
+                    raise
             if time.monotonic() - start > limit_s:
                 self.fail(f"{what} not within {limit_s} s")
             time.sleep(0.01)

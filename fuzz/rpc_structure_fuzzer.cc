@@ -403,6 +403,10 @@ void CheckCacheHits(const pb::PlanTemplatesRequest& request,
                    a.infeasible_reason().c_str(), b.infeasible_reason().c_str(),
                    request.ShortDebugString().c_str());
       std::abort();
+    }
+  }
+}
+
 // ---- Shapes of answers with impossible values and of the f-guarantee's count (docs/
 // ERRORS.md: an OK answer never has a non-finite or zero iteration time or speed-up, a
 // plan never costs more than budget_per_hour, and Replan of one failure with f >= 1 does
@@ -466,6 +470,8 @@ void UploadedProfileTemplates(FuzzedDataProvider& in) {
     if (in.ConsumeBool()) type.set_gpu_type("uploaded");
   }
   Call(&pb::Planner::Stub::PlanTemplates, request, "PlanTemplates");
+}
+
 // A profile of extreme layer times, sizes and all-reduce tables (or all zeros), loaded
 // under a fuzz GPU type, then planned on 1-2 node types of it.
 void ExtremeProfilePlan(FuzzedDataProvider& in) {

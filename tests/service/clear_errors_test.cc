@@ -23,6 +23,7 @@
 #include "oobleck/planner/v1/planner.grpc.pb.h"
 #include "server/planner_server.h"
 #include "server/planner_service.h"
+#include "tests/service/served_planner.h"
 #include "server/request_limits.h"
 #include "server/status_conversion.h"
 #include "tests/service/three_type_request.h"
@@ -47,18 +48,9 @@ class ClearErrorsTest : public ::testing::Test {
         LoadOobleckProfileDir(kExampleDir, "gpt2-xl", "rtx4090", 1);
     ASSERT_TRUE(profile.ok()) << profile.status();
     measured_ = *profile;
-    ASSERT_TRUE(catalog_.Put(*std::move(profile), false).ok());
-    service_ = std::make_unique<PlannerService>(&catalog_, &cache_, /*threads=*/2);
-    absl::StatusOr<RunningServer> running = StartPlannerServer("127.0.0.1:0", service_.get());
-    ASSERT_TRUE(running.ok()) << running.status();
-    running_ = *std::move(running);
-    stub_ = pb::Planner::NewStub(
-        grpc::CreateChannel(running_.address, grpc::InsecureChannelCredentials()));
-  }
-  void TearDown() override {
-    if (running_.server != nullptr) {
-      running_.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    }
+    ASSERT_TRUE(served_.catalog.Put(*std::move(profile), false).ok());
+    const absl::Status started = served_.Start();
+    ASSERT_TRUE(started.ok()) << started;
   }
 
   template <typename Request, typename Response>
@@ -68,15 +60,11 @@ class ClearErrorsTest : public ::testing::Test {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
     Response response;
-    return (stub_.get()->*method)(&context, request, &response);
+    return (served_.stub.get()->*method)(&context, request, &response);
   }
 
   ModelProfile measured_;
-  ProfileCatalog catalog_;
-  TemplateCache cache_{16 << 20};
-  std::unique_ptr<PlannerService> service_;
-  RunningServer running_;
-  std::unique_ptr<pb::Planner::Stub> stub_;
+  ServedPlanner served_{16 << 20};
 };
 
 pb::PlanRequest PlanOfThreeTypes() { return testing::ThreeTypeRequest({64}); }
@@ -133,7 +121,7 @@ TEST_F(ClearErrorsTest, MessagesListingManyNamesAreCutNotLost) {
   for (int i = 0; i < 40; ++i) {
     ModelProfile copy = measured_;
     copy.key.gpu_type = absl::StrCat(std::string(1000, 'g'), i);
-    ASSERT_TRUE(catalog_.Put(std::move(copy), false).ok());
+    ASSERT_TRUE(served_.catalog.Put(std::move(copy), false).ok());
   }
   pb::PlanRequest plan = PlanOfThreeTypes();
   plan.mutable_cluster()->mutable_node_types(2)->set_gpu_type("h100");

@@ -16,6 +16,7 @@
 #include "oobleck/planner/v1/planner.grpc.pb.h"
 #include "server/planner_server.h"
 #include "server/planner_service.h"
+#include "tests/service/served_planner.h"
 #include "tests/service/test_load_root.h"
 #include "tests/service/three_type_request.h"
 
@@ -52,26 +53,16 @@ pb::PlanRequest FleetRequest(int types, int per_type) {
 class ReplanFaultToleranceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    service_ =
-        std::make_unique<PlannerService>(&catalog_, &cache_, /*threads=*/2, WithTestLoadRoot());
-    absl::StatusOr<RunningServer> running = StartPlannerServer("127.0.0.1:0", service_.get());
-    ASSERT_TRUE(running.ok()) << running.status();
-    running_ = *std::move(running);
-    stub_ = pb::Planner::NewStub(
-        grpc::CreateChannel(running_.address, grpc::InsecureChannelCredentials()));
+    const absl::Status started = served_.Start(WithTestLoadRoot());
+    ASSERT_TRUE(started.ok()) << started;
     pb::LoadProfileRequest load;
     load.set_model("gpt2-xl");
     load.set_gpu_type("rtx4090");
     load.set_directory(kExampleDir);
     pb::LoadProfileResponse loaded;
     grpc::ClientContext context;
-    const grpc::Status status = stub_->LoadProfile(&context, load, &loaded);
+    const grpc::Status status = served_.stub->LoadProfile(&context, load, &loaded);
     ASSERT_TRUE(status.ok()) << status.error_message();
-  }
-  void TearDown() override {
-    if (running_.server != nullptr) {
-      running_.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    }
   }
 
   // Plan of the fleet, then Replan of the failure of one node: both OK, and the new plan
@@ -83,7 +74,7 @@ class ReplanFaultToleranceTest : public ::testing::Test {
     {
       grpc::ClientContext context;
       context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
-      const grpc::Status status = stub_->Plan(&context, request, &planned);
+      const grpc::Status status = served_.stub->Plan(&context, request, &planned);
       ASSERT_TRUE(status.ok()) << status.error_message();
     }
     ASSERT_GE(planned.plan().pipelines_size(), 2);
@@ -94,18 +85,14 @@ class ReplanFaultToleranceTest : public ::testing::Test {
     pb::ReplanResponse replanned;
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
-    const grpc::Status status = stub_->Replan(&context, replan, &replanned);
+    const grpc::Status status = served_.stub->Replan(&context, replan, &replanned);
     ASSERT_TRUE(status.ok()) << status.error_code() << ": " << status.error_message();
     EXPECT_GE(replanned.plan().pipelines_size(), 2);
     EXPECT_GT(replanned.plan().iteration_time_ms(), 0);
     EXPECT_TRUE(replanned.degraded_reason().empty()) << replanned.degraded_reason();
   }
 
-  ProfileCatalog catalog_;
-  TemplateCache cache_{64 << 20};
-  std::unique_ptr<PlannerService> service_;
-  RunningServer running_;
-  std::unique_ptr<pb::Planner::Stub> stub_;
+  ServedPlanner served_;
 };
 
 // The clusters: the count once used the node-count DP, whose prod(n_t + 1) states

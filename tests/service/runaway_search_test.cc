@@ -19,6 +19,7 @@
 #include "oobleck/planner/v1/planner.grpc.pb.h"
 #include "server/planner_server.h"
 #include "server/planner_service.h"
+#include "tests/service/served_planner.h"
 #include "tests/service/call_budget.h"
 
 namespace oobleck::server {
@@ -60,16 +61,9 @@ class RunawaySearchTest : public ::testing::Test {
     absl::StatusOr<ModelProfile> profile =
         LoadOobleckProfileDir(kExampleDir, "gpt2-xl", "rtx4090", 1);
     ASSERT_TRUE(profile.ok()) << profile.status();
-    ASSERT_TRUE(catalog_.Put(*std::move(profile), false).ok());
-    service_ = std::make_unique<PlannerService>(&catalog_, &cache_, /*threads=*/2);
-    absl::StatusOr<RunningServer> running = StartPlannerServer("127.0.0.1:0", service_.get());
-    ASSERT_TRUE(running.ok()) << running.status();
-    running_ = *std::move(running);
-    stub_ = pb::Planner::NewStub(
-        grpc::CreateChannel(running_.address, grpc::InsecureChannelCredentials()));
-  }
-  void TearDown() override {
-    if (running_.server) running_.server->Shutdown();
+    ASSERT_TRUE(served_.catalog.Put(*std::move(profile), false).ok());
+    const absl::Status started = served_.Start();
+    ASSERT_TRUE(started.ok()) << started;
   }
 
   // `types` node types of `count` one-GPU rtx4090 nodes each.
@@ -96,7 +90,7 @@ class RunawaySearchTest : public ::testing::Test {
     context.set_deadline(std::chrono::system_clock::now() + deadline);
     pb::PlanTemplatesResponse response;
     const auto start = Clock::now();
-    const grpc::Status status = stub_->PlanTemplates(&context, request, &response);
+    const grpc::Status status = served_.stub->PlanTemplates(&context, request, &response);
     *took = std::chrono::duration_cast<milliseconds>(Clock::now() - start);
     return status;
   }
@@ -113,7 +107,7 @@ class RunawaySearchTest : public ::testing::Test {
     context.set_deadline(std::chrono::system_clock::now() + deadline);
     pb::LoadProfileResponse response;
     const auto start = Clock::now();
-    const grpc::Status status = stub_->LoadProfile(&context, load, &response);
+    const grpc::Status status = served_.stub->LoadProfile(&context, load, &response);
     if (took != nullptr) *took = std::chrono::duration_cast<milliseconds>(Clock::now() - start);
     return status;
   }
@@ -130,11 +124,7 @@ class RunawaySearchTest : public ::testing::Test {
     ExpectCpuStops();
   }
 
-  ProfileCatalog catalog_;
-  TemplateCache cache_{64 << 20};
-  std::unique_ptr<PlannerService> service_;
-  RunningServer running_;
-  std::unique_ptr<pb::Planner::Stub> stub_;
+  ServedPlanner served_;
 };
 
 // Item 1: 5e-324 ms layers kept the label search's grid of caps from growing past the

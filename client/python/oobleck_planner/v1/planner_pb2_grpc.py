@@ -45,6 +45,11 @@ class PlannerStub(object):
                 request_serializer=oobleck_dot_planner_dot_v1_dot_planner__pb2.ReplanRequest.SerializeToString,
                 response_deserializer=oobleck_dot_planner_dot_v1_dot_planner__pb2.ReplanResponse.FromString,
                 )
+        self.Instantiate = channel.unary_unary(
+                '/oobleck.planner.v1.Planner/Instantiate',
+                request_serializer=oobleck_dot_planner_dot_v1_dot_planner__pb2.InstantiateRequest.SerializeToString,
+                response_deserializer=oobleck_dot_planner_dot_v1_dot_planner__pb2.InstantiateResponse.FromString,
+                )
         self.GetStats = channel.unary_unary(
                 '/oobleck.planner.v1.Planner/GetStats',
                 request_serializer=oobleck_dot_planner_dot_v1_dot_planner__pb2.GetStatsRequest.SerializeToString,
@@ -105,6 +110,18 @@ class PlannerServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Instantiate(self, request, context):
+        """Oobleck's pipeline instantiation (docs/API.md#instantiate), exact: how many pipelines of
+        each given template, and how many micro-batches each gets, so that every node is used,
+        the pipelines of one template get the same number of micro-batches, and Oobleck's
+        iteration time (the slowest template's iteration_time_ms x micro-batches, plus layer 0's
+        all-reduce across all pipelines) is least. With `instances` given: only the batch split
+        over those pipelines (Oobleck's get_new_execution_plan).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetStats(self, request, context):
         """Cache and request counters.
         """
@@ -144,6 +161,11 @@ def add_PlannerServicer_to_server(servicer, server):
                     servicer.Replan,
                     request_deserializer=oobleck_dot_planner_dot_v1_dot_planner__pb2.ReplanRequest.FromString,
                     response_serializer=oobleck_dot_planner_dot_v1_dot_planner__pb2.ReplanResponse.SerializeToString,
+            ),
+            'Instantiate': grpc.unary_unary_rpc_method_handler(
+                    servicer.Instantiate,
+                    request_deserializer=oobleck_dot_planner_dot_v1_dot_planner__pb2.InstantiateRequest.FromString,
+                    response_serializer=oobleck_dot_planner_dot_v1_dot_planner__pb2.InstantiateResponse.SerializeToString,
             ),
             'GetStats': grpc.unary_unary_rpc_method_handler(
                     servicer.GetStats,
@@ -260,6 +282,23 @@ class Planner(object):
         return grpc.experimental.unary_unary(request, target, '/oobleck.planner.v1.Planner/Replan',
             oobleck_dot_planner_dot_v1_dot_planner__pb2.ReplanRequest.SerializeToString,
             oobleck_dot_planner_dot_v1_dot_planner__pb2.ReplanResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Instantiate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/oobleck.planner.v1.Planner/Instantiate',
+            oobleck_dot_planner_dot_v1_dot_planner__pb2.InstantiateRequest.SerializeToString,
+            oobleck_dot_planner_dot_v1_dot_planner__pb2.InstantiateResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 

@@ -18,6 +18,7 @@
 #include "core/status_macros.h"
 #include "server/call_watch.h"
 #include "server/elapsed.h"
+#include "server/instantiate_rpc.h"
 #include "server/plan_rpc.h"
 #include "server/proto_conversion.h"
 #include "server/request_limits.h"
@@ -236,6 +237,12 @@ grpc::Status PlannerService::StreamedReplan(
   return ServeReplan(context, stream,
                      {catalog_, &cluster_planner_, options_.search_gate, &models_, &shutdown_,
                       &replan_arena_blocks_});
+}
+
+grpc::Status PlannerService::Instantiate(grpc::ServerContext* context,
+                                         const pb::InstantiateRequest* request,
+                                         pb::InstantiateResponse* response) {
+  return HandleInstantiate(context, *request, response, options_.search_gate, &shutdown_);
 }
 
 grpc::Status PlannerService::GetStats(grpc::ServerContext* /*context*/,

@@ -54,6 +54,10 @@ class PlannerService final : public ::oobleck::planner::v1::Planner::WithStreame
       grpc::ServerContext* context,
       grpc::ServerUnaryStreamer<::oobleck::planner::v1::ReplanRequest,
                                 ::oobleck::planner::v1::ReplanResponse>* stream) override;
+  // Oobleck's instantiation and batch split (server/instantiate_rpc.cc).
+  grpc::Status Instantiate(grpc::ServerContext* context,
+                           const ::oobleck::planner::v1::InstantiateRequest* request,
+                           ::oobleck::planner::v1::InstantiateResponse* response) override;
   grpc::Status GetStats(grpc::ServerContext* context,
                         const ::oobleck::planner::v1::GetStatsRequest* request,
                         ::oobleck::planner::v1::GetStatsResponse* response) override;

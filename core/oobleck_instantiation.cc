@@ -264,10 +264,10 @@ absl::StatusOr<double> BatchSplitter::LeastMakespan(double limit) {
 absl::StatusOr<std::vector<int>> BatchSplitter::Split(double makespan) {
   const int64_t m = static_cast<int64_t>(terms_.size());
   if (m * (target_ + 1) > kMaxSplitTableBits) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the batch split's table needs ", m, " used templates x ", target_ + 1,
-        " sums bits, over the limit kMaxSplitTableBits = ", kMaxSplitTableBits,
-        " (docs/ERRORS.md#limits): use fewer templates or a smaller global_batch"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the batch split's table needs ", m, " used templates x ", target_ + 1,
+                     " sums bits, over the limit kMaxSplitTableBits = ", kMaxSplitTableBits,
+                     " (docs/ERRORS.md#limits): use fewer templates or a smaller global_batch"));
   }
   RETURN_IF_ERROR(budget_.Spend(m * (target_ + 1)));
   const size_t words = static_cast<size_t>(target_ / 64 + 1);
@@ -305,8 +305,8 @@ std::vector<SplitTerm> TermsOf(const InstantiationProblem& problem,
   for (size_t t = 0; t < instances.size(); ++t) {
     if (instances[t] == 0) continue;
     const int64_t x = instances[t];
-    terms.push_back({problem.templates[t].iteration_time_ms, x,
-                     (problem.global_batch - (pipelines - x)) / x});
+    terms.push_back(
+        {problem.templates[t].iteration_time_ms, x, (problem.global_batch - (pipelines - x)) / x});
   }
   return terms;
 }
@@ -318,17 +318,16 @@ absl::StatusOr<Instantiation> Answer(const InstantiationProblem& problem,
   Instantiation answer;
   answer.instances = instances;
   answer.num_pipelines = std::accumulate(instances.begin(), instances.end(), 0);
-  BatchSplitter splitter(TermsOf(problem, instances, answer.num_pipelines),
-                         problem.global_batch, interrupt, budget);
+  BatchSplitter splitter(TermsOf(problem, instances, answer.num_pipelines), problem.global_batch,
+                         interrupt, budget);
   ASSIGN_OR_RETURN(const std::vector<int> used_microbatches, splitter.Split(makespan));
   answer.microbatches.assign(instances.size(), 0);
   size_t used = 0;
   for (size_t t = 0; t < instances.size(); ++t) {
     if (instances[t] == 0) continue;
     answer.microbatches[t] = used_microbatches[used++];
-    answer.pipeline_time_ms =
-        std::max(answer.pipeline_time_ms,
-                 problem.templates[t].iteration_time_ms * answer.microbatches[t]);
+    answer.pipeline_time_ms = std::max(
+        answer.pipeline_time_ms, problem.templates[t].iteration_time_ms * answer.microbatches[t]);
   }
   answer.allreduce_ms = problem.allreduce_ms.at(answer.num_pipelines);
   answer.iteration_time_ms = answer.pipeline_time_ms + answer.allreduce_ms;
@@ -337,8 +336,8 @@ absl::StatusOr<Instantiation> Answer(const InstantiationProblem& problem,
 
 absl::Status ValidateTemplate(const InstantiationTemplate& shape, const std::string& field) {
   if (shape.num_nodes < 1 || shape.num_nodes > kMaxInstantiationNodes) {
-    return InvalidValue(field + ".num_nodes",
-                        absl::StrCat("in [1, ", kMaxInstantiationNodes, "]"), shape.num_nodes);
+    return InvalidValue(field + ".num_nodes", absl::StrCat("in [1, ", kMaxInstantiationNodes, "]"),
+                        shape.num_nodes);
   }
   if (shape.num_stages < 1 || shape.num_stages > kMaxInstantiationStages) {
     return InvalidValue(field + ".num_stages",
@@ -354,9 +353,9 @@ absl::Status ValidateTemplate(const InstantiationTemplate& shape, const std::str
 absl::Status ValidateInstances(const InstantiationProblem& problem,
                                const std::vector<int>& instances) {
   if (instances.size() != problem.templates.size()) {
-    return InvalidField("instances", absl::StrCat(" must list one count per template (",
-                                                  problem.templates.size(), "), got ",
-                                                  instances.size()));
+    return InvalidField(
+        "instances", absl::StrCat(" must list one count per template (", problem.templates.size(),
+                                  "), got ", instances.size()));
   }
   int64_t nodes = 0, pipelines = 0;
   for (size_t t = 0; t < instances.size(); ++t) {
@@ -369,8 +368,8 @@ absl::Status ValidateInstances(const InstantiationProblem& problem,
   }
   if (pipelines == 0) return InvalidField("instances", " must hold at least one pipeline");
   if (problem.num_nodes != 0 && problem.num_nodes != nodes) {
-    return InvalidField("num_nodes", absl::StrCat(" must be 0 or the instances' node count ",
-                                                  nodes, " (got ", problem.num_nodes, ")"));
+    return InvalidField("num_nodes", absl::StrCat(" must be 0 or the instances' node count ", nodes,
+                                                  " (got ", problem.num_nodes, ")"));
   }
   return absl::OkStatus();
 }
@@ -419,8 +418,7 @@ absl::StatusOr<Instantiation> SplitOobleckBatch(const InstantiationProblem& prob
   const int64_t pipelines = std::accumulate(instances.begin(), instances.end(), int64_t{0});
   if (pipelines > problem.global_batch) {
     return FieldError(absl::StatusCode::kFailedPrecondition, "global_batch",
-                      absl::StrCat(" = ", problem.global_batch, " is smaller than the ",
-                                   pipelines,
+                      absl::StrCat(" = ", problem.global_batch, " is smaller than the ", pipelines,
                                    " pipelines of `instances`: each needs >= 1 micro-batch"));
   }
   if (!problem.allreduce_ms.contains(static_cast<int>(pipelines))) {
@@ -429,8 +427,8 @@ absl::StatusOr<Instantiation> SplitOobleckBatch(const InstantiationProblem& prob
                                    " pipelines (the pipeline count of `instances`)"));
   }
   WorkBudget budget(max_work);
-  BatchSplitter splitter(TermsOf(problem, instances, pipelines), problem.global_batch,
-                         interrupt, budget);
+  BatchSplitter splitter(TermsOf(problem, instances, pipelines), problem.global_batch, interrupt,
+                         budget);
   ASSIGN_OR_RETURN(const double makespan, splitter.LeastMakespan(kInf));
   if (makespan == kInf) {
     return FieldError(
@@ -440,8 +438,7 @@ absl::StatusOr<Instantiation> SplitOobleckBatch(const InstantiationProblem& prob
                      "]: the pipelines of one template share one micro-batch count b >= 1, "
                      "and no such counts make sum(instances[t] x b_t) equal the batch"));
   }
-  ASSIGN_OR_RETURN(Instantiation answer,
-                   Answer(problem, instances, makespan, interrupt, budget));
+  ASSIGN_OR_RETURN(Instantiation answer, Answer(problem, instances, makespan, interrupt, budget));
   answer.instance_sets = 1;
   return answer;
 }
@@ -472,9 +469,9 @@ class InstanceSetSearch {
   const InstantiationProblem& problem_;
   Interrupt& interrupt_;
   WorkBudget budget_;
-  std::vector<int> order_;          // template indices, best throughput per node first
-  std::vector<double> best_rate_;   // per depth: max over order_[depth..] of 1 / (n T)
-  std::vector<int> largest_;        // per depth: the largest n over order_[depth..] (>= 1)
+  std::vector<int> order_;         // template indices, best throughput per node first
+  std::vector<double> best_rate_;  // per depth: max over order_[depth..] of 1 / (n T)
+  std::vector<int> largest_;       // per depth: the largest n over order_[depth..] (>= 1)
   std::vector<std::vector<uint64_t>> fills_;  // [depth] bit R: order_[depth..] cover R nodes
   std::vector<double> allreduce_;             // per pipeline count; kInf without an entry
   std::vector<double> allreduce_floor_;       // min of allreduce_ over counts >= P
@@ -570,8 +567,8 @@ absl::Status InstanceSetSearch::EvaluateLeaf(int pipelines) {
     return absl::OkStatus();
   }
   ++instance_sets_;
-  BatchSplitter splitter(TermsOf(problem_, counts_, pipelines), problem_.global_batch,
-                         interrupt_, budget_);
+  BatchSplitter splitter(TermsOf(problem_, counts_, pipelines), problem_.global_batch, interrupt_,
+                         budget_);
   const double limit = best_ms_ == kInf ? kInf : (best_ms_ - allreduce) * (1 + kBoundSlack);
   ASSIGN_OR_RETURN(const double makespan, splitter.LeastMakespan(limit));
   if (makespan == kInf) {
@@ -593,11 +590,11 @@ absl::Status InstanceSetSearch::NoPlanError() const {
     for (const InstantiationTemplate& shape : problem_.templates) sizes.push_back(shape.num_nodes);
     std::sort(sizes.begin(), sizes.end());
     sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
-    return FieldError(absl::StatusCode::kFailedPrecondition, "num_nodes",
-                      absl::StrCat(" = ", n, ": no set of the templates (of ",
-                                   absl::StrJoin(sizes, ", "),
-                                   " nodes) covers exactly that many nodes, and every node "
-                                   "must be used"));
+    return FieldError(
+        absl::StatusCode::kFailedPrecondition, "num_nodes",
+        absl::StrCat(" = ", n, ": no set of the templates (of ", absl::StrJoin(sizes, ", "),
+                     " nodes) covers exactly that many nodes, and every node "
+                     "must be used"));
   }
   std::vector<std::string> reasons;
   if (too_many_pipelines_ > 0) {
@@ -607,16 +604,15 @@ absl::Status InstanceSetSearch::NoPlanError() const {
   }
   if (missing_allreduce_ > 0) {
     reasons.push_back(absl::StrCat("allreduce_across_pipelines_ms has no entry for ",
-                                   missing_allreduce_, " pipelines (nor for other counts the "
+                                   missing_allreduce_,
+                                   " pipelines (nor for other counts the "
                                    "sets need)"));
   }
   if (no_split_) {
-    reasons.push_back(
-        "some sets cannot split the batch with one micro-batch count per template");
+    reasons.push_back("some sets cannot split the batch with one micro-batch count per template");
   }
-  return absl::FailedPreconditionError(
-      absl::StrCat("no instance set covering num_nodes = ", n, " works: ",
-                   absl::StrJoin(reasons, "; ")));
+  return absl::FailedPreconditionError(absl::StrCat("no instance set covering num_nodes = ", n,
+                                                    " works: ", absl::StrJoin(reasons, "; ")));
 }
 
 absl::StatusOr<Instantiation> InstanceSetSearch::Run() {

@@ -130,8 +130,8 @@ InstantiationProblem RandomProblem(std::mt19937& rng) {
   const int m = uniform(1, 5);
   const bool grid = uniform(0, 1) == 0;
   for (int t = 0; t < m; ++t) {
-    const double time = grid ? 0.5 * uniform(1, 8)
-                             : std::uniform_real_distribution<double>(0.1, 5.0)(rng);
+    const double time =
+        grid ? 0.5 * uniform(1, 8) : std::uniform_real_distribution<double>(0.1, 5.0)(rng);
     problem.templates.push_back({uniform(1, 4), uniform(1, 4), time});
   }
   problem.num_nodes = uniform(1, 12);

@@ -14,6 +14,7 @@
 #include "oobleck/planner/v1/planner.grpc.pb.h"
 #include "server/arena_block_pool.h"
 #include "server/call_watch.h"
+#include "server/inline_profiles.h"
 #include "server/service_options.h"
 
 namespace oobleck::server {
@@ -67,6 +68,9 @@ class PlannerService final : public ::oobleck::planner::v1::Planner::WithStreame
   // grpc::Server::Shutdown; there is no way back.
   void BeginShutdown() { shutdown_.Set(); }
 
+  // The profiles planning requests sent inline (for metrics).
+  const InlineProfileCache& inline_profile_cache() const { return inline_profiles_; }
+
  private:
   // UNAVAILABLE while the profile store has not read what it holds (a replica started
   // during an etcd outage), so the answer is retried instead of a wrong NOT_FOUND.
@@ -84,6 +88,7 @@ class PlannerService final : public ::oobleck::planner::v1::Planner::WithStreame
   TemplatePlanner planner_;
   ClusterPlanner cluster_planner_;  // uses planner_ (and so the shared cache)
   CostModelCache models_;           // Plan and Replan's cost models, across requests
+  InlineProfileCache inline_profiles_;  // profiles sent with planning requests
   // Replan's arena memory, kept resident across calls: a fleet's call uses about 4.5 MiB;
   // up to 4 calls at once keep theirs (at most 16 MiB each).
   ArenaBlockPool replan_arena_blocks_{4, 16 << 20};

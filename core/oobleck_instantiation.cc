@@ -22,6 +22,8 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kBoundSlack = 1e-12;
 // A search node costs about as much as this many subset-sum cells (measured: ~10 ns vs ~1).
 constexpr int64_t kStepsPerSet = 8;
+// A round of the candidate bisection costs about this many cells per term.
+constexpr int64_t kStepsPerRoundTerm = 1024;
 
 // The steps one instantiation may take (search nodes and subset-sum cells).
 class WorkBudget {
@@ -220,6 +222,10 @@ double BatchSplitter::CandidateNearMiddle(double lo, double hi, int64_t count) c
 template <typename Pred>
 absl::StatusOr<double> BatchSplitter::SmallestTrue(double lo, double hi, Pred pred) {
   for (int64_t count = CountIn(lo, hi); count > 0; count = CountIn(lo, hi)) {
+    // A round counts and bisects over every term (~1 us each): bounded and polled like
+    // the subset-sum cells.
+    RETURN_IF_ERROR(budget_.Spend(kStepsPerRoundTerm * static_cast<int64_t>(terms_.size())));
+    if (interrupt_.Poll()) return Interrupt::Status("instantiation");
     const double mid = CandidateNearMiddle(lo, hi, count);
     ASSIGN_OR_RETURN(const bool holds, pred(mid));
     (holds ? hi : lo) = mid;
@@ -249,11 +255,19 @@ absl::StatusOr<double> BatchSplitter::LeastMakespan(double limit) {
   const double top = LargestAtMost(limit);
   if (top < slowest_ms_ || Capacity(top) < batch_) return kInf;
   // The least makespan whose capacity sum_t x_t floor(tau / T_t) reaches B bounds the
-  // answer from below, and usually is it.
-  ASSIGN_OR_RETURN(const double floor_ms,
-                   SmallestTrue(0, top, [this](double tau) -> absl::StatusOr<bool> {
-                     return tau >= slowest_ms_ && Capacity(tau) >= batch_;
-                   }));
+  // answer from below, and usually is it. With rate = sum_t x_t / T_t it lies in
+  // (B / rate, max(slowest, (B + P) / rate)] (capacity >= tau rate - P), unless caps bind.
+  const auto reaches_batch = [this](double tau) -> absl::StatusOr<bool> {
+    return tau >= slowest_ms_ && Capacity(tau) >= batch_;
+  };
+  double rate = 0;
+  for (const SplitTerm& term : terms_) rate += term.instances / term.time_ms;
+  const double below = batch_ / rate * (1 - 1e-9);
+  double above = LargestAtMost(
+      std::min(top, std::max(slowest_ms_, (batch_ + pipelines_) / rate * (1 + 1e-9))));
+  ASSIGN_OR_RETURN(const bool above_reaches, reaches_batch(above));
+  if (!above_reaches) above = top;
+  ASSIGN_OR_RETURN(const double floor_ms, SmallestTrue(below, above, reaches_batch));
   ASSIGN_OR_RETURN(const bool holds, Feasible(floor_ms));
   if (holds) return floor_ms;
   return Gallop(floor_ms, top);

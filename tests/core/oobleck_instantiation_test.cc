@@ -339,6 +339,23 @@ TEST(OobleckInstantiationTest, WorkLimitAndInterruptStopTheSearch) {
   EXPECT_EQ(answer.status().code(), absl::StatusCode::kCancelled);
 }
 
+TEST(OobleckInstantiationTest, BisectionOverCandidatesCountsAgainstTheWorkLimit) {
+  // B = P: no subset-sum cell is ever needed, but the bisection over the candidate makespans
+  // of 64 templates still works over every template each round; that work is bounded too
+  // (it once was not, and 1024 templates took ~0.1 s a leaf without a poll).
+  InstantiationProblem problem;
+  for (int t = 0; t < 64; ++t) problem.templates.push_back({1, 1, 1.0 + t / 128.0});
+  problem.global_batch = 64;
+  problem.allreduce_ms[64] = 0;
+  const std::vector<int> one_each(64, 1);
+  absl::StatusOr<Instantiation> answer = SplitOobleckBatch(problem, one_each, NoInterrupt(), 10000);
+  EXPECT_EQ(answer.status().code(), absl::StatusCode::kResourceExhausted) << answer.status();
+  answer = SplitOobleckBatch(problem, one_each, NoInterrupt());
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(answer->microbatches, one_each);
+  EXPECT_EQ(answer->pipeline_time_ms, 1.0 + 63 / 128.0);
+}
+
 TEST(OobleckInstantiationTest, LargeBatchSplitIsExactAndQuick) {
   // 32 templates, B = 2^20: the split must stay well under a second.
   InstantiationProblem problem;

@@ -97,10 +97,13 @@ absl::Status ValidateOobleckPlan(const NodeMix& counts, const PlanOptions& optio
                                                         ", which uses every node (got ",
                                                         Show(options.budget_per_hour), ")"));
   }
-  if (options.fault_tolerance != 0) {
+  // Oobleck's own f (a cap on pipeline sizes) fits its instantiation; ours (f + 1
+  // pipelines at least) is not part of Oobleck's semantics.
+  if (options.fault_tolerance != 0 && options.fault_tolerance_rule != FaultToleranceRule::kOobleck) {
     return InvalidField("fault_tolerance",
                         absl::StrCat(" must be 0 with objective ", kObjective,
-                                     ", which uses every node as Oobleck does (got ",
+                                     ", which uses every node as Oobleck does, unless "
+                                     "fault_tolerance_rule is FAULT_TOLERANCE_OOBLECK (got ",
                                      options.fault_tolerance, ")"));
   }
   return absl::OkStatus();

@@ -609,6 +609,28 @@ absl::Status ValidateGlobalBatches(const std::vector<int>& global_batches) {
   return absl::OkStatus();
 }
 
+}  // namespace
+
+std::string OobleckCapText(int total_nodes, int fault_tolerance) {
+  return absl::StrCat("Oobleck's fault-tolerance rule caps pipelines at N - f = ", total_nodes,
+                      " - ", fault_tolerance, " = ", total_nodes - fault_tolerance, " node(s)");
+}
+
+absl::StatusOr<PipelineSizeLimits> CapForOobleckFaultTolerance(PipelineSizeLimits limits,
+                                                               int total_nodes,
+                                                               int fault_tolerance) {
+  const int cap = total_nodes - fault_tolerance;
+  if (cap < limits.min_nodes) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "fault_tolerance = ", fault_tolerance, ": ", OobleckCapText(total_nodes, fault_tolerance),
+        ", fewer than min_nodes_per_pipeline = ", limits.min_nodes));
+  }
+  limits.max_nodes = std::min(limits.max_nodes, cap);
+  return limits;
+}
+
+namespace {
+
 // The pipeline-set search of a fresh plan of `counts` nodes for one global batch size.
 PipelineSetProblem FreshPlanProblem(const CostModel& model, const NodeMix& counts,
                                     const std::vector<PipelineShape>& shapes,
@@ -621,8 +643,10 @@ PipelineSetProblem FreshPlanProblem(const CostModel& model, const NodeMix& count
   problem.global_batch = global_batch;
   problem.allreduce_ms = &allreduce_ms;
   problem.search = options.search;
-  problem.min_pipelines = options.fault_tolerance + 1;
-  problem.min_pipelines_reason = absl::StrCat("fault_tolerance = ", options.fault_tolerance);
+  if (options.fault_tolerance_rule == FaultToleranceRule::kPipelines) {
+    problem.min_pipelines = options.fault_tolerance + 1;
+    problem.min_pipelines_reason = absl::StrCat("fault_tolerance = ", options.fault_tolerance);
+  }
   problem.objective = options.objective;
   for (double price : options.price_per_hour) problem.type_price_steps.push_back(PriceSteps(price));
   // (A budget above every node's price together is no constraint; the cap keeps the
@@ -753,7 +777,11 @@ absl::StatusOr<PlanResult> ClusterPlanner::Plan(const CostModel& model,
   if (oobleck) RETURN_IF_ERROR(ValidateOobleckPlan(counts, options));
   RETURN_IF_ERROR(ValidatePlanPrices(model, options));
   RETURN_IF_ERROR(ValidateGlobalBatches(global_batches));
-  ASSIGN_OR_RETURN(const PipelineSizeLimits limits, ResolveLimits(options.limits, N));
+  ASSIGN_OR_RETURN(PipelineSizeLimits limits, ResolveLimits(options.limits, N));
+  const bool oobleck_cap = options.fault_tolerance_rule == FaultToleranceRule::kOobleck;
+  if (oobleck_cap) {
+    ASSIGN_OR_RETURN(limits, CapForOobleckFaultTolerance(limits, N, options.fault_tolerance));
+  }
   ASSIGN_OR_RETURN(TemplateSet set,
                    PlanTemplateSet(*templates_, model, counts, limits, options.search));
   const std::vector<PipelineShape> shapes = FeasibleShapes(model, set, limits);
@@ -777,9 +805,12 @@ absl::StatusOr<PlanResult> ClusterPlanner::Plan(const CostModel& model,
     absl::StatusOr<PipelineSetSolution> solution = SolvePipelineSet(
         FreshPlanProblem(model, counts, shapes, allreduce_ms, options, out.global_batch));
     if (!solution.ok()) {
-      out.status = absl::Status(
-          solution.status().code(),
-          shapes.empty() ? NoShapeReason(type_reasons) : std::string(solution.status().message()));
+      std::string why = shapes.empty() ? NoShapeReason(type_reasons)
+                                       : std::string(solution.status().message());
+      if (oobleck_cap && solution.status().code() == absl::StatusCode::kFailedPrecondition) {
+        absl::StrAppend(&why, " (", OobleckCapText(N, options.fault_tolerance), ")");
+      }
+      out.status = absl::Status(solution.status().code(), why);
     } else {
       out.plan = BindFreshPlan(model, nodes, shapes, *solution, out.global_batch, type_reasons,
                                options);

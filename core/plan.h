@@ -116,6 +116,19 @@ inline constexpr int kMaxFaultTolerance = kMaxClusterNodes - 1;
 // field path "fault_tolerance" (core/field_path.h).
 absl::Status ValidateFaultTolerance(int fault_tolerance);
 
+// How fault_tolerance (f) is read (docs/COST_MODEL.md#fault-tolerance).
+enum class FaultToleranceRule {
+  kPipelines,  // at least f + 1 pipelines: any f failures leave every layer a replica
+  kOobleck,    // Oobleck's: no pipeline has more than N - f nodes (N: the cluster's nodes)
+};
+// Oobleck's rule on resolved limits for a cluster of `total_nodes`: max_nodes lowered to
+// N - f; FAILED_PRECONDITION when N - f is below min_nodes (nothing fits).
+absl::StatusOr<PipelineSizeLimits> CapForOobleckFaultTolerance(PipelineSizeLimits limits,
+                                                               int total_nodes,
+                                                               int fault_tolerance);
+// "Oobleck's fault-tolerance rule caps pipelines at N - f = 13 - 3 = 10 node(s)".
+std::string OobleckCapText(int total_nodes, int fault_tolerance);
+
 // What a plan minimises (docs/COST_MODEL.md#price).
 enum class PlanObjective {
   kTime,  // "time": the iteration time
@@ -161,6 +174,8 @@ struct PlanOptions {
   std::vector<double> price_per_hour{};
   // 0: none; else plans only use nodes whose prices add up to at most this.
   double budget_per_hour = 0;
+  // kOobleck: fault_tolerance caps pipeline sizes at N - f instead (one pipeline may do).
+  FaultToleranceRule fault_tolerance_rule = FaultToleranceRule::kPipelines;
 };
 
 // The cross-pipeline gradient all-reduce of a plan of P pipelines (COST_MODEL.md): per

@@ -108,6 +108,24 @@ std::vector<ReplanAlternative> ParetoFront(const std::vector<Candidate*>& candid
   return front;
 }
 
+// The nodes of a candidate's largest pipeline.
+int LargestPipeline(const Candidate& c) {
+  int largest = 0;
+  for (const DraftPipeline& p : c.draft.pipelines) largest = std::max(largest, p.tmpl->num_nodes());
+  return largest;
+}
+
+// Why a plan gives less than Oobleck's cap asks: a pipeline past the cap, or the f the
+// survivors allow (ctx.size_cap_degraded); "" when neither.
+std::string OverCapReason(const ReplanContext& ctx, const ClusterPlan& plan,
+                          const char* what) {
+  int largest = 0;
+  for (const PlannedPipeline& p : plan.pipelines) largest = std::max(largest, p.tmpl.num_nodes());
+  if (largest <= ctx.size_cap) return ctx.size_cap_degraded;
+  return absl::StrCat(what, " has a pipeline of ", largest, " nodes, more than Oobleck's cap ",
+                      ctx.size_cap, " (N - f)");
+}
+
 // The answer when the event changes nothing (replayed or empty).
 ReplanResult UnchangedResult(ReplanContext& ctx, const ReplanOptions& options,
                              ReplanResult result) {
@@ -118,7 +136,9 @@ ReplanResult UnchangedResult(ReplanContext& ctx, const ReplanOptions& options,
   result.oobleck_fallback_ms = ctx.old.iteration_time_ms;
   result.alternatives.push_back({ReplanStrategy::kUnchanged, ctx.old.iteration_time_ms, 0, 0,
                                  result.pipelines_kept, ctx.old.fault_tolerance()});
-  if (ctx.old.fault_tolerance() < options.fault_tolerance) {
+  if (ctx.size_cap > 0) {
+    result.degraded_reason = OverCapReason(ctx, ctx.old, "the unchanged plan");
+  } else if (ctx.old.fault_tolerance() < options.fault_tolerance) {
     result.degraded_reason = absl::StrFormat(
         "the unchanged plan has %d pipeline(s): it tolerates %d failure(s), fewer than "
         "fault_tolerance = %d",
@@ -140,7 +160,9 @@ class CandidateRound {
         options_(options),
         result_(*result),
         layer_holders_(ctx),
-        fault_tolerance_(options.fault_tolerance) {
+        fault_tolerance_(options.fault_tolerance_rule == FaultToleranceRule::kPipelines
+                             ? options.fault_tolerance
+                             : 0) {
     counts_.assign(model_.num_types(), 0);
     for (const ClusterNode& node : ctx.survivors) ++counts_[node.type];
     for (size_t i = 0; i < ctx.old.pipelines.size(); ++i) {
@@ -154,6 +176,7 @@ class CandidateRound {
     shapes_ = FeasibleShapes(model_, *set_, ctx_.limits);
     type_reasons_ = UnusedTypeReasons(model_, shapes_, counts_, ctx_.limits);
     RETURN_IF_ERROR(ReachFaultTolerance());
+    if (ctx_.size_cap > 0) result_.degraded_reason = ctx_.size_cap_degraded;
     // The two searches and the drop-broken split are independent (the searches share
     // shapes_ read-only) but run one after the other: run together (tbb::parallel_invoke
     // in an arena of the planner's threads) they cost the server about 1.3 ms more CPU
@@ -326,7 +349,9 @@ class CandidateRound {
     for (Candidate& c : candidates_) {
       const bool ok = options_.force_strategy.has_value() ? c.strategy == *options_.force_strategy
                                                           : c.fault_tolerance() >= fault_tolerance_;
-      if (ok) eligible.push_back(&c);
+      // Oobleck's cap binds every candidate (the kept pipelines may be larger).
+      const bool capped = ctx_.size_cap == 0 || LargestPipeline(c) <= ctx_.size_cap;
+      if (ok && capped) eligible.push_back(&c);
     }
     if (!eligible.empty()) return eligible;
     if (options_.force_strategy.has_value()) {
@@ -336,9 +361,13 @@ class CandidateRound {
                                   ? std::string(optimal_status_.message())
                                   : "no pipeline survived intact, or those that did cannot "
                                     "run the batch";
+      const std::string cap = ctx_.size_cap > 0
+                                  ? absl::StrCat(" (or its plan has a pipeline of more than ",
+                                                 ctx_.size_cap, " nodes, Oobleck's cap N - f)")
+                                  : "";
       return absl::FailedPreconditionError(absl::StrCat(
           "strategy \"", std::string(ReplanStrategyName(*options_.force_strategy)),
-          "\" finds no plan for the ", ctx_.survivors.size(), " remaining node(s): ", why));
+          "\" finds no plan for the ", ctx_.survivors.size(), " remaining node(s): ", why, cap));
     }
     return absl::FailedPreconditionError(
         absl::StrCat("no plan exists for the ", ctx_.survivors.size(),
@@ -378,7 +407,8 @@ class CandidateRound {
     }
     result_.alternatives = ParetoFront(eligible);
     result_.fastest_iteration_time_ms = fastest;
-    if (result_.degraded_reason.empty() && chosen->fault_tolerance() < options_.fault_tolerance) {
+    if (result_.degraded_reason.empty() && ctx_.size_cap == 0 &&
+        chosen->fault_tolerance() < options_.fault_tolerance) {
       result_.degraded_reason = absl::StrFormat(
           "strategy \"%s\" leaves %d pipeline(s): the plan tolerates %d failure(s), fewer than "
           "fault_tolerance = %d",

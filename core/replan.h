@@ -70,6 +70,9 @@ struct ReplanOptions {
   // The f-failure guarantee: the new plan has at least f + 1 pipelines when the survivors
   // allow it, else as many as they allow (ReplanResult::degraded_reason says so).
   int fault_tolerance = 0;
+  // kOobleck: fault_tolerance caps the new plan's pipelines at N - f nodes instead, N the
+  // nodes after the event; a smaller f when the survivors need it (degraded_reason says so).
+  FaultToleranceRule fault_tolerance_rule = FaultToleranceRule::kPipelines;
   // Only this strategy's plan (e.g. Oobleck's rule, to compare with it); FAILED_PRECONDITION
   // when it finds none.
   std::optional<ReplanStrategy> force_strategy;

@@ -99,6 +99,21 @@ absl::Status ToNodes(const pb::PlanRequest& request, const std::string& prefix,
   return absl::OkStatus();
 }
 
+// PlanRequest.fault_tolerance_rule (an open enum: any int may arrive).
+absl::StatusOr<FaultToleranceRule> FromProtoRule(int rule) {
+  switch (rule) {
+    case pb::FAULT_TOLERANCE_PIPELINES:
+      return FaultToleranceRule::kPipelines;
+    case pb::FAULT_TOLERANCE_OOBLECK:
+      return FaultToleranceRule::kOobleck;
+    default:
+      return InvalidField("fault_tolerance_rule",
+                          absl::StrCat(" must be FAULT_TOLERANCE_PIPELINES (0) or "
+                                       "FAULT_TOLERANCE_OOBLECK (1) (got ",
+                                       rule, ")"));
+  }
+}
+
 // Paths as in a PlanRequest; ToClusterSetup prefixes them.
 absl::StatusOr<ClusterSetup> Resolve(const pb::PlanRequest& request, const ProfileCatalog& catalog,
                                      const std::string& prefix, CostModelCache* models,
@@ -114,6 +129,7 @@ absl::StatusOr<ClusterSetup> Resolve(const pb::PlanRequest& request, const Profi
   RETURN_IF_ERROR(ValidateLimits(setup.limits));
   RETURN_IF_ERROR(ValidateFaultTolerance(request.fault_tolerance()));
   setup.fault_tolerance = request.fault_tolerance();
+  ASSIGN_OR_RETURN(setup.fault_tolerance_rule, FromProtoRule(request.fault_tolerance_rule()));
 
   // The job and hardware checks of PlanTemplates, on the same field names. Types whose
   // nodes all failed stay in the cluster.

@@ -35,6 +35,7 @@ struct ClusterSetup {
   std::optional<NodeIndex> node_index;
   PipelineSizeLimits limits;
   int fault_tolerance = 0;
+  FaultToleranceRule fault_tolerance_rule = FaultToleranceRule::kPipelines;
 };
 
 // Errors name fields with `prefix` ("" for PlanRequest, "request." inside ReplanRequest),

@@ -65,6 +65,7 @@ grpc::Status HandlePlan(grpc::ServerContext* context, const pb::PlanRequest& req
   PlanOptions options;
   options.limits = setup->limits;
   options.fault_tolerance = setup->fault_tolerance;
+  options.fault_tolerance_rule = setup->fault_tolerance_rule;
   absl::StatusOr<PlanObjective> objective = ParsePlanObjective(request.objective());
   if (!objective.ok()) return ToGrpcStatus(objective.status());
   options.objective = *objective;
@@ -134,6 +135,7 @@ grpc::Status HandleReplan(grpc::ServerContext* context, pb::ReplanRequest* reque
   if (!replan_options.ok()) return ToGrpcStatus(replan_options.status());
   ReplanOptions& options = *replan_options;
   options.fault_tolerance = setup->fault_tolerance;
+  options.fault_tolerance_rule = setup->fault_tolerance_rule;
   options.limits = setup->limits;
   // ToClusterSetup checked and indexed the ids: core does not hash them again.
   if (setup->node_index.has_value()) options.node_index = &*setup->node_index;

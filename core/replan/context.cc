@@ -179,6 +179,22 @@ absl::Status CheckEveryLayerHeld(const ReplanContext& ctx, int L,
   return absl::OkStatus();
 }
 
+// Oobleck's fault-tolerance rule: N - f of the cluster after the event, with the largest
+// f <= fault_tolerance that leaves min_nodes (ResolveLimits made min_nodes <= N).
+absl::Status CapPipelineSizes(int fault_tolerance, ReplanContext* ctx) {
+  const int N = static_cast<int>(ctx->survivors.size());
+  const int f = std::min(fault_tolerance, N - ctx->limits.min_nodes);
+  if (f < fault_tolerance) {
+    ctx->size_cap_degraded = absl::StrCat(
+        "fault_tolerance = ", fault_tolerance, ": ", OobleckCapText(N, fault_tolerance),
+        ", fewer than min_nodes_per_pipeline = ", ctx->limits.min_nodes,
+        ", so the plan keeps f = ", f);
+  }
+  ASSIGN_OR_RETURN(ctx->limits, CapForOobleckFaultTolerance(ctx->limits, N, f));
+  ctx->size_cap = N - f;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 LayerRange LayersOfPosition(const PipelineTemplate& tmpl, int position) {
@@ -244,6 +260,9 @@ absl::StatusOr<ReplanContext> Prepare(const CostModel& model, const std::vector<
 
   const int N = static_cast<int>(ctx.survivors.size());
   ASSIGN_OR_RETURN(ctx.limits, ResolveLimits(options.limits, N));
+  if (options.fault_tolerance_rule == FaultToleranceRule::kOobleck) {
+    RETURN_IF_ERROR(CapPipelineSizes(options.fault_tolerance, &ctx));
+  }
   allreduce_ms.resize(std::max(N, 1) + 1);  // as CrossPipelineAllreduceMs(model, N)
   ctx.allreduce_ms = std::move(allreduce_ms);
   return ctx;

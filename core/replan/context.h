@@ -36,6 +36,10 @@ struct ReplanContext {
   std::vector<bool> intact;                       // per old pipeline: every node survived
   std::vector<double> allreduce_ms;               // P = 0..survivors
   PipelineSizeLimits limits;                      // resolved for the survivors
+  // Oobleck's fault-tolerance rule: no pipeline of more than size_cap nodes (0: no cap),
+  // and why the cap is looser than N - f when it is.
+  int size_cap = 0;
+  std::string size_cap_degraded;
   NodeAssignmentMethod assignment = NodeAssignmentMethod::kClasses;
   std::vector<std::string> ignored_failed, ignored_joined;
   bool changed = false;  // the event removes or adds some node

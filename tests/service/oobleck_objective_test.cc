@@ -133,6 +133,24 @@ TEST_F(OobleckObjectiveTest, PlanIsInstantiateOverTheTemplates) {
   }
 }
 
+// Oobleck's own f is a cap of N - f nodes per pipeline, which its instantiation honours:
+// 7 nodes with f = 4 leave pipelines of 2 and 3 nodes (the request's minimum is 2).
+TEST_F(OobleckObjectiveTest, OobleckFaultToleranceCapsPipelineSizes) {
+  pb::PlanRequest request = Request(7);
+  request.set_fault_tolerance(4);
+  request.set_fault_tolerance_rule(pb::FAULT_TOLERANCE_OOBLECK);
+  pb::PlanResponse response;
+  grpc::ClientContext context;
+  const grpc::Status status = served_.stub->Plan(&context, request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  int nodes = 0;
+  for (const pb::PlannedPipeline& p : response.plan().pipelines()) {
+    EXPECT_LE(p.node_ids_size(), 3);
+    nodes += p.node_ids_size();
+  }
+  EXPECT_EQ(nodes, 7);
+}
+
 TEST_F(OobleckObjectiveTest, RejectsWhatOobleckCannotMean) {
   pb::PlanResponse response;
   auto plan = [&](const pb::PlanRequest& request) {

@@ -260,6 +260,7 @@ TEST_F(InlineProfileTest, PlanAndReplanTakeInlineProfiles) {
   *plan.mutable_profiles() = templates.profiles();
   plan.set_stage_gpus(pb::STAGE_GPUS_DIVISORS);
   plan.add_global_batch(12);
+  plan.set_fault_tolerance(1);  // two pipelines at least: one survives a failure
   pb::PlanResponse planned;
   {
     grpc::ClientContext context;
@@ -369,7 +370,12 @@ TEST_F(InlineProfileTest, LoadProfileKeepsItsConventionAcrossRestart) {
   load.set_gpu_type("a100");
   load.set_microbatch_size(1);
   load.set_allreduce_key(pb::ALLREDUCE_KEY_GPUS_MINUS_ONE);
-  *load.mutable_files() = Files(Layers(4, /*key_offset=*/1));
+  // Keys 0 to 3: Oobleck sosp23's table for stages of 1 to 4 GPUs.
+  pb::ProfileLayers layers = Layers(4, /*key_offset=*/1);
+  for (pb::LayerProfile& layer : *layers.mutable_layers()) {
+    (*layer.mutable_allreduce_in_node_ms())[0] = 0;
+  }
+  *load.mutable_files() = Files(layers);
   grpc::ClientContext context;
   pb::LoadProfileResponse loaded;
   const grpc::Status status = served_.stub->LoadProfile(&context, load, &loaded);

@@ -256,7 +256,6 @@ int main(int argc, char** argv) {
     return kExitBadFlags;
   }
   const sigset_t stop_signals = BlockStopSignals();
-
   std::optional<oobleck::ConfinedRoot> load_root;
   oobleck::ProfileCatalog catalog(flags->max_profile_mb << 20);
   if (absl::Status loaded = LoadStartProfiles(&load_root, &catalog); !loaded.ok()) {

@@ -412,7 +412,8 @@ TEST_F(PlannerServiceTest, RejectsBadLoadProfileRequests) {
          (*layer->mutable_allreduce_in_node_ms())[0] = 1;
        },
        grpc::StatusCode::INVALID_ARGUMENT,
-       "layers.layers[0].allreduce_in_node_ms key must be >= 1 (got 0)"},
+       "layers.layers[0].allreduce_in_node_ms key 0 is not a stage's GPU count under "
+       "ALLREDUCE_KEY_GPUS"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);

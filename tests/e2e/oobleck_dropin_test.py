@@ -222,7 +222,8 @@ class OobleckDropinTest(unittest.TestCase):
                    for b2 in range(1, 10)) + allreduce[0][3]
         self.assertAlmostEqual(plan.iteration_time, best, places=6)
 
-    def test_reconfiguration_sequence_and_instantiate(self):
+    def test_oobleck_shaped_session(self):
+        """Profile -> templates -> best plan -> pipelines -> node failures -> new plans."""
         __import__("standin_modules")  # deepspeed.comm for instantiate's process groups
         prof = profile(10, seed=4)
         templates = self.templates(prof, 2, 5)

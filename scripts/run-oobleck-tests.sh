@@ -7,7 +7,8 @@
 #   scripts/run-oobleck-tests.sh OOBLECK_CHECKOUT [extra pytest arguments]
 #
 # OOBLECK_CHECKOUT: a clone of SymbioticLab/Oobleck (any branch; the test files of the check
-# that exist there are run). Needs a built server (scripts/build.sh; or OOBLECK_PLANNER_BIN)
+# that exist there are run; a `develop` checkout gets OOBLECK_PLANNER_OOBLECK_BRANCH=develop
+# unless that is set). Needs a built server (scripts/build.sh; or OOBLECK_PLANNER_BIN)
 # unless OOBLECK_PLANNER_ADDRESS names a running one, and Debian's python3-pytest,
 # python3-pytest-mock, python3-pytest-order, python3-grpcio (scripts/install-deps.sh).
 # Prints the tests passed / failed / skipped and the wall time; exits non-zero on failures.
@@ -69,7 +70,16 @@ if [ -z "${OOBLECK_PLANNER_ADDRESS:-}" ]; then
   export OOBLECK_PLANNER_ADDRESS=$address
 fi
 
+# Oobleck's branches key the in-node all-reduce dict differently (oobleck_planner.oobleck):
+# follow the checkout's branch unless OOBLECK_PLANNER_OOBLECK_BRANCH says otherwise.
+if [ -z "${OOBLECK_PLANNER_OOBLECK_BRANCH:-}" ]; then
+  branch=$(git -C "$checkout" rev-parse --abbrev-ref HEAD 2>/dev/null || true)
+  if [ "$branch" = develop ]; then
+    export OOBLECK_PLANNER_OOBLECK_BRANCH=develop
+  fi
+fi
 echo "Oobleck checkout: $checkout"
+echo "semantics of:     ${OOBLECK_PLANNER_OOBLECK_BRANCH:-sosp23-artifact}"
 echo "planner:          $OOBLECK_PLANNER_ADDRESS"
 echo "test files:       ${present[*]}"
 start=$(date +%s.%N)

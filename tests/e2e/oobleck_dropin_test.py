@@ -229,7 +229,7 @@ class OobleckDropinTest(unittest.TestCase):
         templates = self.templates(prof, 2, 5)
         allreduce = [layer._allreduce_across_nodes for layer in prof.get()]
         instantiator = self.inst.PipelineInstantiator()
-        plan = instantiator.get_best_execution_plan(templates, allreduce, 14, 64)
+        plan = instantiator.get_best_execution_plan(templates, allreduce, 14, 120)
         by_nodes = {t._num_nodes: t for t in templates}
         built = []
 
@@ -254,9 +254,9 @@ class OobleckDropinTest(unittest.TestCase):
                 counts = {}
                 for size in sizes:
                     counts[by_nodes[size]] = counts.get(by_nodes[size], 0) + 1
-                new_plan = instantiator.get_new_execution_plan(counts, allreduce, 64)
+                new_plan = instantiator.get_new_execution_plan(counts, allreduce, 120)
                 self.assertEqual(new_plan.num_instances_set, counts)
-                self.assertEqual(new_plan.total_num_microbatches, 64)
+                self.assertEqual(new_plan.total_num_microbatches, 120)
                 ranks = [list(range(sum(sizes[:i]), sum(sizes[:i + 1])))
                          for i in range(len(sizes))]
                 _, pipelines, _ = new_plan.instantiate(None, None, None, 1, ranks=ranks)

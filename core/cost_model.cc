@@ -30,6 +30,32 @@ std::string_view CostModelName(CostModelKind kind) {
   return kind == CostModelKind::kOneFOneB ? "1f1b" : "oobleck-sosp23";
 }
 
+std::string_view StageGpusName(StageGpus policy) {
+  switch (policy) {
+    case StageGpus::kAny:
+      return "STAGE_GPUS_ANY";
+    case StageGpus::kDivisors:
+      return "STAGE_GPUS_DIVISORS";
+    case StageGpus::kEqualHalves:
+      return "STAGE_GPUS_EQUAL_HALVES";
+  }
+  return "STAGE_GPUS_ANY";
+}
+
+bool StageGpusAllow(StageGpus policy, int node_gpus, int gpus) {
+  const auto power_of_two = [](int n) { return n > 0 && (n & (n - 1)) == 0; };
+  switch (policy) {
+    case StageGpus::kAny:
+      return true;
+    case StageGpus::kDivisors:
+      return gpus > 0 && node_gpus % gpus == 0;
+    case StageGpus::kEqualHalves:
+      // node_gpus = gpus x 2^k: k halvings of the node end in a stage of `gpus`.
+      return power_of_two(gpus) && node_gpus % gpus == 0 && power_of_two(node_gpus / gpus);
+  }
+  return false;
+}
+
 std::string PlanningProblem::CacheKey() const {
   // Node-type names are the only free text: each is written with its length first, so no
   // name, whatever separators it holds, can reproduce another cluster's key.
@@ -37,6 +63,11 @@ std::string PlanningProblem::CacheKey() const {
       absl::StrFormat("%s|M=%d|k=%a|inter=%a|ar=%d|types=%d", CostModelName(cost_model),
                       microbatches, optimizer_state_multiplier, inter_node_bytes_per_s,
                       static_cast<int>(missing_allreduce), node_types.size());
+  // Only a restricting policy is written, so that every key of the default (and every
+  // template stored under one, server/etcd_template_store.h) stays what it was.
+  if (stage_gpus != StageGpus::kAny) {
+    absl::StrAppendFormat(&key, "|sg=%d", static_cast<int>(stage_gpus));
+  }
   for (size_t i = 0; i < node_types.size(); ++i) {
     const NodeType& t = node_types[i];
     absl::StrAppendFormat(&key, "|%d#%s:%d:%a:%a:%s", t.name.size(), t.name, t.gpus_per_node,
@@ -176,7 +207,22 @@ absl::Status ValidateProblemSettings(const PlanningProblem& problem,
                         one_f_one_b ? "> 0 for cost_model \"1f1b\"" : "finite and >= 0",
                         inter_node);
   }
-  return ValidateNodeTypes(problem.node_types, absl::StrCat(cluster_prefix, "node_types"));
+  RETURN_IF_ERROR(
+      ValidateNodeTypes(problem.node_types, absl::StrCat(cluster_prefix, "node_types")));
+  // g = 1 passes ANY and DIVISORS on every node; EQUAL_HALVES may leave a node no size.
+  for (size_t t = 0; t < problem.node_types.size(); ++t) {
+    const int gpus = problem.node_types[t].gpus_per_node;
+    if (!StageGpusAllow(problem.stage_gpus, gpus, 1)) {
+      return InvalidField(
+          "stage_gpus",
+          absl::StrFormat(" %s leaves %snode_types[%d] (%s) of %d GPUs no stage size: it "
+                          "halves a node down to stages of a power of two GPUs, so the "
+                          "node's GPUs must be a power of two (use STAGE_GPUS_DIVISORS)",
+                          StageGpusName(problem.stage_gpus), cluster_prefix, t,
+                          problem.node_types[t].name, gpus));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CostModel::ValidateProfiles(const PlanningProblem& problem) {
@@ -201,12 +247,12 @@ absl::Status CostModel::ValidateProfiles(const PlanningProblem& problem) {
   return absl::OkStatus();
 }
 
-CostModel::TypeTables CostModel::BuildTypeTables(const NodeType& type,
-                                                 const ModelProfile& profile,
-                                                 MissingAllreduce missing) {
+CostModel::TypeTables CostModel::BuildTypeTables(const NodeType& type, const ModelProfile& profile,
+                                                 MissingAllreduce missing, StageGpus stage_gpus) {
   const int L = profile.num_layers();
   TypeTables tables;
   for (int g = 1; g <= type.gpus_per_node; ++g) {
+    if (!StageGpusAllow(stage_gpus, type.gpus_per_node, g)) continue;
     bool measured = true;
     for (const LayerProfile& layer : profile.layers) {
       measured &= g == 1 || layer.allreduce_in_node_ms.count(g) > 0;
@@ -257,8 +303,8 @@ absl::StatusOr<CostModel> CostModel::Create(PlanningProblem problem) {
   }
   model.types_.reserve(num_types);
   for (size_t t = 0; t < num_types; ++t) {
-    model.types_.push_back(
-        BuildTypeTables(problem.node_types[t], *problem.profiles[t], problem.missing_allreduce));
+    model.types_.push_back(BuildTypeTables(problem.node_types[t], *problem.profiles[t],
+                                           problem.missing_allreduce, problem.stage_gpus));
   }
   RETURN_IF_ERROR(CheckFinite(problem, model));
   model.problem_ = std::move(problem);

@@ -28,6 +28,22 @@ enum class MissingAllreduce {
   kRing,      // estimate 2(g-1)/g * param_bytes / intra_node_bytes_per_s
 };
 
+// Which GPU counts a stage on a node may use (docs/COST_MODEL.md#stages-and-templates); a node's
+// stages always use all its GPUs. A restriction of the sizes with all-reduce data.
+enum class StageGpus {
+  kAny,       // every count with in-node all-reduce data (or the ring estimate)
+  kDivisors,  // counts that divide the node's GPUs (Oobleck's get_rank_grid needs it)
+  // Oobleck `develop`: a node holds one stage, or is halved into two equal parts, each
+  // halved again or holding one stage, and a stage's GPU count is a power of two (its
+  // divide and conquer). So the node's GPUs must be a power of two, and a stage may use
+  // any power of two up to them.
+  kEqualHalves,
+};
+// "STAGE_GPUS_ANY", "STAGE_GPUS_DIVISORS", "STAGE_GPUS_EQUAL_HALVES", as the API names them.
+std::string_view StageGpusName(StageGpus policy);
+// Whether `policy` lets a stage use `gpus` of a node's `node_gpus` GPUs.
+bool StageGpusAllow(StageGpus policy, int node_gpus, int gpus);
+
 // Everything a template search depends on except the mix. Value type.
 // Optimizer-state bytes per parameter byte when a request gives none (Oobleck's figure: Adam
 // keeps fp32 master weights and two moments beside fp16 weights).
@@ -44,6 +60,7 @@ struct PlanningProblem {
   int microbatches = 0;  // M; 0 = not given (allowed for oobleck-sosp23 only)
   double optimizer_state_multiplier = kDefaultOptimizerStateMultiplier;
   MissingAllreduce missing_allreduce = MissingAllreduce::kSkipSize;
+  StageGpus stage_gpus = StageGpus::kAny;
 
   // Content key of everything above (profile fingerprints, types, model, M, ...). A new
   // field belongs here and in CostModelCache's key (core/model_cache.cc).
@@ -52,11 +69,12 @@ struct PlanningProblem {
 
 // The one check of a problem's settings, before its profiles are looked at: microbatches
 // (>= 0, <= 2^20, >= 1 for 1f1b), optimizer_state_multiplier (finite, >= 0),
-// inter_node_bytes_per_s (finite, >= 0, > 0 for 1f1b) and the node types
-// (ValidateNodeTypes). INVALID_ARGUMENT naming the field and the value, the path also as
-// data (core/field_path.h); node_types and inter_node_bytes_per_s under `cluster_prefix`,
-// where the caller's input holds them ("cluster." in a planning request). Create runs it;
-// the server runs it first so that a malformed request fails before profiles are looked up.
+// inter_node_bytes_per_s (finite, >= 0, > 0 for 1f1b), the node types
+// (ValidateNodeTypes) and stage_gpus (every node type keeps a stage size under it).
+// INVALID_ARGUMENT naming the field and the value, the path also as data (core/field_path.h);
+// node_types and inter_node_bytes_per_s under `cluster_prefix`, where the caller's input holds them
+// ("cluster." in a planning request). Create runs it; the server runs it first so that a malformed
+// request fails before profiles are looked up.
 absl::Status ValidateProblemSettings(const PlanningProblem& problem,
                                      absl::string_view cluster_prefix = "");
 
@@ -194,7 +212,7 @@ class CostModel {
   static absl::Status ValidateProfiles(const PlanningProblem& problem);
   // One type's tables: the stage sizes it can use and the prefix sums over its layers.
   static TypeTables BuildTypeTables(const NodeType& type, const ModelProfile& profile,
-                                    MissingAllreduce missing);
+                                    MissingAllreduce missing, StageGpus stage_gpus);
   // Evaluate's structural checks: node order, contiguous stages, GPUs, the stage limit.
   absl::Status CheckTemplateShape(const PipelineTemplate& tmpl) const;
   CostModel() = default;

@@ -92,6 +92,7 @@ absl::StatusOr<std::shared_ptr<const CostModel>> CostModelCache::Create(Planning
   AppendRaw(&key, problem.optimizer_state_multiplier);
   AppendRaw(&key, problem.inter_node_bytes_per_s);
   AppendRaw(&key, problem.missing_allreduce);
+  AppendRaw(&key, problem.stage_gpus);
   AppendRaw(&key, problem.node_types.size());
   AppendRaw(&key, problem.profiles.size());
   AppendRaw(&key, problem.derived_from.size());

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/field_path.h"
+#include "core/oobleck_plan.h"
 #include "core/shown_value.h"
 #include "core/status_macros.h"
 #include "tbb/parallel_for.h"
@@ -281,12 +282,22 @@ absl::Status ValidatePlanPrices(const CostModel& model, const PlanOptions& optio
 absl::StatusOr<PlanObjective> ParsePlanObjective(std::string_view name) {
   if (name.empty() || name == "time") return PlanObjective::kTime;
   if (name == "cost") return PlanObjective::kCost;
-  return InvalidField("objective",
-                      absl::StrCat(" must be \"time\" or \"cost\" (got ", Quote(name), ")"));
+  if (name == "oobleck-instantiation") return PlanObjective::kOobleckInstantiation;
+  return InvalidField("objective", absl::StrCat(" must be \"time\" or \"cost\", or "
+                                                "\"oobleck-instantiation\" (got ",
+                                                Quote(name), ")"));
 }
 
 std::string_view PlanObjectiveName(PlanObjective objective) {
-  return objective == PlanObjective::kCost ? "cost" : "time";
+  switch (objective) {
+    case PlanObjective::kCost:
+      return "cost";
+    case PlanObjective::kOobleckInstantiation:
+      return "oobleck-instantiation";
+    case PlanObjective::kTime:
+      break;
+  }
+  return "time";
 }
 
 absl::Status CheckPlanTimes(const ClusterPlan& plan) {
@@ -734,12 +745,14 @@ absl::StatusOr<PlanResult> ClusterPlanner::Plan(const CostModel& model,
                                                 const PlanOptions& options) const {
   RETURN_IF_ERROR(ValidateNodes(model, nodes));
   RETURN_IF_ERROR(ValidateFaultTolerance(options.fault_tolerance));
-  RETURN_IF_ERROR(ValidatePlanPrices(model, options));
-  RETURN_IF_ERROR(ValidateGlobalBatches(global_batches));
   const int T = model.num_types();
   const int N = static_cast<int>(nodes.size());
   NodeMix counts(T, 0);
   for (const ClusterNode& node : nodes) ++counts[node.type];
+  const bool oobleck = options.objective == PlanObjective::kOobleckInstantiation;
+  if (oobleck) RETURN_IF_ERROR(ValidateOobleckPlan(counts, options));
+  RETURN_IF_ERROR(ValidatePlanPrices(model, options));
+  RETURN_IF_ERROR(ValidateGlobalBatches(global_batches));
   ASSIGN_OR_RETURN(const PipelineSizeLimits limits, ResolveLimits(options.limits, N));
   ASSIGN_OR_RETURN(TemplateSet set,
                    PlanTemplateSet(*templates_, model, counts, limits, options.search));
@@ -755,6 +768,11 @@ absl::StatusOr<PlanResult> ClusterPlanner::Plan(const CostModel& model,
   result.sizes.resize(global_batches.size());
   auto plan_one = [&](size_t i) {
     BatchSizePlan& out = result.sizes[i];
+    if (oobleck) {
+      out = PlanOobleckBatch(model, nodes, set, shapes, options, global_batches[i],
+                             NoShapeReason(type_reasons));
+      return;
+    }
     out.global_batch = global_batches[i];
     absl::StatusOr<PipelineSetSolution> solution = SolvePipelineSet(
         FreshPlanProblem(model, counts, shapes, allreduce_ms, options, out.global_batch));

@@ -120,8 +120,12 @@ absl::Status ValidateFaultTolerance(int fault_tolerance);
 enum class PlanObjective {
   kTime,  // "time": the iteration time
   kCost,  // "cost": price per iteration, (sum of the used nodes' price_per_hour) x time
+  // "oobleck-instantiation": Oobleck's instantiation semantics and time formula
+  // (core/oobleck_plan.h): every node used, one micro-batch count per template.
+  kOobleckInstantiation,
 };
-// "time" -> kTime, "" -> kTime, "cost" -> kCost; INVALID_ARGUMENT naming `objective`.
+// "time" -> kTime, "" -> kTime, "cost" -> kCost, "oobleck-instantiation" ->
+// kOobleckInstantiation; INVALID_ARGUMENT naming `objective`.
 absl::StatusOr<PlanObjective> ParsePlanObjective(std::string_view name);
 std::string_view PlanObjectiveName(PlanObjective objective);
 

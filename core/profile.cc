@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <regex>
@@ -12,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/cluster.h"
 #include "core/file_reader.h"
 #include "core/fnv1a.h"
 #include "core/json_document.h"
@@ -87,9 +89,13 @@ absl::Status ParseAllreduce(std::string_view text, const std::string& file, size
     }
     for (const auto& [key, value] : entry.items()) {
       int count = 0;
-      if (!absl::SimpleAtoi(key, &count) || count < 1) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "%s: layer %d has a key that is not a positive integer count", file, l));
+      // In-node keys may be 0 (a convention counting GPUs minus one); what they may be is
+      // NormalizeAllreduceInNode's to say, with the convention.
+      const int least = field == &LayerProfile::allreduce_in_node_ms ? INT_MIN : 1;
+      if (!absl::SimpleAtoi(key, &count) || count < least) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("%s: layer %d has a key that is not %s", file, l,
+                            least == 1 ? "a positive integer count" : "an integer"));
       }
       ASSIGN_OR_RETURN(
           auto ms, NonNegative(value, absl::StrFormat("%s: layer %d key \"%d\"", file, l, count)));
@@ -164,6 +170,41 @@ absl::Status CheckLayerValues(const std::string& name, size_t i, const LayerProf
 }
 
 }  // namespace
+
+std::string_view AllreduceKeyName(AllreduceKey key) {
+  return key == AllreduceKey::kGpus ? "ALLREDUCE_KEY_GPUS" : "ALLREDUCE_KEY_GPUS_MINUS_ONE";
+}
+
+absl::StatusOr<int> InNodeKeyGpus(AllreduceKey convention, int64_t key) {
+  const int offset = convention == AllreduceKey::kGpusMinusOne ? 1 : 0;
+  const int64_t gpus = key + offset;  // int64: a key near INT_MAX must not wrap
+  if (gpus < 1 || gpus > kMaxGpusPerNode) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        " key %d is not a stage's GPU count%s under %s (keys %d to %d stand for 1 to %d GPUs)", key,
+        offset == 1 ? " minus one" : "", AllreduceKeyName(convention), 1 - offset,
+        kMaxGpusPerNode - offset, kMaxGpusPerNode));
+  }
+  return static_cast<int>(gpus);
+}
+
+absl::Status NormalizeAllreduceInNode(AllreduceKey convention,
+                                      absl::FunctionRef<std::string(int layer)> where,
+                                      std::vector<LayerProfile>* layers) {
+  for (size_t l = 0; l < layers->size(); ++l) {
+    std::map<int, double>& table = (*layers)[l].allreduce_in_node_ms;
+    std::map<int, double> by_gpus;
+    for (const auto& [key, ms] : table) {
+      absl::StatusOr<int> gpus = InNodeKeyGpus(convention, key);
+      if (!gpus.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where(static_cast<int>(l)), gpus.status().message()));
+      }
+      by_gpus.emplace_hint(by_gpus.end(), *gpus, ms);
+    }
+    table = std::move(by_gpus);
+  }
+  return absl::OkStatus();
+}
 
 std::string ProfileKey::ToString() const {
   return absl::StrCat(model, "/", gpu_type, "/mb", microbatch_size);
@@ -266,7 +307,7 @@ absl::Status ValidateProfile(const ModelProfile& profile) {
 absl::StatusOr<std::vector<LayerProfile>> ParseOobleckProfile(
     std::string_view mb_json, std::string_view allreduce_in_node_json,
     std::string_view allreduce_across_nodes_json, std::string_view source_view,
-    std::string_view mb_file_name, Interrupt* interrupt) {
+    std::string_view mb_file_name, Interrupt* interrupt, AllreduceKey convention) {
   const std::string source(source_view);
   const std::string mb_file = absl::StrCat(source, "/", std::string(mb_file_name));
   ASSIGN_OR_RETURN(auto mb, ParseJson(mb_json, mb_file, interrupt));
@@ -306,9 +347,12 @@ absl::StatusOr<std::vector<LayerProfile>> ParseOobleckProfile(
     layers[l].param_bytes = param;
     layers[l].activation_bytes = act;
   }
-  RETURN_IF_ERROR(ParseAllreduce(allreduce_in_node_json,
-                                 absl::StrCat(source, "/allreduce_in_node.json"), layers.size(),
+  const std::string in_node_file = absl::StrCat(source, "/allreduce_in_node.json");
+  RETURN_IF_ERROR(ParseAllreduce(allreduce_in_node_json, in_node_file, layers.size(),
                                  &LayerProfile::allreduce_in_node_ms, layers, interrupt));
+  RETURN_IF_ERROR(NormalizeAllreduceInNode(
+      convention, [&](int l) { return absl::StrFormat("%s: layer %d", in_node_file, l); },
+      &layers));
   RETURN_IF_ERROR(ParseAllreduce(allreduce_across_nodes_json,
                                  absl::StrCat(source, "/allreduce_across_nodes.json"),
                                  layers.size(), &LayerProfile::allreduce_across_nodes_ms, layers,
@@ -318,7 +362,8 @@ absl::StatusOr<std::vector<LayerProfile>> ParseOobleckProfile(
 
 absl::StatusOr<ModelProfile> LoadOobleckProfileDir(const std::string& dir, const std::string& model,
                                                    const std::string& gpu_type, int microbatch_size,
-                                                   const ConfinedRoot* root) {
+                                                   const ConfinedRoot* root,
+                                                   AllreduceKey convention) {
   if (microbatch_size < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("microbatch_size must be >= 0 (got ", microbatch_size, ")"));
@@ -351,8 +396,9 @@ absl::StatusOr<ModelProfile> LoadOobleckProfileDir(const std::string& dir, const
   ASSIGN_OR_RETURN(auto mb, read(mb_name));
   ASSIGN_OR_RETURN(auto in_node, read("allreduce_in_node.json"));
   ASSIGN_OR_RETURN(auto across, read("allreduce_across_nodes.json"));
-  ASSIGN_OR_RETURN(auto layers, ParseOobleckProfile(mb, in_node, across, dir, mb_name));
-  ModelProfile profile{{model, gpu_type, microbatch_size}, std::move(layers)};
+  ASSIGN_OR_RETURN(auto layers, ParseOobleckProfile(mb, in_node, across, dir, mb_name,
+                                                    /*interrupt=*/nullptr, convention));
+  ModelProfile profile{{model, gpu_type, microbatch_size}, std::move(layers), convention};
   RETURN_IF_ERROR(ValidateProfile(profile));
   return profile;
 }

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "core/confined_root.h"
 #include "core/interrupt.h"
@@ -31,9 +32,19 @@ struct ProfileKey {
   std::string ToString() const;  // "model/gpu_type/mb<m>"
 };
 
+// What the keys of an in-node all-reduce table, as a user gives it, count: the stage's
+// GPUs (Oobleck's `develop` branch) or the stage's GPUs minus one (`sosp23-artifact`, whose
+// StageExecutionResult reads allreduce_in_node[g - 1] for a stage of g GPUs). A profile's
+// LayerProfile::allreduce_in_node_ms is keyed by GPU count either way.
+enum class AllreduceKey { kGpus, kGpusMinusOne };
+// "ALLREDUCE_KEY_GPUS" or "ALLREDUCE_KEY_GPUS_MINUS_ONE", as the API names them.
+std::string_view AllreduceKeyName(AllreduceKey key);
+
 struct ModelProfile {
   ProfileKey key;
   std::vector<LayerProfile> layers;
+  // The convention its in-node table was given in (the table itself is normalised).
+  AllreduceKey allreduce_key = AllreduceKey::kGpus;
 
   int num_layers() const { return static_cast<int>(layers.size()); }
   // Stable content hash (hex) of the layer data; used in cache keys.
@@ -58,26 +69,41 @@ inline constexpr double kMinPositiveProfileValue = 1e-9;
 // all. Errors name layer and key.
 absl::Status ValidateProfile(const ModelProfile& profile);
 
+// The GPU count an in-node all-reduce key stands for under `convention`. A key that
+// contradicts the convention, below 1 (kGpus) or 0 (kGpusMinusOne) or standing for more
+// than kMaxGpusPerNode GPUs (core/cluster.h), is INVALID_ARGUMENT whose message starts
+// " key <k> is not ..." (naming the convention), for the caller to put where the key was
+// in front of (a field path, or a file and layer).
+absl::StatusOr<int> InNodeKeyGpus(AllreduceKey convention, int64_t key);
+
+// Rewrites every layer's allreduce_in_node_ms from keys in `convention` to GPU counts
+// (InNodeKeyGpus); errors begin with `where(layer)`, the caller's name of that table.
+absl::Status NormalizeAllreduceInNode(AllreduceKey convention,
+                                      absl::FunctionRef<std::string(int layer)> where,
+                                      std::vector<LayerProfile>* layers);
+
 // Parses the three JSON documents of Oobleck's layout. `source` names them in errors
 // (e.g. the directory), with `mb_file_name` for the first (the file's real name when it was
 // read from one). Errors name the file, the layer index and the key. Polls `interrupt` (may
 // be null) between the documents and layer by layer: CANCELLED once it stopped (2^18 layers
-// take about a second).
+// take about a second). The in-node table's keys are read in `convention` and normalised
+// (NormalizeAllreduceInNode).
 absl::StatusOr<std::vector<LayerProfile>> ParseOobleckProfile(
     std::string_view mb_json, std::string_view allreduce_in_node_json,
     std::string_view allreduce_across_nodes_json, std::string_view source,
-    std::string_view mb_file_name = "mb<m>.json", Interrupt* interrupt = nullptr);
+    std::string_view mb_file_name = "mb<m>.json", Interrupt* interrupt = nullptr,
+    AllreduceKey convention = AllreduceKey::kGpus);
 
 // Reads <dir>/mb<m>.json, allreduce_in_node.json, allreduce_across_nodes.json (regular
 // files of at most kMaxInputFileBytes each). microbatch_size 0 picks the only mb<m>.json
 // in the directory. With `root`, the directory and every file must lie inside it once
 // symlinks are resolved (a relative `dir` is taken from the root), and whatever is not
-// there or not allowed gets one NOT_FOUND message naming only `dir`.
-absl::StatusOr<ModelProfile> LoadOobleckProfileDir(const std::string& dir,
-                                                   const std::string& model,
-                                                   const std::string& gpu_type,
-                                                   int microbatch_size,
-                                                   const ConfinedRoot* root = nullptr);
+// there or not allowed gets one NOT_FOUND message naming only `dir`. The in-node table's
+// keys are read in `convention`.
+absl::StatusOr<ModelProfile> LoadOobleckProfileDir(const std::string& dir, const std::string& model,
+                                                   const std::string& gpu_type, int microbatch_size,
+                                                   const ConfinedRoot* root = nullptr,
+                                                   AllreduceKey convention = AllreduceKey::kGpus);
 
 // A profile for an unmeasured GPU type: compute times divided by relative_speed,
 // communication times and memory unchanged.

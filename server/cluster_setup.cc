@@ -101,7 +101,8 @@ absl::Status ToNodes(const pb::PlanRequest& request, const std::string& prefix,
 
 // Paths as in a PlanRequest; ToClusterSetup prefixes them.
 absl::StatusOr<ClusterSetup> Resolve(const pb::PlanRequest& request, const ProfileCatalog& catalog,
-                                     const std::string& prefix, CostModelCache* models) {
+                                     const std::string& prefix, CostModelCache* models,
+                                     InlineProfileCache* inline_cache) {
   if (!request.has_cluster()) return InvalidField("cluster", " is required");
   RETURN_IF_ERROR(CheckPlanLimits(request, ""));
   ClusterSetup setup;
@@ -120,7 +121,17 @@ absl::StatusOr<ClusterSetup> Resolve(const pb::PlanRequest& request, const Profi
   ASSIGN_OR_RETURN(const JobSettings settings, ValidateJob(job));
   ASSIGN_OR_RETURN(PlanningProblem problem,
                    ValidateCluster(job, settings, NodeCounts::kAnyNonNegative));
-  ASSIGN_OR_RETURN(problem, ResolveProblem(job, std::move(problem), catalog, models));
+  InlineProfiles inline_profiles;
+  if (!request.profiles().empty()) {
+    if (inline_cache == nullptr) {
+      return InvalidField("profiles", " are not accepted here (no inline profile cache)");
+    }
+    ASSIGN_OR_RETURN(inline_profiles, ResolveInlineProfiles(request.profiles(), request.model(),
+                                                            request.microbatch_size(),
+                                                            request.cluster(), inline_cache));
+  }
+  ASSIGN_OR_RETURN(problem,
+                   ResolveProblem(job, std::move(problem), catalog, models, &inline_profiles));
   if (models != nullptr) {
     ASSIGN_OR_RETURN(setup.model, models->Create(std::move(problem)));
   } else {
@@ -134,8 +145,9 @@ absl::StatusOr<ClusterSetup> Resolve(const pb::PlanRequest& request, const Profi
 
 absl::StatusOr<ClusterSetup> ToClusterSetup(const pb::PlanRequest& request,
                                             const ProfileCatalog& catalog,
-                                            const std::string& prefix, CostModelCache* models) {
-  absl::StatusOr<ClusterSetup> setup = Resolve(request, catalog, prefix, models);
+                                            const std::string& prefix, CostModelCache* models,
+                                            InlineProfileCache* inline_cache) {
+  absl::StatusOr<ClusterSetup> setup = Resolve(request, catalog, prefix, models, inline_cache);
   if (!setup.ok()) return UnderField(setup.status(), prefix);
   return setup;
 }

@@ -16,6 +16,7 @@
 #include "core/plan.h"
 #include "core/profile_catalog.h"
 #include "oobleck/planner/v1/planner.pb.h"
+#include "server/inline_profiles.h"
 
 namespace oobleck::server {
 
@@ -38,10 +39,12 @@ struct ClusterSetup {
 
 // Errors name fields with `prefix` ("" for PlanRequest, "request." inside ReplanRequest),
 // in the message and in the carried path. The cost model comes from `models` when given.
+// Inline profiles (`profiles`) are read through `inline_cache` (refused without one).
 absl::StatusOr<ClusterSetup> ToClusterSetup(const ::oobleck::planner::v1::PlanRequest& request,
                                             const ProfileCatalog& catalog,
                                             const std::string& prefix,
-                                            CostModelCache* models = nullptr);
+                                            CostModelCache* models = nullptr,
+                                            InlineProfileCache* inline_cache = nullptr);
 
 }  // namespace oobleck::server
 

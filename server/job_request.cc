@@ -10,6 +10,7 @@
 #include "core/profile.h"
 #include "core/shown_value.h"
 #include "core/status_macros.h"
+#include "server/proto_conversion.h"
 
 namespace oobleck::server {
 namespace {
@@ -35,32 +36,42 @@ absl::Status ValidateRequestNodeType(const pb::NodeType& type, int i, NodeCounts
   return absl::OkStatus();
 }
 
+// The profile of `gpu_type` named by `field`: the request's inline one, else the loaded one.
+absl::StatusOr<std::shared_ptr<const ModelProfile>> FindProfile(
+    const JobFields& job, const std::string& gpu_type, const std::string& field,
+    const ProfileCatalog& catalog, const InlineProfiles* inline_profiles) {
+  if (inline_profiles != nullptr) {
+    if (std::shared_ptr<const ModelProfile> sent = inline_profiles->For(gpu_type)) return sent;
+  }
+  if (job.model->empty()) {
+    return InvalidField("model", absl::StrCat(" is required: ", field, " ", Quote(gpu_type),
+                                              " has no inline profile (profiles)"));
+  }
+  absl::StatusOr<std::shared_ptr<const ModelProfile>> found =
+      catalog.Find(*job.model, gpu_type, job.microbatch_size);
+  if (!found.ok()) return AboutField(found.status(), field, gpu_type);
+  return found;
+}
+
 // The profile of node type i: measured, or derived from a measured one.
-absl::StatusOr<std::shared_ptr<const ModelProfile>> ResolveProfile(const JobFields& job, int i,
-                                                                   const ProfileCatalog& catalog,
-                                                                   CostModelCache* models,
-                                                                   std::string* derived_from) {
+absl::StatusOr<std::shared_ptr<const ModelProfile>> ResolveProfile(
+    const JobFields& job, int i, const ProfileCatalog& catalog, CostModelCache* models,
+    const InlineProfiles* inline_profiles, std::string* derived_from) {
   const pb::NodeType& type = job.cluster->node_types(i);
   const std::string field = NodeTypeField(i);
   if (!type.has_derive()) {
-    absl::StatusOr<std::shared_ptr<const ModelProfile>> found =
-        catalog.Find(*job.model, type.gpu_type(), job.microbatch_size);
-    if (!found.ok()) {
-      return AboutField(found.status(), absl::StrCat(field, ".gpu_type"), type.gpu_type());
-    }
-    return found;
+    return FindProfile(job, type.gpu_type(), absl::StrCat(field, ".gpu_type"), catalog,
+                       inline_profiles);
   }
   const std::string& measured_type = type.derive().measured_gpu_type();
-  auto measured = catalog.Find(*job.model, measured_type, job.microbatch_size);
-  if (!measured.ok()) {
-    return AboutField(measured.status(), absl::StrCat(field, ".derive.measured_gpu_type"),
-                      measured_type);
-  }
+  ASSIGN_OR_RETURN(std::shared_ptr<const ModelProfile> measured,
+                   FindProfile(job, measured_type, absl::StrCat(field, ".derive.measured_gpu_type"),
+                               catalog, inline_profiles));
   const std::string& gpu_type = type.gpu_type().empty() ? type.name() : type.gpu_type();
   const double speed = type.derive().relative_speed();
-  *derived_from = (*measured)->key.gpu_type;
-  if (models != nullptr) return models->Derive(*measured, gpu_type, speed);
-  return std::make_shared<const ModelProfile>(DeriveProfile(**measured, gpu_type, speed));
+  *derived_from = measured->key.gpu_type;
+  if (models != nullptr) return models->Derive(measured, gpu_type, speed);
+  return std::make_shared<const ModelProfile>(DeriveProfile(*measured, gpu_type, speed));
 }
 
 // Node type i's profile against those of the types before it.
@@ -102,7 +113,11 @@ std::string NodeTypeField(int i) { return absl::StrCat("cluster.node_types[", i,
 
 absl::StatusOr<JobSettings> ValidateJob(const JobFields& job) {
   // Plain field checks first, so a malformed request never reaches the catalog or core.
-  if (job.model->empty()) return InvalidField("model", " is required");
+  // Without a model every GPU type in use needs an inline profile (ResolveProblem says
+  // which has none).
+  if (job.model->empty() && (job.profiles == nullptr || job.profiles->empty())) {
+    return InvalidField("model", " is required (or send every GPU type's profile in profiles)");
+  }
   if (job.microbatch_size < 0) return InvalidValue("microbatch_size", ">= 0", job.microbatch_size);
   JobSettings settings;
   absl::StatusOr<CostModelKind> kind = ParseCostModelKind(*job.cost_model);
@@ -120,6 +135,7 @@ absl::StatusOr<JobSettings> ValidateJob(const JobFields& job) {
           "missing_allreduce_in_node",
           absl::StrCat(" has no value ", static_cast<int>(job.missing_allreduce_in_node)));
   }
+  ASSIGN_OR_RETURN(settings.stage_gpus, FromProtoStageGpus(job.stage_gpus, "stage_gpus"));
   return settings;
 }
 
@@ -135,6 +151,7 @@ absl::StatusOr<PlanningProblem> ValidateCluster(const JobFields& job, const JobS
                                            ? kDefaultOptimizerStateMultiplier
                                            : job.optimizer_state_multiplier;
   problem.missing_allreduce = settings.missing_allreduce;
+  problem.stage_gpus = settings.stage_gpus;
   for (const pb::NodeType& type : job.cluster->node_types()) {
     NodeType node_type;
     node_type.name = type.name();
@@ -154,8 +171,10 @@ absl::StatusOr<PlanningProblem> ValidateCluster(const JobFields& job, const JobS
 
 absl::StatusOr<PlanningProblem> ResolveProblem(const JobFields& job, PlanningProblem problem,
                                                const ProfileCatalog& catalog,
-                                               CostModelCache* models) {
-  if (catalog.List(*job.model).empty()) {
+                                               CostModelCache* models,
+                                               const InlineProfiles* inline_profiles) {
+  const bool sent_inline = inline_profiles != nullptr && !inline_profiles->entries.empty();
+  if (!sent_inline && catalog.List(*job.model).empty()) {
     return FieldError(absl::StatusCode::kNotFound, "model",
                       absl::StrCat(" ", Quote(*job.model), " has no loaded profiles"));
   }
@@ -163,7 +182,7 @@ absl::StatusOr<PlanningProblem> ResolveProblem(const JobFields& job, PlanningPro
   for (int i = 0; i < job.cluster->node_types_size(); ++i) {
     std::string derived_from;
     ASSIGN_OR_RETURN(std::shared_ptr<const ModelProfile> profile,
-                     ResolveProfile(job, i, catalog, models, &derived_from));
+                     ResolveProfile(job, i, catalog, models, inline_profiles, &derived_from));
     RETURN_IF_ERROR(CheckCombinable(problem, *profile, i, index_by_gpu_type));
     index_by_gpu_type.emplace(profile->key.gpu_type, i);
     problem.node_types[i].gpu_type = profile->key.gpu_type;

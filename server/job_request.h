@@ -14,6 +14,7 @@
 #include "core/model_cache.h"
 #include "core/profile_catalog.h"
 #include "oobleck/planner/v1/planner.pb.h"
+#include "server/inline_profiles.h"
 
 namespace oobleck::server {
 
@@ -26,6 +27,9 @@ struct JobFields {
   double optimizer_state_multiplier = 0;
   ::oobleck::planner::v1::MissingAllreduce missing_allreduce_in_node = {};
   const ::oobleck::planner::v1::Cluster* cluster = nullptr;  // null when not set
+  ::oobleck::planner::v1::StageGpus stage_gpus = {};
+  const google::protobuf::RepeatedPtrField<::oobleck::planner::v1::InlineProfile>* profiles =
+      nullptr;
 
   // PlanTemplatesRequest and PlanRequest name these fields alike.
   template <typename Request>
@@ -36,7 +40,9 @@ struct JobFields {
             request.microbatches(),
             request.optimizer_state_multiplier(),
             request.missing_allreduce_in_node(),
-            request.has_cluster() ? &request.cluster() : nullptr};
+            request.has_cluster() ? &request.cluster() : nullptr,
+            request.stage_gpus(),
+            &request.profiles()};
   }
 };
 
@@ -44,10 +50,12 @@ struct JobFields {
 struct JobSettings {
   CostModelKind cost_model = CostModelKind::kOneFOneB;
   MissingAllreduce missing_allreduce = MissingAllreduce::kSkipSize;
+  StageGpus stage_gpus = StageGpus::kAny;
 };
 
-// What core cannot check: model, microbatch_size, cost_model (parsed by core),
-// missing_allreduce_in_node: INVALID_ARGUMENT naming the field and the value.
+// What core cannot check: model (required unless profiles are sent inline),
+// microbatch_size, cost_model (parsed by core), missing_allreduce_in_node, stage_gpus:
+// INVALID_ARGUMENT naming the field and the value.
 absl::StatusOr<JobSettings> ValidateJob(const JobFields& job);
 
 // Whether every node type must have count >= 1: PlanTemplates plans mixes of the counts;
@@ -62,11 +70,13 @@ absl::StatusOr<PlanningProblem> ValidateCluster(const JobFields& job, const JobS
                                                 NodeCounts counts);
 
 // `problem` (from ValidateCluster) with each node type's profile, measured or derived (from
-// `models` when given, shared across requests). NOT_FOUND for profiles that are not loaded,
-// FAILED_PRECONDITION when they cannot be combined.
+// `models` when given, shared across requests): the request's inline profile of its GPU
+// type when `inline_profiles` has one, else the loaded one. NOT_FOUND for profiles that are
+// not loaded, FAILED_PRECONDITION when they cannot be combined.
 absl::StatusOr<PlanningProblem> ResolveProblem(const JobFields& job, PlanningProblem problem,
                                                const ProfileCatalog& catalog,
-                                               CostModelCache* models);
+                                               CostModelCache* models,
+                                               const InlineProfiles* inline_profiles = nullptr);
 
 // "cluster.node_types[i]".
 std::string NodeTypeField(int i);

@@ -44,6 +44,9 @@ ABSL_FLAG(std::string, load_root, "",
           "--profile_dir must lie inside it when both are given.");
 ABSL_FLAG(int, threads, 0, "Planning threads per request; 0 = all cores.");
 ABSL_FLAG(int64_t, cache_mb, 256, "Memory budget of the shared template cache, in MiB.");
+ABSL_FLAG(int64_t, inline_profile_cache_mb, oobleck::server::kDefaultInlineProfileCacheBytes >> 20,
+          "Memory budget of the profiles planning requests send inline (kept by "
+          "fingerprint, least recently used first out, never persisted), in MiB.");
 ABSL_FLAG(std::string, data_dir, "",
           "Directory where profiles loaded over RPC are persisted (one file each, written "
           "atomically) and reloaded from at start; empty: they live in memory only.");
@@ -92,6 +95,7 @@ struct NumericFlags {
   int threads = 0;
   int64_t cache_mb = 0;
   int64_t max_profile_mb = 0;
+  int64_t inline_profile_cache_mb = 0;
   int max_concurrent_searches = 0;
   int progress_interval_ms = 0;
   double max_queue_wait_s = 0;
@@ -113,6 +117,7 @@ absl::StatusOr<NumericFlags> ReadNumericFlags() {
   f.threads = absl::GetFlag(FLAGS_threads);
   f.cache_mb = absl::GetFlag(FLAGS_cache_mb);
   f.max_profile_mb = absl::GetFlag(FLAGS_max_profile_mb);
+  f.inline_profile_cache_mb = absl::GetFlag(FLAGS_inline_profile_cache_mb);
   f.max_concurrent_searches = absl::GetFlag(FLAGS_max_concurrent_searches);
   f.progress_interval_ms = absl::GetFlag(FLAGS_progress_interval_ms);
   f.max_queue_wait_s = absl::GetFlag(FLAGS_max_search_queue_wait_s);
@@ -126,6 +131,8 @@ absl::StatusOr<NumericFlags> ReadNumericFlags() {
        "between 1 and 2^30"},
       {"max_profile_mb", absl::StrCat(f.max_profile_mb),
        f.max_profile_mb >= 1 && f.max_profile_mb <= kMaxMb, "between 1 and 2^30"},
+      {"inline_profile_cache_mb", absl::StrCat(f.inline_profile_cache_mb),
+       f.inline_profile_cache_mb >= 1 && f.inline_profile_cache_mb <= kMaxMb, "between 1 and 2^30"},
       {"max_concurrent_searches", absl::StrCat(f.max_concurrent_searches),
        f.max_concurrent_searches >= 1, ">= 1"},
       {"progress_interval_ms", absl::StrCat(f.progress_interval_ms),
@@ -278,12 +285,13 @@ int main(int argc, char** argv) {
   if (*replication != nullptr) (*replication)->Configure(&options);
   options.request_log = &request_log;
   options.progress_interval = absl::Milliseconds(flags->progress_interval_ms);
+  options.inline_profile_cache_bytes = flags->inline_profile_cache_mb << 20;
   options.search_gate = &search_gate;
   options.load_root = load_root.has_value() ? &*load_root : nullptr;
   oobleck::server::PlannerService service(&catalog, &cache, flags->threads, options);
 
   absl::StatusOr<std::unique_ptr<ServerMetrics>> metrics =
-      StartMetrics({&cache, &catalog, &search_gate});
+      StartMetrics({&cache, &catalog, &search_gate, &service.inline_profile_cache()});
   if (!metrics.ok()) {
     std::cerr << metrics.status().message() << "\n";
     return kExitCannotServe;

@@ -80,6 +80,23 @@ class ScrapeTimeCollector final : public prometheus::Collectable {
       out.push_back(Single("profiles_loaded", "Profiles in the catalog.", MetricType::Gauge,
                            sources_.catalog->size()));
     }
+    if (sources_.inline_profiles != nullptr) {
+      const CacheStats stats = sources_.inline_profiles->stats();
+      out.push_back(Single("inline_profile_cache_hits_total",
+                           "Inline profiles found by fingerprint or content.", MetricType::Counter,
+                           stats.hits));
+      out.push_back(Single("inline_profile_cache_misses_total",
+                           "Inline profile lookups that found none.", MetricType::Counter,
+                           stats.misses));
+      out.push_back(Single("inline_profile_cache_evictions_total",
+                           "Inline profiles evicted to stay within --inline_profile_cache_mb.",
+                           MetricType::Counter, stats.evictions));
+      out.push_back(Single("inline_profile_cache_entries", "Inline profiles kept.",
+                           MetricType::Gauge, stats.entries));
+      out.push_back(Single("inline_profile_cache_bytes",
+                           "Estimated bytes of the inline profiles kept.", MetricType::Gauge,
+                           stats.bytes));
+    }
     if (sources_.gate != nullptr) {
       out.push_back(Single("search_slots",
                            "Searches that may run at once "

@@ -9,6 +9,7 @@
 //                                                           PlanTemplates, the planning time)
 //   oobleck_planner_template_cache_{hits,misses,evictions}_total, _{entries,bytes,capacity_bytes}
 //   oobleck_planner_profiles_loaded
+//   oobleck_planner_inline_profile_cache_{hits,misses,evictions}_total, _{entries,bytes}
 //   oobleck_planner_search_slots, _search_slots_in_use, _search_rejected_total
 // Cache, profile and gate figures are read when scraped, so they are never stale.
 #ifndef OOBLECK_SERVER_METRICS_H_
@@ -23,6 +24,7 @@
 #include "absl/strings/string_view.h"
 #include "core/profile_catalog.h"
 #include "core/template_planner.h"
+#include "server/inline_profiles.h"
 #include "server/search_gate.h"
 
 namespace prometheus {
@@ -46,6 +48,7 @@ class ServerMetrics {
     const TemplateCache* cache = nullptr;
     const ProfileCatalog* catalog = nullptr;
     const SearchGate* gate = nullptr;
+    const InlineProfileCache* inline_profiles = nullptr;
   };
 
   // Starts the HTTP endpoint on `address` (HOST:PORT; port 0 picks one). UNAVAILABLE when

@@ -53,7 +53,8 @@ std::vector<double> PricesOf(const pb::PlanRequest& request) {
 grpc::Status HandlePlan(grpc::ServerContext* context, const pb::PlanRequest& request,
                         pb::PlanResponse* response, const PlanRpcContext& rpc) {
   const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<ClusterSetup> setup = ToClusterSetup(request, *rpc.catalog, "", rpc.models);
+  absl::StatusOr<ClusterSetup> setup =
+      ToClusterSetup(request, *rpc.catalog, "", rpc.models, rpc.inline_profiles);
   if (!setup.ok()) return ToGrpcStatus(setup.status());
   if (request.global_batch().empty()) {
     return ToGrpcStatus(
@@ -120,7 +121,7 @@ grpc::Status HandleReplan(grpc::ServerContext* context, pb::ReplanRequest* reque
     return ToGrpcStatus(InvalidField("plan", " is required: the current plan (PlanResponse.plan)"));
   }
   absl::StatusOr<ClusterSetup> setup =
-      ToClusterSetup(request->request(), *rpc.catalog, "request.", rpc.models);
+      ToClusterSetup(request->request(), *rpc.catalog, "request.", rpc.models, rpc.inline_profiles);
   if (!setup.ok()) return ToGrpcStatus(setup.status());
   const CostModel& model = *setup->model;
   const PlanningProblem& problem = model.problem();

@@ -20,6 +20,7 @@
 #include "oobleck/planner/v1/planner.pb.h"
 #include "server/arena_block_pool.h"
 #include "server/call_watch.h"
+#include "server/inline_profiles.h"
 #include "server/search_gate.h"
 
 namespace oobleck::server {
@@ -32,6 +33,7 @@ struct PlanRpcContext {
   CostModelCache* models = nullptr;        // optional: cost models shared across requests
   const ShutdownFlag* shutdown = nullptr;  // optional: set while the server drains
   ArenaBlockPool* arena_blocks = nullptr;  // optional: Replan's arena memory across calls
+  InlineProfileCache* inline_profiles = nullptr;  // optional: without it `profiles` is refused
 };
 
 grpc::Status HandlePlan(grpc::ServerContext* context,

@@ -18,6 +18,8 @@
 #include "core/status_macros.h"
 #include "server/call_watch.h"
 #include "server/elapsed.h"
+#include "server/inline_profiles.h"
+#include "server/instantiate_rpc.h"
 #include "server/plan_rpc.h"
 #include "server/proto_conversion.h"
 #include "server/request_limits.h"
@@ -50,35 +52,27 @@ absl::StatusOr<ModelProfile> ProfileFromRequest(const pb::LoadProfileRequest& re
         "microbatch_size",
         absl::StrCat(" must be >= 1 unless the source is a directory (got ", microbatch_size, ")"));
   }
+  ASSIGN_OR_RETURN(const AllreduceKey convention,
+                   FromProtoAllreduceKey(request.allreduce_key(), "allreduce_key"));
+  if (request.source_case() == pb::LoadProfileRequest::kDirectory) {
+    if (request.directory().empty()) return InvalidField("directory", " must not be empty");
+    if (load_root == nullptr) {
+      return absl::PermissionDeniedError(
+          "directory: this server reads no server-side directories (it was started "
+          "without --load_root); send the profile inline as files or layers (the CLI "
+          "does so by default)");
+    }
+    return LoadOobleckProfileDir(request.directory(), request.model(), request.gpu_type(),
+                                 microbatch_size, load_root, convention);
+  }
   ModelProfile profile;
   profile.key = ProfileKey{request.model(), request.gpu_type(), microbatch_size};
-  switch (request.source_case()) {
-    case pb::LoadProfileRequest::kDirectory:
-      if (request.directory().empty()) return InvalidField("directory", " must not be empty");
-      if (load_root == nullptr) {
-        return absl::PermissionDeniedError(
-            "directory: this server reads no server-side directories (it was started "
-            "without --load_root); send the profile inline as files or layers (the CLI "
-            "does so by default)");
-      }
-      return LoadOobleckProfileDir(request.directory(), request.model(), request.gpu_type(),
-                                   microbatch_size, load_root);
-    case pb::LoadProfileRequest::kFiles: {
-      const pb::OobleckProfileFiles& files = request.files();
-      ASSIGN_OR_RETURN(profile.layers,
-                       ParseOobleckProfile(files.mb_json(), files.allreduce_in_node_json(),
-                                           files.allreduce_across_nodes_json(), "files",
-                                           "mb<m>.json", interrupt));
-      return profile;
-    }
-    case pb::LoadProfileRequest::kLayers: {
-      ASSIGN_OR_RETURN(profile.layers, FromProtoLayers(request.layers(), "layers"));
-      return profile;
-    }
-    case pb::LoadProfileRequest::SOURCE_NOT_SET:
-      break;
-  }
-  return absl::InternalError("unhandled LoadProfileRequest source");
+  profile.allreduce_key = convention;
+  ASSIGN_OR_RETURN(profile.layers,
+                   LayersFromRequest(request.has_layers() ? &request.layers() : nullptr,
+                                     request.has_files() ? &request.files() : nullptr, convention,
+                                     "", interrupt));
+  return profile;
 }
 
 }  // namespace
@@ -95,6 +89,7 @@ PlannerService::PlannerService(ProfileCatalog* catalog, TemplateCache* cache, in
       cache_(cache),
       planner_(cache, threads, options.shared_templates),
       cluster_planner_(&planner_, threads),
+      inline_profiles_(options.inline_profile_cache_bytes),
       start_time_(std::chrono::steady_clock::now()) {}
 
 grpc::Status PlannerService::LoadProfile(grpc::ServerContext* context,
@@ -183,7 +178,8 @@ grpc::Status PlannerService::PlanTemplatesCall(grpc::ServerContext* context,
   if (absl::Status limits = CheckPlanTemplatesLimits(request); !limits.ok()) {
     return ToGrpcStatus(limits);
   }
-  absl::StatusOr<TemplateRequest> converted = ToTemplateRequest(request, *catalog_);
+  absl::StatusOr<TemplateRequest> converted =
+      ToTemplateRequest(request, *catalog_, /*models=*/nullptr, &inline_profiles_);
   if (!converted.ok()) return ToGrpcStatus(converted.status());
   absl::StatusOr<CostModel> model = CostModel::Create(std::move(converted->problem));
   if (!model.ok()) return ToGrpcStatus(model.status());
@@ -215,6 +211,9 @@ grpc::Status PlannerService::PlanTemplatesCall(grpc::ServerContext* context,
   }
 
   response->set_cost_model(std::string(CostModelName(model->kind())));
+  for (const InlineProfiles::Entry& sent : converted->inline_profiles.entries) {
+    *response->add_inline_profiles() = ToProfileInfo(*sent.profile);
+  }
   for (const PlannedMix& mix : *planned) {
     ToProtoMixTemplate(mix, model->problem(), response->add_results());
   }
@@ -226,7 +225,8 @@ grpc::Status PlannerService::Plan(grpc::ServerContext* context, const pb::PlanRe
                                   pb::PlanResponse* response) {
   if (absl::Status synced = CheckSynced(); !synced.ok()) return ToGrpcStatus(synced);
   return HandlePlan(context, *request, response,
-                    {catalog_, &cluster_planner_, options_.search_gate, &models_, &shutdown_});
+                    {catalog_, &cluster_planner_, options_.search_gate, &models_, &shutdown_,
+                     /*arena_blocks=*/nullptr, &inline_profiles_});
 }
 
 grpc::Status PlannerService::StreamedReplan(
@@ -235,7 +235,13 @@ grpc::Status PlannerService::StreamedReplan(
   if (absl::Status synced = CheckSynced(); !synced.ok()) return ToGrpcStatus(synced);
   return ServeReplan(context, stream,
                      {catalog_, &cluster_planner_, options_.search_gate, &models_, &shutdown_,
-                      &replan_arena_blocks_});
+                      &replan_arena_blocks_, &inline_profiles_});
+}
+
+grpc::Status PlannerService::Instantiate(grpc::ServerContext* context,
+                                         const pb::InstantiateRequest* request,
+                                         pb::InstantiateResponse* response) {
+  return HandleInstantiate(context, *request, response, options_.search_gate, &shutdown_);
 }
 
 grpc::Status PlannerService::GetStats(grpc::ServerContext* /*context*/,

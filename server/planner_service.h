@@ -14,6 +14,7 @@
 #include "oobleck/planner/v1/planner.grpc.pb.h"
 #include "server/arena_block_pool.h"
 #include "server/call_watch.h"
+#include "server/inline_profiles.h"
 #include "server/service_options.h"
 
 namespace oobleck::server {
@@ -54,6 +55,10 @@ class PlannerService final : public ::oobleck::planner::v1::Planner::WithStreame
       grpc::ServerContext* context,
       grpc::ServerUnaryStreamer<::oobleck::planner::v1::ReplanRequest,
                                 ::oobleck::planner::v1::ReplanResponse>* stream) override;
+  // Oobleck's instantiation and batch split (server/instantiate_rpc.cc).
+  grpc::Status Instantiate(grpc::ServerContext* context,
+                           const ::oobleck::planner::v1::InstantiateRequest* request,
+                           ::oobleck::planner::v1::InstantiateResponse* response) override;
   grpc::Status GetStats(grpc::ServerContext* context,
                         const ::oobleck::planner::v1::GetStatsRequest* request,
                         ::oobleck::planner::v1::GetStatsResponse* response) override;
@@ -62,6 +67,9 @@ class PlannerService final : public ::oobleck::planner::v1::Planner::WithStreame
   // client), so that a drain (SIGTERM) ends within its grace period. Call before
   // grpc::Server::Shutdown; there is no way back.
   void BeginShutdown() { shutdown_.Set(); }
+
+  // The profiles planning requests sent inline (for metrics).
+  const InlineProfileCache& inline_profile_cache() const { return inline_profiles_; }
 
  private:
   // UNAVAILABLE while the profile store has not read what it holds (a replica started
@@ -80,6 +88,7 @@ class PlannerService final : public ::oobleck::planner::v1::Planner::WithStreame
   TemplatePlanner planner_;
   ClusterPlanner cluster_planner_;  // uses planner_ (and so the shared cache)
   CostModelCache models_;           // Plan and Replan's cost models, across requests
+  InlineProfileCache inline_profiles_;  // profiles sent with planning requests
   // Replan's arena memory, kept resident across calls: a fleet's call uses about 4.5 MiB;
   // up to 4 calls at once keep theirs (at most 16 MiB each).
   ArenaBlockPool replan_arena_blocks_{4, 16 << 20};

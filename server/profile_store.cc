@@ -137,6 +137,11 @@ std::string SerializeStoredProfile(const ModelProfile& profile) {
                   {"microbatch_size", profile.key.microbatch_size},
                   {"fingerprint", profile.Fingerprint()},
                   {"layers", std::move(layers)}};
+  // Written only when not the default, so that a profile given by GPU count keeps the
+  // bytes (and checksum) files had before the convention existed.
+  if (profile.allreduce_key != AllreduceKey::kGpus) {
+    payload["allreduce_key"] = std::string(AllreduceKeyName(profile.allreduce_key));
+  }
   // nlohmann::json keeps object keys sorted and prints doubles so they parse back to the
   // same value, so dump() of the parsed payload reproduces these bytes when reading.
   const std::string payload_text = payload.dump();
@@ -182,6 +187,14 @@ absl::StatusOr<ModelProfile> ParseStoredProfile(std::string_view text) {
   ASSIGN_OR_RETURN(int microbatch_size, Integer(payload, "microbatch_size", "profile", 1, INT_MAX));
   ASSIGN_OR_RETURN(std::string fingerprint, String(payload, "fingerprint", "profile"));
   profile.key = ProfileKey{std::move(model), std::move(gpu_type), microbatch_size};
+  if (payload.contains("allreduce_key")) {
+    ASSIGN_OR_RETURN(std::string convention, String(payload, "allreduce_key", "profile"));
+    if (convention == AllreduceKeyName(AllreduceKey::kGpusMinusOne)) {
+      profile.allreduce_key = AllreduceKey::kGpusMinusOne;
+    } else if (convention != AllreduceKeyName(AllreduceKey::kGpus)) {
+      return Invalid(absl::StrCat("profile.allreduce_key \"", convention, "\" is unknown"));
+    }
+  }
 
   auto layers_it = payload.find("layers");
   if (layers_it == payload.end() || !layers_it->is_array()) {

@@ -30,7 +30,9 @@ inline constexpr size_t kMaxStoredProfileFileNameBytes = 240;
 // The text of a stored profile file:
 //   {"format": "oobleck-planner-profile", "version": 1,
 //    "checksum": "fnv1a64:<16 hex digits of the payload as serialized>",
-//    "profile": {"model", "gpu_type", "microbatch_size", "fingerprint", "layers": [...]}}
+//    "profile": {"model", "gpu_type", "microbatch_size", "fingerprint", "layers": [...],
+//                "allreduce_key": "ALLREDUCE_KEY_GPUS_MINUS_ONE" (only when not by GPUs)}}
+// The layers' in-node tables are stored by GPU count whatever the convention they came in.
 std::string SerializeStoredProfile(const ModelProfile& profile);
 
 // Inverse of SerializeStoredProfile. INVALID_ARGUMENT (DATA_LOSS for a checksum or

@@ -30,6 +30,18 @@ absl::Status CopyCountMap(const google::protobuf::Map<int32_t, double>& in, absl
   return absl::OkStatus();
 }
 
+// Copies an in-node all-reduce map, keys read in `convention`, by GPU count.
+absl::Status CopyInNodeMap(const google::protobuf::Map<int32_t, double>& in,
+                           absl::string_view field, AllreduceKey convention,
+                           std::map<int, double>* out) {
+  for (const auto& [key, ms] : in) {
+    absl::StatusOr<int> gpus = InNodeKeyGpus(convention, key);
+    if (!gpus.ok()) return InvalidField(field, gpus.status().message());
+    (*out)[*gpus] = ms;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 pb::ProfileInfo ToProfileInfo(const ModelProfile& profile) {
@@ -49,11 +61,41 @@ pb::ProfileInfo ToProfileInfo(const ModelProfile& profile) {
   info.set_total_backward_ms(backward_ms);
   info.set_total_param_bytes(param_bytes);
   for (int gpus : profile.AllreduceInNodeGpus()) info.add_allreduce_in_node_gpus(gpus);
+  info.set_allreduce_key(ToProtoAllreduceKey(profile.allreduce_key));
   return info;
 }
 
+absl::StatusOr<AllreduceKey> FromProtoAllreduceKey(pb::AllreduceKey key, absl::string_view field) {
+  switch (key) {
+    case pb::ALLREDUCE_KEY_GPUS:
+      return AllreduceKey::kGpus;
+    case pb::ALLREDUCE_KEY_GPUS_MINUS_ONE:
+      return AllreduceKey::kGpusMinusOne;
+    default:
+      return InvalidField(field, absl::StrCat(" has no value ", static_cast<int>(key)));
+  }
+}
+
+pb::AllreduceKey ToProtoAllreduceKey(AllreduceKey key) {
+  return key == AllreduceKey::kGpus ? pb::ALLREDUCE_KEY_GPUS : pb::ALLREDUCE_KEY_GPUS_MINUS_ONE;
+}
+
+absl::StatusOr<StageGpus> FromProtoStageGpus(pb::StageGpus policy, absl::string_view field) {
+  switch (policy) {
+    case pb::STAGE_GPUS_ANY:
+      return StageGpus::kAny;
+    case pb::STAGE_GPUS_DIVISORS:
+      return StageGpus::kDivisors;
+    case pb::STAGE_GPUS_EQUAL_HALVES:
+      return StageGpus::kEqualHalves;
+    default:
+      return InvalidField(field, absl::StrCat(" has no value ", static_cast<int>(policy)));
+  }
+}
+
 absl::StatusOr<std::vector<LayerProfile>> FromProtoLayers(const pb::ProfileLayers& layers,
-                                                          absl::string_view field) {
+                                                          absl::string_view field,
+                                                          AllreduceKey convention) {
   if (layers.layers().empty()) {
     return InvalidField(absl::StrCat(field, ".layers"), " must not be empty");
   }
@@ -67,9 +109,9 @@ absl::StatusOr<std::vector<LayerProfile>> FromProtoLayers(const pb::ProfileLayer
     layer.backward_ms = in.backward_ms();
     layer.param_bytes = in.param_bytes();
     layer.activation_bytes = in.activation_bytes();
-    RETURN_IF_ERROR(CopyCountMap(in.allreduce_in_node_ms(),
-                                 absl::StrCat(prefix, ".allreduce_in_node_ms"),
-                                 &layer.allreduce_in_node_ms));
+    RETURN_IF_ERROR(CopyInNodeMap(in.allreduce_in_node_ms(),
+                                  absl::StrCat(prefix, ".allreduce_in_node_ms"), convention,
+                                  &layer.allreduce_in_node_ms));
     RETURN_IF_ERROR(CopyCountMap(in.allreduce_across_nodes_ms(),
                                  absl::StrCat(prefix, ".allreduce_across_nodes_ms"),
                                  &layer.allreduce_across_nodes_ms));

@@ -24,10 +24,19 @@ namespace pb = ::oobleck::planner::v1;
 
 pb::ProfileInfo ToProfileInfo(const ModelProfile& profile);
 
-// Layers sent inline. `field` prefixes error messages (e.g. "layers"); all-reduce map
-// keys (GPU or node counts) must be >= 1. Values are checked by core's ValidateProfile.
-absl::StatusOr<std::vector<LayerProfile>> FromProtoLayers(const pb::ProfileLayers& layers,
-                                                          absl::string_view field);
+// Layers sent inline. `field` prefixes error messages (e.g. "layers"); in-node all-reduce
+// keys are read in `convention` and stored by GPU count (core's InNodeKeyGpus), node counts
+// must be >= 1. Values are checked by core's ValidateProfile.
+absl::StatusOr<std::vector<LayerProfile>> FromProtoLayers(
+    const pb::ProfileLayers& layers, absl::string_view field,
+    AllreduceKey convention = AllreduceKey::kGpus);
+
+// The API's all-reduce key convention; INVALID_ARGUMENT naming `field` for a value the
+// enum does not have.
+absl::StatusOr<AllreduceKey> FromProtoAllreduceKey(pb::AllreduceKey key, absl::string_view field);
+pb::AllreduceKey ToProtoAllreduceKey(AllreduceKey key);
+// The same for the stage GPU policy.
+absl::StatusOr<StageGpus> FromProtoStageGpus(pb::StageGpus policy, absl::string_view field);
 
 void ToProtoMix(const NodeMix& mix, pb::NodeMix* out);
 

@@ -6,6 +6,7 @@
 #include "absl/time/time.h"
 #include "core/confined_root.h"
 #include "server/etcd_template_store.h"
+#include "server/inline_profiles.h"
 #include "server/profile_backend.h"
 #include "server/request_log.h"
 #include "server/search_gate.h"
@@ -26,6 +27,8 @@ struct ServiceOptions {
   const ConfinedRoot* load_root = nullptr;
   // --progress_interval_ms: PlanTemplatesStream sends a progress update at most this often.
   absl::Duration progress_interval = absl::Milliseconds(200);
+  // --inline_profile_cache_mb: the bound of the profiles planning requests send inline.
+  int64_t inline_profile_cache_bytes = kDefaultInlineProfileCacheBytes;
 };
 
 }  // namespace oobleck::server

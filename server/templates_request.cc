@@ -104,7 +104,8 @@ absl::StatusOr<std::vector<NodeMix>> ResolveMixes(const pb::PlanTemplatesRequest
 
 absl::StatusOr<TemplateRequest> ToTemplateRequest(const pb::PlanTemplatesRequest& request,
                                                   const ProfileCatalog& catalog,
-                                                  CostModelCache* models) {
+                                                  CostModelCache* models,
+                                                  InlineProfileCache* inline_cache) {
   const JobFields job = JobFields::Of(request);
   ASSIGN_OR_RETURN(const JobSettings settings, ValidateJob(job));
   if (request.min_nodes() < 0) {
@@ -118,7 +119,16 @@ absl::StatusOr<TemplateRequest> ToTemplateRequest(const pb::PlanTemplatesRequest
   for (const pb::NodeType& type : request.cluster().node_types()) available.push_back(type.count());
   TemplateRequest out;
   ASSIGN_OR_RETURN(out.mixes, ResolveMixes(request, available));
-  ASSIGN_OR_RETURN(out.problem, ResolveProblem(job, std::move(problem), catalog, models));
+  if (!request.profiles().empty()) {
+    if (inline_cache == nullptr) {
+      return InvalidField("profiles", " are not accepted here (no inline profile cache)");
+    }
+    ASSIGN_OR_RETURN(out.inline_profiles, ResolveInlineProfiles(request.profiles(), request.model(),
+                                                                request.microbatch_size(),
+                                                                request.cluster(), inline_cache));
+  }
+  ASSIGN_OR_RETURN(out.problem,
+                   ResolveProblem(job, std::move(problem), catalog, models, &out.inline_profiles));
   return out;
 }
 

@@ -41,7 +41,7 @@ TEST(ProfileTest, ErrorsNameFileLayerAndKey) {
 
   auto bad_key = ParseOobleckProfile(kMb, R"([{"x": 0}, {"1": 0}])", kAcross, "dir");
   EXPECT_THAT(bad_key.status().message(),
-              HasSubstr("allreduce_in_node.json: layer 0 has a key that is not a positive"));
+              HasSubstr("allreduce_in_node.json: layer 0 has a key that is not an integer"));
   // File content is never echoed (a server-side file may hold anything).
   auto secret = ParseOobleckProfile(
       R"([{"forward": "s3cr3t", "backward": 2, "mem_required": [1, 1]}])", R"([{"1": 0}])",

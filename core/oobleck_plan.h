@@ -1,0 +1,34 @@
+// Plan with objective "oobleck-instantiation" (docs/API.md#instantiate): the cluster's
+// templates (the optimal one of every pipeline size min..max) instantiated in Oobleck's
+// semantics by core/oobleck_instantiation.h: every node used, one micro-batch count per
+// template, iteration time max_t T_t b_t + layer 0's allreduce_across_nodes_ms[P], exact.
+// Called by ClusterPlanner::Plan (core/plan.cc) for that objective.
+#ifndef OOBLECK_CORE_OOBLECK_PLAN_H_
+#define OOBLECK_CORE_OOBLECK_PLAN_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/cost_model.h"
+#include "core/plan.h"
+
+namespace oobleck {
+
+// INVALID_ARGUMENT naming the field unless the request fits Oobleck's semantics: nodes of
+// one node type (each template is then a node count, as Oobleck's), budget_per_hour 0 and
+// fault_tolerance 0 (every node is used, whatever it costs or protects).
+absl::Status ValidateOobleckPlan(const NodeMix& counts, const PlanOptions& options);
+
+// The plan of one global batch size: pipelines bound to `nodes` in their order (larger
+// pipelines first), each pipeline's time T_t x b_t, optimality_gap 0; the data-parallel
+// figure is Oobleck's too (every node a 1-node pipeline, its batch split the same way).
+// `no_shape_reason` is the status message when `shapes` is empty.
+BatchSizePlan PlanOobleckBatch(const CostModel& model, const std::vector<ClusterNode>& nodes,
+                               const TemplateSet& set, const std::vector<PipelineShape>& shapes,
+                               const PlanOptions& options, int global_batch,
+                               const std::string& no_shape_reason);
+
+}  // namespace oobleck
+
+#endif  // OOBLECK_CORE_OOBLECK_PLAN_H_

@@ -6,6 +6,8 @@
 # plot (bench/plot_fleet.gp). universal-ctags parses core/ for the function-length test
 # (scripts/check-function-length.py). python3-venv and python3-pip let the tests and users
 # `pip install ./client/python` into a virtual environment (client/python/README.md).
+# python3-pytest, -pytest-mock and -pytest-order run Oobleck's own planning tests against us
+# (scripts/run-oobleck-tests.sh; its test files use pytest fixtures, mocker and order marks).
 set -euo pipefail
 
 packages=(
@@ -17,6 +19,7 @@ packages=(
   openssl prometheus-cpp-dev
   etcd-server
   librsvg2-bin libpng-dev python3-pil
+  python3-pytest python3-pytest-mock python3-pytest-order
   libglpk-dev
   gnuplot-nox
   universal-ctags

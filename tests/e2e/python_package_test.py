@@ -35,6 +35,12 @@ CLIENT = textwrap.dedent("""
             planner_pb2.ListProfilesRequest(), timeout=30)
         for p in listed.profiles:
             print("profile", p.model, p.gpu_type, p.num_layers)
+    # The drop-in for Oobleck's planner modules ships in the package too (issue 26).
+    from oobleck_planner.oobleck import pipeline_template as pt
+    layers = [pt.LayerExecutionResult(i, 1.0, 2.0, {}, {1: 0.1}, (1, 1)) for i in range(3)]
+    templates = pt.PipelineTemplateGenerator().create_pipeline_templates(
+        pt.LayerExecutionResults(layers), (1, 3), 1)
+    print("dropin templates", [t._num_nodes for t in templates])
 """)
 
 
@@ -72,6 +78,7 @@ class PythonPackageTest(e2e_support.ExampleServerTestCase):
                          f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}")
         self.assertIn("health SERVING", result.stdout)
         self.assertIn("profile gpt2-xl rtx4090 50", result.stdout)
+        self.assertIn("dropin templates [1, 2, 3]", result.stdout)
 
     def test_token_without_tls_is_refused_before_any_call(self):
         environment = dict(os.environ, OOBLECK_PLAN_AUTH_TOKEN_FILE="/dev/null")

@@ -5,5 +5,6 @@
 # (client/python) needs no build. Extra arguments go to cmake's configure step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/cmake-generator.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
 cmake --build build -j"$(nproc)" --target product

@@ -11,6 +11,7 @@
 # main build (and the Docker image) stay lean.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/cmake-generator.sh
 
 seconds="${FUZZ_SECONDS:-60}"
 targets=("$@")
@@ -36,11 +37,12 @@ targets_to_build=()
 for t in "${targets[@]}"; do targets_to_build+=("${t}_fuzzer"); done
 cmake --build build-fuzz -j"$(nproc)" --target "${targets_to_build[@]}"
 
-status=0
-for t in "${targets[@]}"; do
+# Runs one target for $seconds; prints its summary (or its failure) and returns non-zero on
+# a failure.
+fuzz_one() {
+  local t="$1"
   # New inputs go to a scratch corpus so the seeds in the repository stay as reviewed.
-  work="build-fuzz/corpus/$t"
-  artifacts="build-fuzz/artifacts/$t"
+  local work="build-fuzz/corpus/$t" artifacts="build-fuzz/artifacts/$t"
   rm -rf "$work" "$artifacts"
   mkdir -p "$work" "$artifacts"
   echo "fuzz: $t for ${seconds} s"
@@ -55,10 +57,32 @@ for t in "${targets[@]}"; do
       grep -A 16 "^poll gap" "build-fuzz/$t.log" | head -n 80
     fi
     ls -l "$artifacts"
-    status=1
-  else
-    grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb" "build-fuzz/$t.log" |
-      sed "s/^/fuzz: $t /"
+    return 1
   fi
+  grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb" "build-fuzz/$t.log" |
+    sed "s/^/fuzz: $t /" || true
+}
+
+# Each fuzzer is one thread, so FUZZ_JOBS (default: the cores) of them run at once, each for
+# the full $seconds. rpc_structure times its calls against their deadlines and runs a
+# threaded server, so it runs alone afterwards, with the machine to itself.
+jobs="${FUZZ_JOBS:-$(nproc)}"
+status=0
+alone=()
+running=0
+for t in "${targets[@]}"; do
+  if [ "$t" = rpc_structure ]; then alone+=("$t"); continue; fi
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n || status=1
+    running=$((running - 1))
+  fi
+  # Each summary is printed whole when its target ends (lines of parallel runs never mix).
+  (out="$(fuzz_one "$t")" && rc=0 || rc=$?; echo "$out"; exit $rc) &
+  running=$((running + 1))
 done
+while [ "$running" -gt 0 ]; do
+  wait -n || status=1
+  running=$((running - 1))
+done
+for t in "${alone[@]}"; do fuzz_one "$t" || status=1; done
 exit $status

@@ -7,6 +7,7 @@
 #   scripts/ci-sanitizers.sh -L e2e       # extra arguments go to ctest
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/cmake-generator.sh
 
 # GCC warns maybe-uninitialized on libstdc++ internals (<regex>) once instrumented: a known
 # false positive of sanitizer builds, so only that warning is not an error here.

@@ -6,6 +6,7 @@
 #
 #   scripts/ci-fuzz.sh                      # every target, FUZZ_SECONDS (60) each
 #   FUZZ_SECONDS=600 scripts/ci-fuzz.sh plan_request
+#   FUZZ_JOBS=1 scripts/ci-fuzz.sh          # one target at a time (default: one per core)
 #
 # clang and libFuzzer are installed here rather than by scripts/install-deps.sh, so the
 # main build (and the Docker image) stay lean.

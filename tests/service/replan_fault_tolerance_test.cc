@@ -55,13 +55,7 @@ class ReplanFaultToleranceTest : public ::testing::Test {
   void SetUp() override {
     const absl::Status started = served_.Start(WithTestLoadRoot());
     ASSERT_TRUE(started.ok()) << started;
-    pb::LoadProfileRequest load;
-    load.set_model("gpt2-xl");
-    load.set_gpu_type("rtx4090");
-    load.set_directory(kExampleDir);
-    pb::LoadProfileResponse loaded;
-    grpc::ClientContext context;
-    const grpc::Status status = served_.stub->LoadProfile(&context, load, &loaded);
+    const grpc::Status status = served_.LoadExampleProfile(kExampleDir);
     ASSERT_TRUE(status.ok()) << status.error_message();
   }
 

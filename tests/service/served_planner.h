@@ -42,6 +42,17 @@ struct ServedPlanner {
     return absl::OkStatus();
   }
 
+  // Loads the example GPT-2 XL profile (gpu_type rtx4090) from `directory` over the channel.
+  grpc::Status LoadExampleProfile(const std::string& directory) {
+    ::oobleck::planner::v1::LoadProfileRequest load;
+    load.set_model("gpt2-xl");
+    load.set_gpu_type("rtx4090");
+    load.set_directory(directory);
+    ::oobleck::planner::v1::LoadProfileResponse loaded;
+    grpc::ClientContext context;
+    return stub->LoadProfile(&context, load, &loaded);
+  }
+
   ProfileCatalog catalog;
   TemplateCache cache;
   std::unique_ptr<PlannerService> service;

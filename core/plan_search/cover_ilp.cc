@@ -138,10 +138,18 @@ void Load(const CoverIlp& p, glp_prob* lp) {
 }
 
 // (Weighted objectives reach 1e13 or so: the slack grows with the value, so that GLPK's
-// rounding never makes a bound larger than the truth.)
+// rounding never makes a bound larger than the truth.) GLPK gives -DBL_MAX as the bound of a
+// node whose relaxation is not solved yet: that is no bound, and subtracting the slack from
+// it overflows to -inf, so anything outside int64's range saturates (a lower bound may
+// always be lowered).
 int64_t CeilBound(double value) {
   const double slack = std::max(kObjectiveTolerance, kRelativeObjectiveTolerance * std::abs(value));
-  return static_cast<int64_t>(std::ceil(value - slack));
+  const double bound = std::ceil(value - slack);
+  // 2^63 as a double; every double below it (and at least -2^63) converts exactly.
+  constexpr double kInt64Limit = 9223372036854775808.0;
+  if (!(bound >= -kInt64Limit)) return std::numeric_limits<int64_t>::min();
+  if (bound >= kInt64Limit) return std::numeric_limits<int64_t>::max();
+  return static_cast<int64_t>(bound);
 }
 
 // The LP solution rounded down (repaired where rounding overshot a row), then completed

@@ -192,6 +192,36 @@ TEST(CoverIlpTest, LargeCapacitiesSolveAtTheRoot) {
   EXPECT_EQ(s->items, s->lower_bound);
 }
 
+// Found by the rpc_structure fuzzer (a Replan): GLPK reports -DBL_MAX as the bound of a node
+// whose relaxation is not solved yet, and rounding that down overflowed to -inf, which the
+// conversion to int64 did not survive (undefined behaviour; UBSan stops the sanitizer suite).
+TEST(CoverIlpTest, UnsolvedNodeBoundsAreNoBound) {
+  CoverIlp p;
+  p.capacity = {2, 2, 2, 1, 2, 2};
+  const std::vector<std::pair<int, std::vector<int>>> items = {
+      {3, {0, 0, 1, 0, 0, 0}},  {2, {0, 0, 0, 1, 0, 0}},  {2, {0, 0, 0, 0, 1, 0}},
+      {1, {0, 0, 0, 0, 0, 1}},  {21, {2, 0, 0, 0, 0, 0}}, {15, {1, 1, 0, 0, 0, 0}},
+      {14, {1, 0, 1, 0, 0, 0}}, {13, {1, 0, 0, 1, 0, 0}}, {12, {1, 0, 0, 0, 1, 0}},
+      {11, {1, 0, 0, 0, 0, 1}}, {10, {0, 2, 0, 0, 0, 0}}, {8, {0, 1, 1, 0, 0, 0}},
+      {7, {0, 1, 0, 1, 0, 0}},  {7, {0, 1, 0, 0, 1, 0}},  {6, {0, 1, 0, 0, 0, 1}},
+      {6, {0, 0, 2, 0, 0, 0}},  {5, {0, 0, 1, 1, 0, 0}},  {5, {0, 0, 1, 0, 1, 0}},
+      {4, {0, 0, 1, 0, 0, 1}},  {4, {0, 0, 0, 1, 1, 0}},  {3, {0, 0, 0, 1, 0, 1}},
+      {3, {0, 0, 0, 0, 2, 0}},  {3, {0, 0, 0, 0, 1, 1}},  {2, {0, 0, 0, 0, 0, 2}}};
+  for (const auto& [gain, usage] : items) {
+    p.gain.push_back(gain);
+    p.usage.push_back(usage);
+  }
+  p.need = 46;
+  p.max_items = 46;
+  absl::StatusOr<CoverIlpSolution> solved = SolveCoverIlp(p, CoverIlpLimits{});
+  ASSERT_TRUE(solved.ok()) << solved.status();
+  // Six items at least (21+15+... : 5 items gain 45 at most, found by a DP over the rows'
+  // capacities; enumeration is too slow for 24 items).
+  ASSERT_EQ(solved->status, CoverIlpStatus::kOptimal);
+  EXPECT_EQ(solved->objective, 6);
+  EXPECT_TRUE(CoverIlpFeasible(p, solved->counts));
+}
+
 TEST(CoverIlpTest, RejectsMalformedInput) {
   CoverIlp p;
   p.capacity = {1};

@@ -157,6 +157,37 @@ void PrintRow(const RunResult& run, const Sample& s) {
   std::fflush(stdout);  // rows as they come, also into a file
 }
 
+// Loads model i's profile and, with `plan`, plans its templates (filling the cache);
+// on an error, `what` names the call.
+grpc::Status AddModel(pb::Planner::Stub& stub, int i, bool plan, std::string* what) {
+  const std::string model = ModelName(i);
+  const oobleck::bench::OobleckFiles files =
+      oobleck::bench::SyntheticOobleckProfile(ModelLayers(i), absl::GetFlag(FLAGS_seed) + i);
+  pb::LoadProfileRequest load;
+  load.set_model(model);
+  load.set_gpu_type(kMeasuredGpu);
+  load.set_microbatch_size(1);
+  load.mutable_files()->set_mb_json(files.mb_json);
+  load.mutable_files()->set_allreduce_in_node_json(files.allreduce_in_node_json);
+  load.mutable_files()->set_allreduce_across_nodes_json(files.allreduce_across_nodes_json);
+  {
+    grpc::ClientContext context;
+    pb::LoadProfileResponse response;
+    *what = absl::StrCat("LoadProfile ", model);
+    if (grpc::Status s = stub.LoadProfile(&context, load, &response); !s.ok()) return s;
+  }
+  if (!plan) return grpc::Status::OK;
+  *what = absl::StrCat("PlanTemplates ", model);
+  for (const pb::PlanTemplatesRequest& request :
+       TemplateRequests(model, absl::GetFlag(FLAGS_max_nodes))) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(10));
+    pb::PlanTemplatesResponse response;
+    if (grpc::Status s = stub.PlanTemplates(&context, request, &response); !s.ok()) return s;
+  }
+  return grpc::Status::OK;
+}
+
 // One run on a fresh server. `budget_mb` 0: profiles only. False on an RPC error or a
 // server that died (the message is printed).
 bool Run(const std::string& binary, const std::string& name, int64_t budget_mb, RunResult* run) {
@@ -194,31 +225,9 @@ bool Run(const std::string& binary, const std::string& name, int64_t budget_mb, 
   const int sample_every = std::max(1, absl::GetFlag(FLAGS_sample_every));
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < models; ++i) {
-    const std::string model = ModelName(i);
-    const oobleck::bench::OobleckFiles files =
-        oobleck::bench::SyntheticOobleckProfile(ModelLayers(i), absl::GetFlag(FLAGS_seed) + i);
-    pb::LoadProfileRequest load;
-    load.set_model(model);
-    load.set_gpu_type(kMeasuredGpu);
-    load.set_microbatch_size(1);
-    load.mutable_files()->set_mb_json(files.mb_json);
-    load.mutable_files()->set_allreduce_in_node_json(files.allreduce_in_node_json);
-    load.mutable_files()->set_allreduce_across_nodes_json(files.allreduce_across_nodes_json);
-    {
-      grpc::ClientContext context;
-      pb::LoadProfileResponse response;
-      const grpc::Status s = stub->LoadProfile(&context, load, &response);
-      if (!s.ok()) return fail(absl::StrCat("LoadProfile ", model), s);
-    }
-    if (budget_mb > 0) {
-      for (const pb::PlanTemplatesRequest& request :
-           TemplateRequests(model, absl::GetFlag(FLAGS_max_nodes))) {
-        grpc::ClientContext context;
-        context.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(10));
-        pb::PlanTemplatesResponse response;
-        const grpc::Status s = stub->PlanTemplates(&context, request, &response);
-        if (!s.ok()) return fail(absl::StrCat("PlanTemplates ", model), s);
-      }
+    std::string what;
+    if (const grpc::Status s = AddModel(*stub, i, budget_mb > 0, &what); !s.ok()) {
+      return fail(what, s);
     }
     Sample sample;
     sample.models = i + 1;
@@ -245,27 +254,25 @@ bool Run(const std::string& binary, const std::string& name, int64_t budget_mb, 
   return true;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
-  const std::string binary = oobleck::bench::ServerBinary(absl::GetFlag(FLAGS_server_bin));
+// The runs of --runs (name, budget MiB; 0: profiles only), after checking the flags;
+// false (the problem printed) when a flag is unusable.
+bool ParseRuns(std::vector<std::pair<std::string, int64_t>>* out) {
+  std::vector<std::pair<std::string, int64_t>>& runs = *out;
   if (absl::GetFlag(FLAGS_models) < 2) {
     std::cerr << "--models must be >= 2 (got " << absl::GetFlag(FLAGS_models) << ")\n";
-    return 2;
+    return false;
   }
   if (absl::GetFlag(FLAGS_min_layers) < 1 ||
       absl::GetFlag(FLAGS_max_layers) < absl::GetFlag(FLAGS_min_layers)) {
     std::cerr << "--min_layers must be >= 1 and <= --max_layers (got "
               << absl::GetFlag(FLAGS_min_layers) << ", " << absl::GetFlag(FLAGS_max_layers)
               << ")\n";
-    return 2;
+    return false;
   }
   if (absl::GetFlag(FLAGS_max_nodes) < 1) {
     std::cerr << "--max_nodes must be >= 1 (got " << absl::GetFlag(FLAGS_max_nodes) << ")\n";
-    return 2;
+    return false;
   }
-  std::vector<std::pair<std::string, int64_t>> runs;  // name, budget MiB (0: profiles only)
   for (absl::string_view run : absl::StrSplit(absl::GetFlag(FLAGS_runs), ',', absl::SkipEmpty())) {
     int64_t mb = 0;
     if (run == "profiles") {
@@ -274,36 +281,19 @@ int main(int argc, char** argv) {
       runs.emplace_back(absl::StrCat("cache_mb=", mb), mb);
     } else {
       std::cerr << "--runs: \"" << run << "\" is neither \"profiles\" nor a budget >= 1 MiB\n";
-      return 2;
+      return false;
     }
   }
   if (runs.empty()) {
     std::cerr << "--runs is empty\n";
-    return 2;
+    return false;
   }
-  std::printf(
-      "cache_budget_bench: %d synthetic models of %d-%d layers per run; each planned with 3 "
-      "PlanTemplates requests (3 types up to %d nodes x {1f1b M=16, oobleck-sosp23}; 8 nodes "
-      "of 8 GPUs, 1f1b M=32)\n",
-      absl::GetFlag(FLAGS_models), absl::GetFlag(FLAGS_min_layers), absl::GetFlag(FLAGS_max_layers),
-      absl::GetFlag(FLAGS_max_nodes));
+  return true;
+}
 
-  std::vector<RunResult> results;
-  for (const auto& [name, mb] : runs) {
-    RunResult run;
-    if (!Run(binary, name, mb, &run)) return 1;
-    results.push_back(std::move(run));
-  }
-
-  // The profiles-only slope is what stored profiles cost per model; the rest is the cache.
-  double profiles_slope_kib = 0;
-  bool have_profiles_run = false;
-  for (const RunResult& run : results) {
-    if (run.budget_bytes == 0) {
-      profiles_slope_kib = SecondHalfSlopeKiB(run.samples);
-      have_profiles_run = true;
-    }
-  }
+// The summary table; false if some run's cache went above its budget.
+bool PrintSummary(const std::vector<RunResult>& results, bool have_profiles_run,
+                  double profiles_slope_kib) {
   std::printf(
       "\nsummary (MiB; slope: least-squares RSS growth per model over the second half of the "
       "models, KiB)\n");
@@ -330,8 +320,13 @@ int main(int argc, char** argv) {
                   run.violations, static_cast<int>(run.samples.size()));
     }
   }
-  // Where the budget bound: evictions had started by the middle of the run, so over the
-  // second half the cache is full and only the profiles should add memory.
+  return ok;
+}
+
+// Where the budget bound: evictions had started by the middle of the run, so over the
+// second half the cache is full and only the profiles should add memory.
+void PrintBudgetNotes(const std::vector<RunResult>& results, bool have_profiles_run,
+                      double profiles_slope_kib) {
   for (const RunResult& run : results) {
     if (run.budget_bytes == 0) continue;
     const Sample& middle = run.samples[run.samples.size() / 2];
@@ -361,6 +356,40 @@ int main(int argc, char** argv) {
       std::printf("\n");
     }
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  const std::string binary = oobleck::bench::ServerBinary(absl::GetFlag(FLAGS_server_bin));
+  std::vector<std::pair<std::string, int64_t>> runs;  // name, budget MiB (0: profiles only)
+  if (!ParseRuns(&runs)) return 2;
+  std::printf(
+      "cache_budget_bench: %d synthetic models of %d-%d layers per run; each planned with 3 "
+      "PlanTemplates requests (3 types up to %d nodes x {1f1b M=16, oobleck-sosp23}; 8 nodes "
+      "of 8 GPUs, 1f1b M=32)\n",
+      absl::GetFlag(FLAGS_models), absl::GetFlag(FLAGS_min_layers), absl::GetFlag(FLAGS_max_layers),
+      absl::GetFlag(FLAGS_max_nodes));
+
+  std::vector<RunResult> results;
+  for (const auto& [name, mb] : runs) {
+    RunResult run;
+    if (!Run(binary, name, mb, &run)) return 1;
+    results.push_back(std::move(run));
+  }
+
+  // The profiles-only slope is what stored profiles cost per model; the rest is the cache.
+  double profiles_slope_kib = 0;
+  bool have_profiles_run = false;
+  for (const RunResult& run : results) {
+    if (run.budget_bytes == 0) {
+      profiles_slope_kib = SecondHalfSlopeKiB(run.samples);
+      have_profiles_run = true;
+    }
+  }
+  const bool ok = PrintSummary(results, have_profiles_run, profiles_slope_kib);
+  PrintBudgetNotes(results, have_profiles_run, profiles_slope_kib);
   std::printf("%s: cache bytes %s the budget after every model of every run\n",
               ok ? "PASS" : "FAIL", ok ? "within" : "NOT within");
   return ok ? 0 : 1;

@@ -317,6 +317,26 @@ bool StartServer(const std::string& binary, const std::vector<std::string>& args
   return started;
 }
 
+// The events of `kind` on the plan that have an answer (a failure may lose every replica
+// of a layer), after --warmup calls over them.
+std::vector<pb::ReplanRequest> AnsweredEvents(pb::Planner::Stub& stub,
+                                              const pb::PlanResponse& planned,
+                                              const std::string& kind) {
+  std::vector<pb::ReplanRequest> events;
+  for (pb::ReplanRequest& r : MakeEvents(planned, kind, absl::GetFlag(FLAGS_failures),
+                                         std::max(1, absl::GetFlag(FLAGS_events)))) {
+    grpc::ClientContext context;
+    pb::ReplanResponse response;
+    if (stub.Replan(&context, r, &response).ok()) events.push_back(std::move(r));
+  }
+  for (int i = 0; !events.empty() && i < absl::GetFlag(FLAGS_warmup); ++i) {
+    grpc::ClientContext context;
+    pb::ReplanResponse response;
+    stub.Replan(&context, events[i % events.size()], &response);
+  }
+  return events;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -357,20 +377,8 @@ int main(int argc, char** argv) {
                 &planned, &error)) {
     return Fail(error);
   }
-  // Keep the events that have an answer (a failure may lose every replica of a layer).
-  std::vector<pb::ReplanRequest> events;
-  for (pb::ReplanRequest& r : MakeEvents(planned, kind, absl::GetFlag(FLAGS_failures),
-                                         std::max(1, absl::GetFlag(FLAGS_events)))) {
-    grpc::ClientContext context;
-    pb::ReplanResponse response;
-    if (stub->Replan(&context, r, &response).ok()) events.push_back(std::move(r));
-  }
+  const std::vector<pb::ReplanRequest> events = AnsweredEvents(*stub, planned, kind);
   if (events.empty()) return Fail("no event has a plan");
-  for (int i = 0; i < absl::GetFlag(FLAGS_warmup); ++i) {
-    grpc::ClientContext context;
-    pb::ReplanResponse response;
-    stub->Replan(&context, events[i % events.size()], &response);
-  }
   if (absl::GetFlag(FLAGS_baseline_s) > 0) {
     Baseline(channel, threads, absl::GetFlag(FLAGS_baseline_s));
   }

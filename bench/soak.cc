@@ -31,6 +31,7 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <regex>
@@ -38,6 +39,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -638,45 +640,52 @@ int Fail(const std::string& message) {
 // KiB from ProcStatusKiB as MiB; "n/a" when it was not read (the server was gone).
 std::string Mib(int64_t kib) { return kib < 0 ? "n/a" : absl::StrFormat("%.1f", kib / 1024.0); }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+// Empty when the flags are usable, else what is wrong with them.
+std::string FlagProblem() {
   const double duration_s = absl::GetFlag(FLAGS_duration_s);
   const int threads = absl::GetFlag(FLAGS_threads);
-  const double full_deadline_s = absl::GetFlag(FLAGS_full_deadline_s);
-  if (!(duration_s > 0)) {
-    return Fail(absl::StrCat("--duration_s must be > 0 (got ", duration_s, ")"));
-  }
-  if (threads < 1) return Fail(absl::StrCat("--threads must be >= 1 (got ", threads, ")"));
+  if (!(duration_s > 0)) return absl::StrCat("--duration_s must be > 0 (got ", duration_s, ")");
+  if (threads < 1) return absl::StrCat("--threads must be >= 1 (got ", threads, ")");
   if (absl::GetFlag(FLAGS_variants) < 1) {
-    return Fail(absl::StrCat("--variants must be >= 1 (got ", absl::GetFlag(FLAGS_variants), ")"));
+    return absl::StrCat("--variants must be >= 1 (got ", absl::GetFlag(FLAGS_variants), ")");
   }
   if (absl::GetFlag(FLAGS_big_layers) < 2) {
-    return Fail(
-        absl::StrCat("--big_layers must be >= 2 (got ", absl::GetFlag(FLAGS_big_layers), ")"));
+    return absl::StrCat("--big_layers must be >= 2 (got ", absl::GetFlag(FLAGS_big_layers), ")");
   }
   if (absl::GetFlag(FLAGS_big_max_nodes) < 1) {
-    return Fail(absl::StrCat("--big_max_nodes must be >= 1 (got ",
-                             absl::GetFlag(FLAGS_big_max_nodes), ")"));
+    return absl::StrCat("--big_max_nodes must be >= 1 (got ", absl::GetFlag(FLAGS_big_max_nodes),
+                        ")");
   }
   for (const auto& [name, value] :
        {std::pair<const char*, double>{"--big_fraction", absl::GetFlag(FLAGS_big_fraction)},
         {"--cancel_fraction", absl::GetFlag(FLAGS_cancel_fraction)},
         {"--deadline_fraction", absl::GetFlag(FLAGS_deadline_fraction)}}) {
     if (!(value >= 0 && value <= 1)) {
-      return Fail(absl::StrCat(name, " must be in [0, 1] (got ", value, ")"));
+      return absl::StrCat(name, " must be in [0, 1] (got ", value, ")");
     }
   }
   if (absl::GetFlag(FLAGS_cancel_fraction) + absl::GetFlag(FLAGS_deadline_fraction) > 1) {
-    return Fail("--cancel_fraction + --deadline_fraction must be <= 1");
+    return "--cancel_fraction + --deadline_fraction must be <= 1";
   }
+  return "";
+}
 
-  // The server, its stderr in a log file.
-  std::string log_path = absl::GetFlag(FLAGS_server_log);
-  const bool temporary_log = log_path.empty();
-  if (temporary_log) {
-    log_path =
+// The server under load, its log, and the client's channel to it.
+struct SoakServer {
+  oobleck::bench::ServerProcess process;
+  std::string log_path;
+  bool temporary_log = false;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<pb::Planner::Stub> stub;
+  int metrics_port = -1;
+};
+
+// Starts the server (its stderr in a log file) and connects; "" or what went wrong.
+std::string StartServer(SoakServer& server) {
+  server.log_path = absl::GetFlag(FLAGS_server_log);
+  server.temporary_log = server.log_path.empty();
+  if (server.temporary_log) {
+    server.log_path =
         (std::filesystem::temp_directory_path() / absl::StrCat("soak-server-", getpid(), ".log"))
             .string();
   }
@@ -690,23 +699,22 @@ int main(int argc, char** argv) {
     args.push_back(absl::StrCat("--threads=", absl::GetFlag(FLAGS_server_threads)));
   }
   for (const std::string& arg : absl::GetFlag(FLAGS_server_args)) args.push_back(arg);
-  oobleck::bench::ServerProcess server;
-  if (!server.Start(binary, args, log_path)) return Fail(server.error() + "; log: " + log_path);
-  auto channel = grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials());
-  if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(20))) {
-    return Fail(absl::StrCat("server at ", server.address(), " is not reachable"));
+  if (!server.process.Start(binary, args, server.log_path)) {
+    return server.process.error() + "; log: " + server.log_path;
   }
-  auto stub = pb::Planner::NewStub(channel);
-  const int metrics_port = MetricsPort(log_path);
-  std::printf(
-      "soak: %.0f s, %d client threads, seed %llu, %u cores; server pid %d at %s (--cache_mb=%lld "
-      "--max_concurrent_searches=%d), log %s\n",
-      duration_s, threads, static_cast<unsigned long long>(absl::GetFlag(FLAGS_seed)),
-      std::thread::hardware_concurrency(), server.pid(), server.address().c_str(),
-      static_cast<long long>(absl::GetFlag(FLAGS_cache_mb)),
-      absl::GetFlag(FLAGS_max_concurrent_searches), log_path.c_str());
+  server.channel =
+      grpc::CreateChannel(server.process.address(), grpc::InsecureChannelCredentials());
+  if (!server.channel->WaitForConnected(std::chrono::system_clock::now() +
+                                        std::chrono::seconds(20))) {
+    return absl::StrCat("server at ", server.process.address(), " is not reachable");
+  }
+  server.stub = pb::Planner::NewStub(server.channel);
+  server.metrics_port = MetricsPort(server.log_path);
+  return "";
+}
 
-  // Synthetic models: a small one, and a deep one for the big searches.
+// Synthetic models: a small one, and a deep one for the big searches. "" or what failed.
+std::string LoadModels(pb::Planner::Stub* stub) {
   for (const auto& [model, layers, seed] :
        {std::tuple<const char*, int, uint64_t>{"soak-small", 40, 101},
         {"soak-big", absl::GetFlag(FLAGS_big_layers), 102}}) {
@@ -722,302 +730,388 @@ int main(int argc, char** argv) {
     grpc::ClientContext context;
     pb::LoadProfileResponse response;
     if (grpc::Status s = stub->LoadProfile(&context, load, &response); !s.ok()) {
-      return Fail(absl::StrCat("LoadProfile ", model, ": ", s.error_message()));
+      return absl::StrCat("LoadProfile ", model, ": ", s.error_message());
     }
   }
+  return "";
+}
 
-  // Reference answers, one call each on an empty cache (in this order, so the Replan events
-  // can be built on the Plan answers).
-  const auto setup_start = Clock::now();
-  std::vector<Job> jobs = TemplateAndPlanJobs(absl::GetFlag(FLAGS_variants));
-  std::vector<std::string> reference_answers;  // empty for the big searches
-  {
-    std::vector<Job> replans;
-    for (size_t i = 0; i < jobs.size(); ++i) {
-      std::string answer;
-      if (!jobs[i].big) {
-        const CallResult r = Invoke(stub.get(), jobs[i], Mode::kFull, 0, full_deadline_s, nullptr);
-        if (!r.status.ok()) {
-          return Fail(absl::StrCat("reference answer of ", MethodName(jobs[i].method), " [",
-                                   jobs[i].name, "]: ", CodeName(r.status.error_code()), " ",
-                                   r.status.error_message()));
-        }
-        answer = r.answer;
-        // Replan events on the first version of each Plan request only (one version's
-        // events exercise Replan as well as all of them would).
-        if (jobs[i].method == Method::kPlan && jobs[i].variant == 0) {
-          for (Job& replan : ReplanJobs(jobs[i], r.plan_response))
-            replans.push_back(std::move(replan));
-        }
-      }
-      reference_answers.push_back(answer);
-    }
-    // Events with no plan (a failure that loses every replica of a layer) are not sent.
-    int dropped = 0;
-    for (Job& replan : replans) {
-      const CallResult r = Invoke(stub.get(), replan, Mode::kFull, 0, full_deadline_s, nullptr);
-      if (r.status.ok()) {
-        reference_answers.push_back(r.answer);
-        jobs.push_back(std::move(replan));
-      } else {
-        ++dropped;
-      }
-    }
-    int counts[3] = {0, 0, 0}, big = 0;
-    for (const Job& job : jobs) {
-      ++counts[static_cast<int>(job.method)];
-      big += job.big;
-    }
-    std::printf(
-        "setup: %zu requests (%d PlanTemplates, %d Plan, %d Replan events; %d big), reference "
-        "answers in %.1f s (%d Replan events without a plan left out)\n",
-        jobs.size(), counts[0], counts[1], counts[2], big,
-        std::chrono::duration<double>(Clock::now() - setup_start).count(), dropped);
-  }
-  References references(jobs.size());
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    if (!reference_answers[i].empty()) references.Set(i, reference_answers[i]);
-  }
+// The requests of the load, their reference answers (empty for the big searches), and
+// the pools the clients draw from.
+struct Workload {
+  std::vector<Job> jobs;
+  std::vector<std::string> reference_answers;
   std::vector<size_t> by_method[3], big_jobs;
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    (jobs[i].big ? big_jobs : by_method[static_cast<int>(jobs[i].method)]).push_back(i);
+  Job invalid;
+};
+
+// Reference answers, one call each on an empty cache (in this order, so the Replan events
+// can be built on the Plan answers); "" or what failed.
+std::string AnswerTemplatesAndPlans(pb::Planner::Stub* stub, Workload& work,
+                                    std::vector<Job>& replans) {
+  const double full_deadline_s = absl::GetFlag(FLAGS_full_deadline_s);
+  for (const Job& job : work.jobs) {
+    std::string answer;
+    if (!job.big) {
+      const CallResult r = Invoke(stub, job, Mode::kFull, 0, full_deadline_s, nullptr);
+      if (!r.status.ok()) {
+        return absl::StrCat("reference answer of ", MethodName(job.method), " [", job.name,
+                            "]: ", CodeName(r.status.error_code()), " ", r.status.error_message());
+      }
+      answer = r.answer;
+      // Replan events on the first version of each Plan request only (one version's
+      // events exercise Replan as well as all of them would).
+      if (job.method == Method::kPlan && job.variant == 0) {
+        for (Job& replan : ReplanJobs(job, r.plan_response)) replans.push_back(std::move(replan));
+      }
+    }
+    work.reference_answers.push_back(answer);
+  }
+  return "";
+}
+
+// The workload with its reference answers; "" or what failed.
+std::string BuildWorkload(pb::Planner::Stub* stub, Workload& work) {
+  const auto setup_start = Clock::now();
+  work.jobs = TemplateAndPlanJobs(absl::GetFlag(FLAGS_variants));
+  std::vector<Job> replans;
+  if (std::string e = AnswerTemplatesAndPlans(stub, work, replans); !e.empty()) return e;
+  // Events with no plan (a failure that loses every replica of a layer) are not sent.
+  int dropped = 0;
+  for (Job& replan : replans) {
+    const CallResult r =
+        Invoke(stub, replan, Mode::kFull, 0, absl::GetFlag(FLAGS_full_deadline_s), nullptr);
+    if (r.status.ok()) {
+      work.reference_answers.push_back(r.answer);
+      work.jobs.push_back(std::move(replan));
+    } else {
+      ++dropped;
+    }
+  }
+  int counts[3] = {0, 0, 0}, big = 0;
+  for (const Job& job : work.jobs) {
+    ++counts[static_cast<int>(job.method)];
+    big += job.big;
+  }
+  std::printf(
+      "setup: %zu requests (%d PlanTemplates, %d Plan, %d Replan events; %d big), reference "
+      "answers in %.1f s (%d Replan events without a plan left out)\n",
+      work.jobs.size(), counts[0], counts[1], counts[2], big,
+      std::chrono::duration<double>(Clock::now() - setup_start).count(), dropped);
+  for (size_t i = 0; i < work.jobs.size(); ++i) {
+    const Job& job = work.jobs[i];
+    (job.big ? work.big_jobs : work.by_method[static_cast<int>(job.method)]).push_back(i);
   }
   for (Method m : {Method::kPlanTemplates, Method::kPlan, Method::kReplan}) {
-    if (by_method[static_cast<int>(m)].empty()) {
-      return Fail(absl::StrCat("no ordinary ", MethodName(m), " request to send"));
+    if (work.by_method[static_cast<int>(m)].empty()) {
+      return absl::StrCat("no ordinary ", MethodName(m), " request to send");
     }
   }
-  Job invalid = jobs[0];
-  invalid.name = "injected invalid request";
-  invalid.templates.set_cost_model("no-such-cost-model");
+  work.invalid = work.jobs[0];
+  work.invalid.name = "injected invalid request";
+  work.invalid.templates.set_cost_model("no-such-cost-model");
+  return "";
+}
 
-  const int64_t rss_start_kib = ProcStatusKiB(server.pid(), "VmRSS");
-  std::printf("server RSS at the start of the load: %s MiB\n", Mib(rss_start_kib).c_str());
-  std::printf("%8s %9s %9s %9s %9s %9s %10s %10s %9s %8s %9s %10s\n", "t_s", "calls", "OK",
-              "CANCELLED", "DEADLINE", "EXHAUSTED", "unintended", "mismatches", "RSS_MiB",
-              "entries", "cache_MiB", "evictions");
-
-  Tally tally;
+// What the client threads share during the load.
+struct Load {
+  const Workload& work;
+  References& references;
+  Tally& tally;
+  std::shared_ptr<grpc::Channel> channel;
   std::atomic<bool> stop{false};
   std::atomic<int64_t> call_number{0};
-  const double big_fraction = absl::GetFlag(FLAGS_big_fraction);
+};
+
+// How one call is cut short, if at all: big searches mostly (they would hold a search
+// slot for seconds), the others mostly complete.
+std::pair<Mode, double> ChooseMode(const Job& job, bool inject, double w,
+                                   std::mt19937_64& random) {
   const double cancel_fraction = absl::GetFlag(FLAGS_cancel_fraction);
   const double deadline_fraction = absl::GetFlag(FLAGS_deadline_fraction);
-  const int inject_every = absl::GetFlag(FLAGS_inject_invalid_every);
-  auto worker = [&](int t) {
-    std::mt19937_64 random(absl::GetFlag(FLAGS_seed) * 1000003 + t);
-    std::uniform_real_distribution<double> unit(0, 1);
-    auto own_stub = pb::Planner::NewStub(channel);
-    while (!stop.load()) {
-      const int64_t n = call_number.fetch_add(1);
-      size_t index;
-      const double u = unit(random);
-      if (!big_jobs.empty() && u < big_fraction) {
-        index = big_jobs[random() % big_jobs.size()];
-      } else {
-        // PlanTemplates 40%, Plan 20%, Replan 40% (every pool has jobs: see the setup).
-        const double v = unit(random);
-        const std::vector<size_t>& pool = by_method[v < 0.4 ? 0 : v < 0.6 ? 1 : 2];
-        index = pool[random() % pool.size()];
-      }
-      const bool inject = inject_every > 0 && n % inject_every == inject_every - 1;
-      const Job& job = inject ? invalid : jobs[index];
-      // Big searches are mostly cut short (they would hold a search slot for seconds);
-      // the others mostly complete.
-      Mode mode = Mode::kFull;
-      double cut_ms = 0;
-      const double w = unit(random);
-      if (job.big) {
-        if (w < 0.5) {
-          mode = Mode::kCancel;
-          cut_ms = LogUniform(random, 5, 5000);
-        } else if (w < 0.8) {
-          mode = Mode::kDeadline;
-          cut_ms = LogUniform(random, 5, 3000);
-        }
-      } else if (!inject) {
-        if (w < cancel_fraction) {
-          mode = Mode::kCancel;
-          cut_ms = LogUniform(random, 1, 500);
-        } else if (w < cancel_fraction + deadline_fraction) {
-          mode = Mode::kDeadline;
-          cut_ms = LogUniform(random, 1, 250);
-        }
-      }
-      const CallResult r = Invoke(own_stub.get(), job, mode, cut_ms, full_deadline_s, &stop);
-      tally.Record(job, r);
-      if (r.status.ok() && !inject && !references.Check(index, r.answer)) {
-        tally.Mismatch(job, absl::StrCat("during the load, mode ", ModeName(r.mode)));
-      }
+  if (job.big) {
+    if (w < 0.5) return {Mode::kCancel, LogUniform(random, 5, 5000)};
+    if (w < 0.8) return {Mode::kDeadline, LogUniform(random, 5, 3000)};
+  } else if (!inject) {
+    if (w < cancel_fraction) return {Mode::kCancel, LogUniform(random, 1, 500)};
+    if (w < cancel_fraction + deadline_fraction) {
+      return {Mode::kDeadline, LogUniform(random, 1, 250)};
     }
-  };
+  }
+  return {Mode::kFull, 0};
+}
 
+// One client thread: calls until the load stops, each checked against its reference.
+void RunClient(Load& load, int t) {
+  const Workload& work = load.work;
+  std::mt19937_64 random(absl::GetFlag(FLAGS_seed) * 1000003 + t);
+  std::uniform_real_distribution<double> unit(0, 1);
+  auto own_stub = pb::Planner::NewStub(load.channel);
+  const double big_fraction = absl::GetFlag(FLAGS_big_fraction);
+  const int inject_every = absl::GetFlag(FLAGS_inject_invalid_every);
+  while (!load.stop.load()) {
+    const int64_t n = load.call_number.fetch_add(1);
+    size_t index;
+    const double u = unit(random);
+    if (!work.big_jobs.empty() && u < big_fraction) {
+      index = work.big_jobs[random() % work.big_jobs.size()];
+    } else {
+      // PlanTemplates 40%, Plan 20%, Replan 40% (every pool has jobs: see the setup).
+      const double v = unit(random);
+      const std::vector<size_t>& pool = work.by_method[v < 0.4 ? 0 : v < 0.6 ? 1 : 2];
+      index = pool[random() % pool.size()];
+    }
+    const bool inject = inject_every > 0 && n % inject_every == inject_every - 1;
+    const Job& job = inject ? work.invalid : work.jobs[index];
+    const double w = unit(random);
+    const auto [mode, cut_ms] = ChooseMode(job, inject, w, random);
+    const CallResult r = Invoke(own_stub.get(), job, mode, cut_ms,
+                                absl::GetFlag(FLAGS_full_deadline_s), &load.stop);
+    load.tally.Record(job, r);
+    if (r.status.ok() && !inject && !load.references.Check(index, r.answer)) {
+      load.tally.Mismatch(job, absl::StrCat("during the load, mode ", ModeName(r.mode)));
+    }
+  }
+}
+
+// One progress line at t_s; the server's RSS (KiB).
+int64_t PrintProgress(SoakServer& server, Tally& tally, double t_s) {
+  const Tally::Counts c = tally.counts();
+  pb::GetStatsResponse stats;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  const grpc::Status s = server.stub->GetStats(&context, pb::GetStatsRequest(), &stats);
+  if (!s.ok()) {
+    tally.Failure(absl::StrCat("GetStats at t=", t_s, " s: ", CodeName(s.error_code()), " ",
+                               s.error_message()));
+  }
+  const int64_t rss = ProcStatusKiB(server.process.pid(), "VmRSS");
+  std::printf("%8.0f %9lld %9lld %9lld %9lld %9lld %10lld %10lld %9s %8lld %9.2f %10lld\n", t_s,
+              static_cast<long long>(c.calls), static_cast<long long>(c.ok),
+              static_cast<long long>(c.cancelled), static_cast<long long>(c.deadline),
+              static_cast<long long>(c.exhausted), static_cast<long long>(c.unintended),
+              static_cast<long long>(c.mismatches), Mib(rss).c_str(),
+              static_cast<long long>(stats.cache_entries()), stats.cache_bytes() / 1048576.0,
+              static_cast<long long>(stats.cache_evictions()));
+  std::fflush(stdout);
+  return rss;
+}
+
+struct LoadFigures {
+  double load_s = 0;
+  int64_t rss_middle_kib = -1;
+};
+
+// The load itself: the client threads for --duration_s, a progress line every
+// --report_every_s, stopping early if the server dies.
+LoadFigures RunLoad(SoakServer& server, Load& load) {
+  const double duration_s = absl::GetFlag(FLAGS_duration_s);
+  LoadFigures figures;
   const auto load_start = Clock::now();
   const auto load_end =
       load_start + std::chrono::microseconds(static_cast<int64_t>(duration_s * 1e6));
   std::vector<std::thread> workers;
-  for (int t = 0; t < threads; ++t) workers.emplace_back(worker, t);
-
-  auto progress = [&](double t_s) {
-    const Tally::Counts c = tally.counts();
-    pb::GetStatsResponse stats;
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    const grpc::Status s = stub->GetStats(&context, pb::GetStatsRequest(), &stats);
-    if (!s.ok()) {
-      tally.Failure(absl::StrCat("GetStats at t=", t_s, " s: ", CodeName(s.error_code()), " ",
-                                 s.error_message()));
-    }
-    const int64_t rss = ProcStatusKiB(server.pid(), "VmRSS");
-    std::printf("%8.0f %9lld %9lld %9lld %9lld %9lld %10lld %10lld %9s %8lld %9.2f %10lld\n", t_s,
-                static_cast<long long>(c.calls), static_cast<long long>(c.ok),
-                static_cast<long long>(c.cancelled), static_cast<long long>(c.deadline),
-                static_cast<long long>(c.exhausted), static_cast<long long>(c.unintended),
-                static_cast<long long>(c.mismatches), Mib(rss).c_str(),
-                static_cast<long long>(stats.cache_entries()), stats.cache_bytes() / 1048576.0,
-                static_cast<long long>(stats.cache_evictions()));
-    std::fflush(stdout);
-    return rss;
-  };
+  for (int t = 0; t < absl::GetFlag(FLAGS_threads); ++t) {
+    workers.emplace_back([&load, t] { RunClient(load, t); });
+  }
   const double report_every_s = std::max(1.0, absl::GetFlag(FLAGS_report_every_s));
   double next_report_s = report_every_s;
   bool have_middle = false;
-  int64_t rss_middle_kib = -1;
   while (Clock::now() < load_end) {
     const double t_s = std::chrono::duration<double>(Clock::now() - load_start).count();
     if (!have_middle && t_s >= duration_s / 2) {
-      rss_middle_kib = ProcStatusKiB(server.pid(), "VmRSS");
+      figures.rss_middle_kib = ProcStatusKiB(server.process.pid(), "VmRSS");
       have_middle = true;
     }
     if (t_s >= next_report_s) {
-      progress(t_s);
+      PrintProgress(server, load.tally, t_s);
       next_report_s += report_every_s;
     }
-    if (!server.Alive()) {
-      tally.Failure(absl::StrCat("the server died at t=", static_cast<int>(t_s), " s (",
-                                 server.exit_description(), ")"));
+    if (!server.process.Alive()) {
+      load.tally.Failure(absl::StrCat("the server died at t=", static_cast<int>(t_s), " s (",
+                                      server.process.exit_description(), ")"));
       break;
     }
     std::this_thread::sleep_for(
         std::min<Clock::duration>(std::chrono::milliseconds(100), load_end - Clock::now()));
   }
-  stop.store(true);
+  load.stop.store(true);
   for (std::thread& w : workers) w.join();
-  const double load_s = std::chrono::duration<double>(Clock::now() - load_start).count();
-  const int64_t rss_end_kib = ProcStatusKiB(server.pid(), "VmRSS");
-  const int64_t hwm_kib = ProcStatusKiB(server.pid(), "VmHWM");
-  progress(load_s);
-  tally.PrintTables();
-  std::printf("\nserver RSS MiB: start %s, middle %s, end %s; peak (VmHWM) %s\n",
-              Mib(rss_start_kib).c_str(), Mib(rss_middle_kib).c_str(), Mib(rss_end_kib).c_str(),
-              Mib(hwm_kib).c_str());
+  figures.load_s = std::chrono::duration<double>(Clock::now() - load_start).count();
+  return figures;
+}
 
-  // After the load: alive, serving, every search slot given back, the same answers.
-  if (server.Alive()) {
-    auto health_stub = health::Health::NewStub(channel);
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    health::HealthCheckRequest request;
-    health::HealthCheckResponse response;
-    const grpc::Status s = health_stub->Check(&context, request, &response);
-    std::printf("health: %s\n",
-                s.ok() ? health::HealthCheckResponse::ServingStatus_Name(response.status()).c_str()
-                       : (CodeName(s.error_code()) + " " + s.error_message()).c_str());
-    if (!s.ok() || response.status() != health::HealthCheckResponse::SERVING) {
-      tally.Failure("the server is not SERVING after the load");
-    }
-    if (metrics_port > 0) {
-      // Cancelled searches stop at their next poll; give them a moment.
-      const auto since = Clock::now();
-      double in_use = -1;
-      std::string text;
-      while (Clock::now() - since < std::chrono::seconds(15)) {
-        text = ScrapeMetrics(metrics_port);
-        in_use = MetricValue(text, "oobleck_planner_search_slots_in_use");
-        if (in_use == 0) break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-      const double waited_ms =
-          std::chrono::duration<double, std::milli>(Clock::now() - since).count();
-      if (in_use != 0) {
-        tally.Failure(absl::StrCat(in_use, " search slots still in use 15 s after the load"));
-      } else {
-        std::printf(
-            "search slots: all free %.0f ms after the last call returned; %g calls were "
-            "refused a slot (RESOURCE_EXHAUSTED)\n",
-            waited_ms, MetricValue(text, "oobleck_planner_search_rejected_total"));
-      }
-      std::printf("server-side status codes (metrics):");
-      std::vector<std::string> unintended_codes;
-      for (const auto& [code, n] : RpcsByCode(text)) {
-        std::printf(" %s %.0f", code.c_str(), n);
-        if (n > 0 && !IntendedServerCode(code, inject_every > 0)) {
-          unintended_codes.push_back(absl::StrFormat("%s %.0f", code, n));
-        }
-      }
-      std::printf("\n");
-      if (!unintended_codes.empty()) {
-        tally.Failure(
-            absl::StrCat("server metrics: rpcs_total ", absl::StrJoin(unintended_codes, ", ")));
-      }
-    } else {
-      std::printf("search slots: not checked (no metrics endpoint in the server log)\n");
-    }
-    // What the server answered calls the client saw end otherwise (e.g. after a TryCancel).
-    for (const auto& [code_and_message, n] : UnintendedServerCodes(log_path, inject_every > 0)) {
-      const auto& [code, message] = code_and_message;
-      tally.Failure(absl::StrCat("server log: ", n, " calls ", code, " \"", message, "\""));
-    }
-    {
-      grpc::ClientContext context;
-      pb::GetStatsResponse stats;
-      if (stub->GetStats(&context, pb::GetStatsRequest(), &stats).ok()) {
-        std::printf(
-            "cache: %lld hits, %lld misses, %lld evictions; %lld entries, %.2f of %.2f MiB\n",
-            static_cast<long long>(stats.cache_hits()),
-            static_cast<long long>(stats.cache_misses()),
-            static_cast<long long>(stats.cache_evictions()),
-            static_cast<long long>(stats.cache_entries()), stats.cache_bytes() / 1048576.0,
-            stats.cache_capacity_bytes() / 1048576.0);
-      }
-    }
-    // Fresh answers: every request again, to completion.
-    int equal = 0, compared = 0, compared_by_method[3] = {0, 0, 0};
-    for (size_t i = 0; i < jobs.size(); ++i) {
-      if (!references.Has(i)) continue;  // a big search that never completed
-      ++compared;
-      ++compared_by_method[static_cast<int>(jobs[i].method)];
-      const CallResult r = Invoke(stub.get(), jobs[i], Mode::kFull, 0, full_deadline_s, nullptr);
-      if (!r.status.ok()) {
-        tally.Failure(absl::StrCat("after the load, ", MethodName(jobs[i].method), " [",
-                                   jobs[i].name, "]: ", CodeName(r.status.error_code()), " ",
-                                   r.status.error_message()));
-      } else if (!references.Check(i, r.answer)) {
-        tally.Mismatch(jobs[i], "after the load");
-      } else {
-        ++equal;
-      }
-    }
-    std::printf(
-        "fresh answers after the load: %d of %d equal to the answers from before it "
-        "(%d PlanTemplates, %d Plan, %d Replan; big searches: their first complete "
-        "answer)\n",
-        equal, compared, compared_by_method[0], compared_by_method[1], compared_by_method[2]);
-  } else {
-    tally.Failure(
-        absl::StrCat("the server is gone after the load (", server.exit_description(), ")"));
+// After the load: the server still SERVING.
+void CheckHealth(SoakServer& server, Tally& tally) {
+  auto health_stub = health::Health::NewStub(server.channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  health::HealthCheckRequest request;
+  health::HealthCheckResponse response;
+  const grpc::Status s = health_stub->Check(&context, request, &response);
+  std::printf("health: %s\n",
+              s.ok() ? health::HealthCheckResponse::ServingStatus_Name(response.status()).c_str()
+                     : (CodeName(s.error_code()) + " " + s.error_message()).c_str());
+  if (!s.ok() || response.status() != health::HealthCheckResponse::SERVING) {
+    tally.Failure("the server is not SERVING after the load");
   }
-  std::printf("load: %.1f s\n", load_s);
+}
 
+// After the load, from the metrics: every search slot given back, and only intended
+// status codes.
+void CheckMetrics(SoakServer& server, Tally& tally, bool injecting) {
+  if (server.metrics_port <= 0) {
+    std::printf("search slots: not checked (no metrics endpoint in the server log)\n");
+    return;
+  }
+  // Cancelled searches stop at their next poll; give them a moment.
+  const auto since = Clock::now();
+  double in_use = -1;
+  std::string text;
+  while (Clock::now() - since < std::chrono::seconds(15)) {
+    text = ScrapeMetrics(server.metrics_port);
+    in_use = MetricValue(text, "oobleck_planner_search_slots_in_use");
+    if (in_use == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const double waited_ms = std::chrono::duration<double, std::milli>(Clock::now() - since).count();
+  if (in_use != 0) {
+    tally.Failure(absl::StrCat(in_use, " search slots still in use 15 s after the load"));
+  } else {
+    std::printf(
+        "search slots: all free %.0f ms after the last call returned; %g calls were "
+        "refused a slot (RESOURCE_EXHAUSTED)\n",
+        waited_ms, MetricValue(text, "oobleck_planner_search_rejected_total"));
+  }
+  std::printf("server-side status codes (metrics):");
+  std::vector<std::string> unintended_codes;
+  for (const auto& [code, n] : RpcsByCode(text)) {
+    std::printf(" %s %.0f", code.c_str(), n);
+    if (n > 0 && !IntendedServerCode(code, injecting)) {
+      unintended_codes.push_back(absl::StrFormat("%s %.0f", code, n));
+    }
+  }
+  std::printf("\n");
+  if (!unintended_codes.empty()) {
+    tally.Failure(
+        absl::StrCat("server metrics: rpcs_total ", absl::StrJoin(unintended_codes, ", ")));
+  }
+}
+
+void PrintCacheStats(SoakServer& server) {
+  grpc::ClientContext context;
+  pb::GetStatsResponse stats;
+  if (!server.stub->GetStats(&context, pb::GetStatsRequest(), &stats).ok()) return;
+  std::printf("cache: %lld hits, %lld misses, %lld evictions; %lld entries, %.2f of %.2f MiB\n",
+              static_cast<long long>(stats.cache_hits()),
+              static_cast<long long>(stats.cache_misses()),
+              static_cast<long long>(stats.cache_evictions()),
+              static_cast<long long>(stats.cache_entries()), stats.cache_bytes() / 1048576.0,
+              stats.cache_capacity_bytes() / 1048576.0);
+}
+
+// Fresh answers after the load: every request again, to completion, equal to before.
+void CheckFreshAnswers(SoakServer& server, const Workload& work, References& references,
+                       Tally& tally) {
+  int equal = 0, compared = 0, compared_by_method[3] = {0, 0, 0};
+  for (size_t i = 0; i < work.jobs.size(); ++i) {
+    if (!references.Has(i)) continue;  // a big search that never completed
+    const Job& job = work.jobs[i];
+    ++compared;
+    ++compared_by_method[static_cast<int>(job.method)];
+    const CallResult r = Invoke(server.stub.get(), job, Mode::kFull, 0,
+                                absl::GetFlag(FLAGS_full_deadline_s), nullptr);
+    if (!r.status.ok()) {
+      tally.Failure(absl::StrCat("after the load, ", MethodName(job.method), " [", job.name,
+                                 "]: ", CodeName(r.status.error_code()), " ",
+                                 r.status.error_message()));
+    } else if (!references.Check(i, r.answer)) {
+      tally.Mismatch(job, "after the load");
+    } else {
+      ++equal;
+    }
+  }
+  std::printf(
+      "fresh answers after the load: %d of %d equal to the answers from before it "
+      "(%d PlanTemplates, %d Plan, %d Replan; big searches: their first complete "
+      "answer)\n",
+      equal, compared, compared_by_method[0], compared_by_method[1], compared_by_method[2]);
+}
+
+// After the load: alive, serving, every search slot given back, the same answers.
+void CheckAfterLoad(SoakServer& server, const Workload& work, References& references,
+                    Tally& tally) {
+  if (!server.process.Alive()) {
+    tally.Failure(absl::StrCat("the server is gone after the load (",
+                               server.process.exit_description(), ")"));
+    return;
+  }
+  const bool injecting = absl::GetFlag(FLAGS_inject_invalid_every) > 0;
+  CheckHealth(server, tally);
+  CheckMetrics(server, tally, injecting);
+  // What the server answered calls the client saw end otherwise (e.g. after a TryCancel).
+  for (const auto& [code_and_message, n] : UnintendedServerCodes(server.log_path, injecting)) {
+    const auto& [code, message] = code_and_message;
+    tally.Failure(absl::StrCat("server log: ", n, " calls ", code, " \"", message, "\""));
+  }
+  PrintCacheStats(server);
+  CheckFreshAnswers(server, work, references, tally);
+}
+
+// PASS (0, the temporary log removed) or FAIL with every problem (1).
+int Verdict(SoakServer& server, Tally& tally) {
   const std::vector<std::string> problems = tally.Problems();
   if (problems.empty()) {
     std::printf("PASS\n");
-    server.Stop();
-    if (temporary_log) std::filesystem::remove(log_path);
+    server.process.Stop();
+    if (server.temporary_log) std::filesystem::remove(server.log_path);
     return 0;
   }
   std::printf("FAIL:\n");
   for (const std::string& p : problems) std::printf("  %s\n", p.c_str());
-  std::printf("server log: %s\n", log_path.c_str());
+  std::printf("server log: %s\n", server.log_path.c_str());
   return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  if (std::string e = FlagProblem(); !e.empty()) return Fail(e);
+  SoakServer server;
+  if (std::string e = StartServer(server); !e.empty()) return Fail(e);
+  std::printf(
+      "soak: %.0f s, %d client threads, seed %llu, %u cores; server pid %d at %s (--cache_mb=%lld "
+      "--max_concurrent_searches=%d), log %s\n",
+      absl::GetFlag(FLAGS_duration_s), absl::GetFlag(FLAGS_threads),
+      static_cast<unsigned long long>(absl::GetFlag(FLAGS_seed)),
+      std::thread::hardware_concurrency(), server.process.pid(), server.process.address().c_str(),
+      static_cast<long long>(absl::GetFlag(FLAGS_cache_mb)),
+      absl::GetFlag(FLAGS_max_concurrent_searches), server.log_path.c_str());
+  if (std::string e = LoadModels(server.stub.get()); !e.empty()) return Fail(e);
+  Workload work;
+  if (std::string e = BuildWorkload(server.stub.get(), work); !e.empty()) return Fail(e);
+  References references(work.jobs.size());
+  for (size_t i = 0; i < work.jobs.size(); ++i) {
+    if (!work.reference_answers[i].empty()) references.Set(i, work.reference_answers[i]);
+  }
+
+  const int64_t rss_start_kib = ProcStatusKiB(server.process.pid(), "VmRSS");
+  std::printf("server RSS at the start of the load: %s MiB\n", Mib(rss_start_kib).c_str());
+  std::printf("%8s %9s %9s %9s %9s %9s %10s %10s %9s %8s %9s %10s\n", "t_s", "calls", "OK",
+              "CANCELLED", "DEADLINE", "EXHAUSTED", "unintended", "mismatches", "RSS_MiB",
+              "entries", "cache_MiB", "evictions");
+  Tally tally;
+  Load load{work, references, tally, server.channel};
+  const LoadFigures figures = RunLoad(server, load);
+  const int64_t rss_end_kib = ProcStatusKiB(server.process.pid(), "VmRSS");
+  const int64_t hwm_kib = ProcStatusKiB(server.process.pid(), "VmHWM");
+  PrintProgress(server, tally, figures.load_s);
+  tally.PrintTables();
+  std::printf("\nserver RSS MiB: start %s, middle %s, end %s; peak (VmHWM) %s\n",
+              Mib(rss_start_kib).c_str(), Mib(figures.rss_middle_kib).c_str(),
+              Mib(rss_end_kib).c_str(), Mib(hwm_kib).c_str());
+  CheckAfterLoad(server, work, references, tally);
+  std::printf("load: %.1f s\n", figures.load_s);
+  return Verdict(server, tally);
 }

@@ -352,31 +352,52 @@ absl::StatusOr<pb::PlanRequest> BaseRequest(Planner& planner) {
   return request;
 }
 
+// Empty when the flags other than --trace are usable, else what is wrong with them.
+std::string FlagProblem() {
+  if (absl::GetFlag(FLAGS_cluster).empty()) return "--cluster FILE is required";
+  if (absl::GetFlag(FLAGS_fault_tolerance) < 0) return "--fault_tolerance must be >= 0";
+  if (absl::GetFlag(FLAGS_global_batch) < 1) return "--global_batch must be >= 1";
+  for (const auto& [name, value] :
+       {std::pair{"--checkpoint_interval_s", absl::GetFlag(FLAGS_checkpoint_interval_s)},
+        std::pair{"--restart_s", absl::GetFlag(FLAGS_restart_s)},
+        std::pair{"--restart_overhead_s", absl::GetFlag(FLAGS_restart_overhead_s)}}) {
+    if (!(std::isfinite(value) && value >= 0)) {
+      return absl::StrCat(name, " must be a finite number >= 0 (got ", value, ")");
+    }
+  }
+  if (!std::isfinite(absl::GetFlag(FLAGS_horizon_iterations))) {
+    return "--horizon_iterations must be finite";
+  }
+  const std::string joins = absl::GetFlag(FLAGS_fallback_joins);
+  if (joins != "optimal" && joins != "oobleck-fallback") {
+    return absl::StrCat("--fallback_joins must be optimal or oobleck-fallback (got \"", joins,
+                        "\")");
+  }
+  return "";
+}
+
+// Empty when every trace's node type is one of the cluster's, else which one is not.
+std::string UnknownTraceType(const pb::PlanRequest& base,
+                             const std::vector<oobleck::bench::TraceSpec>& specs) {
+  std::set<std::string> type_names;
+  for (const pb::NodeType& t : base.cluster().node_types()) type_names.insert(t.name());
+  for (const oobleck::bench::TraceSpec& spec : specs) {
+    if (!type_names.count(spec.node_type)) {
+      return absl::StrCat("--trace ", spec.path, ":", spec.node_type, ": node type \"",
+                          spec.node_type, "\" is not one of the cluster's (",
+                          absl::StrJoin(type_names, ", "), ")");
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<std::string> trace_flags = TakeTraceFlags(&argc, argv);
   absl::ParseCommandLine(argc, argv);
   if (trace_flags.empty()) return Fail("give at least one --trace FILE:NODE_TYPE");
-  if (absl::GetFlag(FLAGS_cluster).empty()) return Fail("--cluster FILE is required");
-  if (absl::GetFlag(FLAGS_fault_tolerance) < 0) return Fail("--fault_tolerance must be >= 0");
-  if (absl::GetFlag(FLAGS_global_batch) < 1) return Fail("--global_batch must be >= 1");
-  for (const auto& [name, value] :
-       {std::pair{"--checkpoint_interval_s", absl::GetFlag(FLAGS_checkpoint_interval_s)},
-        std::pair{"--restart_s", absl::GetFlag(FLAGS_restart_s)},
-        std::pair{"--restart_overhead_s", absl::GetFlag(FLAGS_restart_overhead_s)}}) {
-    if (!(std::isfinite(value) && value >= 0)) {
-      return Fail(absl::StrCat(name, " must be a finite number >= 0 (got ", value, ")"));
-    }
-  }
-  if (!std::isfinite(absl::GetFlag(FLAGS_horizon_iterations))) {
-    return Fail("--horizon_iterations must be finite");
-  }
-  const std::string joins = absl::GetFlag(FLAGS_fallback_joins);
-  if (joins != "optimal" && joins != "oobleck-fallback") {
-    return Fail(
-        absl::StrCat("--fallback_joins must be optimal or oobleck-fallback (got \"", joins, "\")"));
-  }
+  if (std::string e = FlagProblem(); !e.empty()) return Fail(e);
   std::vector<oobleck::bench::TraceSpec> specs;
   for (const std::string& t : trace_flags) {
     absl::StatusOr<oobleck::bench::TraceSpec> spec = oobleck::bench::ParseTraceSpec(t);
@@ -402,15 +423,7 @@ int main(int argc, char** argv) {
   Planner planner(channel);
   absl::StatusOr<pb::PlanRequest> base = BaseRequest(planner);
   if (!base.ok()) return Fail(std::string(base.status().message()));
-  std::set<std::string> type_names;
-  for (const pb::NodeType& t : base->cluster().node_types()) type_names.insert(t.name());
-  for (const oobleck::bench::TraceSpec& spec : specs) {
-    if (!type_names.count(spec.node_type)) {
-      return Fail(absl::StrCat("--trace ", spec.path, ":", spec.node_type, ": node type \"",
-                               spec.node_type, "\" is not one of the cluster's (",
-                               absl::StrJoin(type_names, ", "), ")"));
-    }
-  }
+  if (std::string e = UnknownTraceType(*base, specs); !e.empty()) return Fail(e);
 
   const std::vector<EventGroup> groups = GroupByTime(*events);
   const double start_s = groups.front().time_ms / 1e3;

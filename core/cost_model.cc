@@ -266,8 +266,7 @@ CostModel::TypeTables CostModel::BuildTypeTables(const NodeType& type, const Mod
         auto it = layer.allreduce_in_node_ms.find(g);
         allreduce_ms = it != layer.allreduce_in_node_ms.end()
                            ? it->second
-                           : 2.0 * (g - 1) / g * layer.param_bytes /
-                                 type.intra_node_bytes_per_s * 1e3;
+                           : RingAllreduceMs(g, layer.param_bytes, type.intra_node_bytes_per_s);
       }
       fwd[l + 1] = fwd[l] + layer.forward_ms / g + allreduce_ms;
       bwd[l + 1] = bwd[l] + layer.backward_ms / g + allreduce_ms;

@@ -92,6 +92,12 @@ inline double Sosp23TimeMs(double sum_ms, double max_ms, double tail_ms, int n_k
   if (stages == 1) return 4 * max_ms;  // t1 + t2 + t3 = c + 2c + c
   return sum_ms + n_k * max_ms + tail_ms;
 }
+// The ring all-reduce of `bytes` over `participants` (GPUs of a node, or pipelines) at
+// `bytes_per_s`, in ms: 2 (n - 1) / n * bytes / bandwidth, where no all-reduce was measured
+// (docs/COST_MODEL.md).
+inline double RingAllreduceMs(int participants, double bytes, double bytes_per_s) {
+  return 2.0 * (participants - 1) / participants * bytes / bytes_per_s * 1e3;
+}
 
 // The longest table computed so far of a function of one model alone whose shorter tables
 // are prefixes of its longer ones (CrossPipelineAllreduceMs, core/plan_search/allreduce.cc:

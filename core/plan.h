@@ -5,7 +5,7 @@
 //   iteration_time = max_i T_i(M_i) + allreduce(P),   sum_i M_i = B, M_i >= 1,
 //
 // exactly with respect to the template set (the optimal template of every mix of
-// min..max nodes); see docs/ARCHITECTURE.md#plan for the algorithm. Replanning after node
+// min..max nodes); see docs/architecture/plan-search.md for the algorithm. Replanning after node
 // failures and joins lives in core/replan.h.
 //
 // Implemented in core/plan.cc and, for the search and its numbers, in core/plan_search/:
@@ -314,14 +314,14 @@ std::vector<std::string> UnusedTypeReasons(const CostModel& model,
                                            const PipelineSizeLimits& limits);
 
 // How SolvePipelineSet decides, for one makespan, which pipelines to use
-// (docs/ARCHITECTURE.md#plan-search). Both are exact.
+// (docs/architecture/plan-search.md). Both are exact.
 enum class PlanSearchMethod {
   kAuto,         // the DP where its table is small, else the integer program
   kNodeCountDp,  // a DP over every vector of used node counts: prod(n_t + 1) states
   kCoverIlp,     // an integer program per makespan (core/plan_search/cover_ilp.h)
 };
 
-// The exact search (docs/ARCHITECTURE.md#plan): choose a multiset of shapes using at most
+// The exact search (docs/architecture/plan-search.md): choose a multiset of shapes using at most
 // `available` nodes, in addition to the `fixed` pipelines every solution keeps, and split
 // the batch, minimising max T + allreduce_ms[P]. allreduce_ms must be non-decreasing and
 // cover P up to fixed + available nodes.
@@ -351,7 +351,7 @@ struct PipelineSetProblem {
   int64_t max_ilp_nodes = 20000;
   // Names the minimum in the error when no plan reaches it (e.g. "fault_tolerance = 2").
   std::string min_pipelines_reason;
-  // Prices (docs/ARCHITECTURE.md#cost-aware-plans): per node type in PriceSteps (empty:
+  // Prices (docs/architecture/plan-search.md#cost-aware-plans): per node type in PriceSteps (empty:
   // all 0). kCost minimises price x iteration time; max_price_steps >= 0 is a budget on
   // the price of every node the plan uses (fixed pipelines included). Both need the
   // integer program.

@@ -148,7 +148,7 @@ ReplanResult UnchangedResult(ReplanContext& ctx, const ReplanOptions& options,
   return result;
 }
 
-// One Replan after a changing event: the candidates (docs/ARCHITECTURE.md#replan), then
+// One Replan after a changing event: the candidates (docs/architecture/replan.md), then
 // the choice among them.
 class CandidateRound {
  public:

@@ -1,4 +1,4 @@
-// Replanning after node failures and joins (docs/ARCHITECTURE.md#replan). Stateless: the
+// Replanning after node failures and joins (docs/architecture/replan.md). Stateless: the
 // caller passes the cluster, the current plan and the event; the answer is a new plan, the
 // copy plan that brings every node the layers its new stages need, and the figures to
 // compare it with the old plan and with Oobleck's own fallback rule.
@@ -52,7 +52,7 @@ inline constexpr double kDefaultHorizonIterations = 1000;
 // The deprecated tolerance rule's fraction when a client asks for the rule without a value.
 inline constexpr double kDefaultReplanTolerance = 0.01;
 
-// How a candidate's pipeline positions are bound to nodes (docs/ARCHITECTURE.md#replan).
+// How a candidate's pipeline positions are bound to nodes (docs/architecture/replan.md).
 // Both give the fewest bytes to copy (kHungarian only up to 2^27 steps, greedy past them);
 // they may pick different nodes among equally good ones.
 enum class NodeAssignmentMethod {

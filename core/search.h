@@ -1,6 +1,6 @@
-// Exact template search (docs/ARCHITECTURE.md#search), implemented in core/template_search/
-// (SearchTemplates in search_templates.cc, ExplainInfeasible in explain_infeasible.cc); its
-// brute-force checker is tests/oracles/exhaustive.h.
+// Exact template search (docs/architecture/template-search.md), implemented in
+// core/template_search/ (SearchTemplates in search_templates.cc, ExplainInfeasible in
+// explain_infeasible.cc); its brute-force checker is tests/oracles/exhaustive.h.
 #ifndef OOBLECK_CORE_SEARCH_H_
 #define OOBLECK_CORE_SEARCH_H_
 

@@ -1,7 +1,7 @@
 // How much work and memory a template search would take, estimated from the request alone
 // (node types, GPUs per node, layers, mixes) before anything is allocated, so that a
 // request the search cannot finish is refused at once instead of running out of time or
-// memory. docs/ARCHITECTURE.md#search-size says what each figure counts.
+// memory. docs/architecture/template-search.md#search-size says what each figure counts.
 #ifndef OOBLECK_CORE_SEARCH_SIZE_H_
 #define OOBLECK_CORE_SEARCH_SIZE_H_
 

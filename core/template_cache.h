@@ -1,6 +1,6 @@
 // TemplateCache: the per-mix results of the template search, shared by all requests of a
 // process and injected into TemplatePlanner (core/template_planner.h); keys are content
-// (PlanningProblem::CacheKey() plus the mix, docs/ARCHITECTURE.md#templatecache).
+// (PlanningProblem::CacheKey() plus the mix, docs/architecture/caches.md#templatecache).
 #ifndef OOBLECK_CORE_TEMPLATE_CACHE_H_
 #define OOBLECK_CORE_TEMPLATE_CACHE_H_
 

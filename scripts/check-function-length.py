@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Lists every function in core/, client/ and server/ over the limit (80 lines); fails if any.
+"""Lists every function in core/, client/, server/ and bench/ over the limit (80 lines); fails if any.
 
 Functions are found by universal-ctags (scripts/install-deps.sh installs it), a real C++
 parser: a function spans from the line of its name to the line of its closing brace
@@ -8,7 +8,7 @@ functions of their own; they are inside the function that holds them, which coun
 
     scripts/check-function-length.py [--max-lines N] [--root DIR] [PATH ...]
 
-PATHs (default: core client server) are relative to the repository root. Exit 0 when no function in them
+PATHs (default: core client server bench) are relative to the repository root. Exit 0 when no function in them
 is longer, 1 when some is (each printed as path:line: name (N lines)), 2 when ctags is
 missing or fails.
 """
@@ -47,7 +47,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-lines", type=int, default=MAX_LINES)
     parser.add_argument("--root", default=os.path.join(os.path.dirname(__file__), ".."))
-    parser.add_argument("paths", nargs="*", default=["core", "client", "server"])
+    parser.add_argument("paths", nargs="*", default=["core", "client", "server", "bench"])
     args = parser.parse_args()
     root = os.path.realpath(args.root)
     found = functions(root, args.paths)

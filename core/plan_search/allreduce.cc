@@ -32,7 +32,7 @@ std::vector<double> SlowestLayerMs(const CostModel& model, const std::vector<cha
         const double ms =
             it != end && it->first == P
                 ? it->second
-                : 2.0 * (P - 1) / P * layer.param_bytes / problem.inter_node_bytes_per_s * 1e3;
+                : RingAllreduceMs(P, layer.param_bytes, problem.inter_node_bytes_per_s);
         double& s = slowest[k * L + l];
         s = std::max(s, ms);
       }
@@ -71,7 +71,7 @@ std::vector<double> ComputeCrossPipelineAllreduceMs(const CostModel& model, int 
   for (int P = 2, k = 0; P <= max_pipelines; ++P) {
     double sum = 0;
     if (!measured[P]) {
-      sum = 2.0 * (P - 1) / P * max_params / problem.inter_node_bytes_per_s * 1e3;
+      sum = RingAllreduceMs(P, max_params, problem.inter_node_bytes_per_s);
     } else {
       for (int l = 0; l < L; ++l) sum += slowest[static_cast<size_t>(k) * L + l];
       ++k;

@@ -9,7 +9,7 @@
 // with w_j = 1 (the fewest items) unless weights are given (e.g. prices, for the least
 // price of the nodes a plan uses).
 //
-// The plan search asks this at every makespan it tries (docs/ARCHITECTURE.md#plan-search):
+// The plan search asks this at every makespan it tries (docs/architecture/plan-search.md):
 // items are pipelines, rows node types, gains micro-batches a pipeline absorbs. Solved by
 // GLPK (LP relaxation, a rounding of it, then branch and cut) with the integrality of the
 // objective used to close the gap: an incumbent of ceil(LP bound) items is optimal.

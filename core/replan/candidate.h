@@ -1,4 +1,4 @@
-// Replan's candidates (docs/ARCHITECTURE.md#replan): drafts of pipelines, bound to
+// Replan's candidates (docs/architecture/replan.md): drafts of pipelines, bound to
 // survivors so that the bytes to copy are least, with their copy plans and figures.
 // Internal to core/replan.cc and core/replan/*.
 #ifndef OOBLECK_CORE_REPLAN_CANDIDATE_H_

@@ -1,4 +1,4 @@
-// Replan's view of the cluster after an event (docs/ARCHITECTURE.md#replan): the survivors,
+// Replan's view of the cluster after an event (docs/architecture/replan.md): the survivors,
 // the layers each holds, which old pipelines survived intact, and the figures every
 // candidate shares. Internal to core/replan.cc and core/replan/*.
 #ifndef OOBLECK_CORE_REPLAN_CONTEXT_H_

@@ -1,4 +1,4 @@
-// Oobleck's fallback rule as a Replan draft (docs/ARCHITECTURE.md#replan): every pipeline
+// Oobleck's fallback rule as a Replan draft (docs/architecture/replan.md): every pipeline
 // that lost nodes takes the template of its remaining mix, else borrows a node from the
 // largest pipeline that can spare one, else merges with the smallest whose union has a
 // template. Internal to core/replan.cc and core/replan/*.

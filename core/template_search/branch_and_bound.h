@@ -1,6 +1,6 @@
-// The branch-and-bound driver of the template search (docs/ARCHITECTURE.md#branch-and-
-// bound): exact passes with guessed bounds settle most mixes; a beam pass finds incumbents
-// for the rest, whose times bound the last exact pass.
+// The branch-and-bound driver of the template search
+// (docs/architecture/template-search.md#branch-and-bound): exact passes with guessed bounds settle
+// most mixes; a beam pass finds incumbents for the rest, whose times bound the last exact pass.
 #ifndef OOBLECK_CORE_TEMPLATE_SEARCH_BRANCH_AND_BOUND_H_
 #define OOBLECK_CORE_TEMPLATE_SEARCH_BRANCH_AND_BOUND_H_
 

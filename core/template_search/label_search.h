@@ -1,9 +1,9 @@
-// The label DP of the template search (docs/ARCHITECTURE.md#states): one pass over the
-// layers right to left, keeping at each state (a, U, node state) the Pareto front of
-// suffix labels under the objective's dominance, pruned by the incumbents of the mixes the
-// state serves. The terminal state (0, mix, boundary) holds the optimum of every mix at
-// once. Targets of one position are independent, so they are computed in parallel, each
-// by one thread in a fixed order: results do not depend on the thread count.
+// The label DP of the template search (docs/architecture/template-search.md#states): one pass over
+// the layers right to left, keeping at each state (a, U, node state) the Pareto front of suffix
+// labels under the objective's dominance, pruned by the incumbents of the mixes the state serves.
+// The terminal state (0, mix, boundary) holds the optimum of every mix at once. Targets of one
+// position are independent, so they are computed in parallel, each by one thread in a fixed order:
+// results do not depend on the thread count.
 #ifndef OOBLECK_CORE_TEMPLATE_SEARCH_LABEL_SEARCH_H_
 #define OOBLECK_CORE_TEMPLATE_SEARCH_LABEL_SEARCH_H_
 

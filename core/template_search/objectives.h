@@ -1,7 +1,7 @@
-// The objectives of the template search: the label each cost model keeps per pipeline
-// suffix, how a stage extends it, when one label dominates another, and the lower bounds
-// branch and bound prunes with (docs/ARCHITECTURE.md#labels-and-dominance). The final time
-// of a label is the cost model's own formula (core/cost_model.h), so the two cannot drift.
+// The objectives of the template search: the label each cost model keeps per pipeline suffix, how a
+// stage extends it, when one label dominates another, and the lower bounds branch and bound prunes
+// with (docs/architecture/template-search.md#labels-and-dominance). The final time of a label is
+// the cost model's own formula (core/cost_model.h), so the two cannot drift.
 #ifndef OOBLECK_CORE_TEMPLATE_SEARCH_OBJECTIVES_H_
 #define OOBLECK_CORE_TEMPLATE_SEARCH_OBJECTIVES_H_
 

@@ -1,8 +1,8 @@
-// The requested mixes one state of the template search serves, with the bounds each puts
-// on what the state may keep (docs/ARCHITECTURE.md#branch-and-bound): a stage or label is
-// kept if some served mix could still use it. Tests that hold for every served mix at once
-// (the weakest of each part) settle most candidates in O(1) before the mixes are tried one
-// by one, and answers known from earlier calls at the same state settle most of the rest.
+// The requested mixes one state of the template search serves, with the bounds each puts on what
+// the state may keep (docs/architecture/template-search.md#branch-and-bound): a stage or label is
+// kept if some served mix could still use it. Tests that hold for every served mix at once (the
+// weakest of each part) settle most candidates in O(1) before the mixes are tried one by one, and
+// answers known from earlier calls at the same state settle most of the rest.
 #ifndef OOBLECK_CORE_TEMPLATE_SEARCH_SERVED_MIXES_H_
 #define OOBLECK_CORE_TEMPLATE_SEARCH_SERVED_MIXES_H_
 

@@ -1,9 +1,8 @@
-// The split bound of the template search (docs/ARCHITECTURE.md#branch-and-bound): a state
-// (a, U, node state) serving mix X splits X's pipelines into layers [0, a) on the free
-// nodes X - U and layers [a, L) on U. Bounding both parts under one common max, as the
-// root bound does for the whole mix, drops the mixes a state cannot help because its own
-// nodes are too few (or too many) for the layers it already holds, before their labels
-// are tested.
+// The split bound of the template search (docs/architecture/template-search.md#branch-and-bound): a
+// state (a, U, node state) serving mix X splits X's pipelines into layers [0, a) on the free nodes
+// X - U and layers [a, L) on U. Bounding both parts under one common max, as the root bound does
+// for the whole mix, drops the mixes a state cannot help because its own nodes are too few (or too
+// many) for the layers it already holds, before their labels are tested.
 #ifndef OOBLECK_CORE_TEMPLATE_SEARCH_SPLIT_BOUND_H_
 #define OOBLECK_CORE_TEMPLATE_SEARCH_SPLIT_BOUND_H_
 
@@ -47,25 +46,7 @@ class SplitBound {
  public:
   // k: the coefficient of the max in T (NaN: the objective has no such form, no bound).
   SplitBound(const CostModel& model, const PrefixCostBound& prefix_cost, const StateSpace& space,
-             double k, Interrupt& interrupt)
-      : prefix_cost_(prefix_cost), space_(space), k_(k), layers_(model.num_layers()) {
-    if (!(k >= 0) || !std::isfinite(k)) return;  // disabled: every part is -inf
-    for (int t = 0; t < model.num_types(); ++t) {
-      gpus_per_node_.push_back(model.node_type(t).gpus_per_node);
-    }
-    const int NS = space.num_node_states();
-    ratios_.assign(static_cast<size_t>(space.num_useful()) * NS * (kSplitCount + 1), 0);
-    for (int d = 0; d < space.num_useful(); ++d) {
-      if (interrupt.Every(d)) return;
-      for (int ns = 0; ns < NS; ++ns) {
-        const PrefixCost cost = prefix_cost.At(layers_, space.Code(d), ns);
-        const size_t row = (static_cast<size_t>(d) * NS + ns) * (kSplitCount + 1);
-        for (int j = 0; j <= kSplitCount; ++j) {
-          ratios_[row + j] = cost.MinPerWork(k_ * j / kSplitCount);
-        }
-      }
-    }
-  }
+             double k, Interrupt& interrupt);
 
   // Prefix_j for the layers [0, a) on the free multiset `free` and node state ns, whose
   // forced bottleneck is rest_max_ms; part j takes k1 = k (kSplitCount - j) / kSplitCount.

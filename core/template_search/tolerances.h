@@ -1,4 +1,5 @@
-// The named tolerances and grid factors of the template search (docs/ARCHITECTURE.md#search).
+// The named tolerances and grid factors of the template search
+// (docs/architecture/template-search.md).
 #ifndef OOBLECK_CORE_TEMPLATE_SEARCH_TOLERANCES_H_
 #define OOBLECK_CORE_TEMPLATE_SEARCH_TOLERANCES_H_
 

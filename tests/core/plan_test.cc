@@ -587,7 +587,7 @@ void ExpectCopyPlanComplete(const CostModel& model, const ClusterPlan& old_plan,
   }
 }
 
-// Each copy's source is the one the documented rule picks (docs/ARCHITECTURE.md#replan:
+// Each copy's source is the one the documented rule picks (docs/architecture/replan.md:
 // same node type first, then the same new pipeline, then the longest run within the range
 // copied, then the smallest id), recomputed by a scan over every surviving holder.
 void ExpectCopySourcesByTheRule(const ClusterPlan& old_plan, const ReplanResult& r) {

@@ -57,8 +57,9 @@ TEST(SearchTest, Gpt2XlHomogeneousMatchesExhaustiveOnBothModels) {
   }
 }
 
-// The exactness check (docs/ARCHITECTURE.md#search): on random small heterogeneous instances (fixed
-// seeds) the search and brute force agree on feasibility and optimum, for every mix.
+// The exactness check (docs/architecture/template-search.md): on random small heterogeneous
+// instances (fixed seeds) the search and brute force agree on feasibility and optimum, for every
+// mix.
 class RandomInstanceTest : public ::testing::TestWithParam<std::tuple<CostModelKind, int>> {};
 
 TEST_P(RandomInstanceTest, SearchEqualsExhaustiveEnumeration) {

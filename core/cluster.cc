@@ -54,6 +54,13 @@ std::vector<NodeMix> EnumerateMixes(const NodeMix& available, int min_nodes, int
   return mixes;
 }
 
+int FindNodeType(const std::vector<NodeType>& types, absl::string_view name) {
+  for (size_t t = 0; t < types.size(); ++t) {
+    if (types[t].name == name) return static_cast<int>(t);
+  }
+  return -1;
+}
+
 absl::Status ValidateNodeTypes(const std::vector<NodeType>& types, absl::string_view path) {
   if (types.empty()) return InvalidField(path, " must not be empty");
   std::map<std::string, size_t> index_by_name;

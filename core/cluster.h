@@ -19,6 +19,11 @@ struct NodeType {
   double intra_node_bytes_per_s = 0;
 };
 
+// The index of the node type named `name` (the first of that name), or -1: the one lookup
+// of a node type by name (a request names types; core uses indices). A scan: a plan's
+// cluster has at most a few types, cheaper than hashing 4096 names.
+int FindNodeType(const std::vector<NodeType>& types, absl::string_view name);
+
 // count[i] nodes of node type i.
 using NodeMix = std::vector<int>;
 

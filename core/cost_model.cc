@@ -22,8 +22,8 @@ constexpr int kMaxMicrobatches = 1 << 20;
 absl::StatusOr<CostModelKind> ParseCostModelKind(std::string_view name) {
   if (name.empty() || name == "1f1b") return CostModelKind::kOneFOneB;
   if (name == "oobleck-sosp23") return CostModelKind::kOobleckSosp23;
-  return absl::InvalidArgumentError(
-      absl::StrCat("cost_model ", Quote(name), " is unknown; use \"1f1b\" or \"oobleck-sosp23\""));
+  return InvalidField("cost_model", absl::StrCat(" ", Quote(name), " is unknown; use \"1f1b\" "
+                                                 "or \"oobleck-sosp23\""));
 }
 
 std::string_view CostModelName(CostModelKind kind) {
@@ -228,20 +228,21 @@ absl::Status ValidateProblemSettings(const PlanningProblem& problem,
 absl::Status CostModel::ValidateProfiles(const PlanningProblem& problem) {
   const size_t num_types = problem.node_types.size();
   if (problem.profiles.size() != num_types) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%d node types but %d profiles", num_types, problem.profiles.size()));
+    return InvalidField("profiles", absl::StrFormat(": %d node types but %d profiles", num_types,
+                                                    problem.profiles.size()));
   }
   int layers = 0;
   for (size_t t = 0; t < num_types; ++t) {
     const auto& profile = problem.profiles[t];
     if (!profile) {
-      return absl::InvalidArgumentError(absl::StrCat("node_types[", t, "] has no profile"));
+      return InvalidField(absl::StrCat("node_types[", t, "]"), " has no profile");
     }
     if (t == 0) layers = profile->num_layers();
     if (profile->num_layers() != layers || layers == 0) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "node_types[%d] (%s): profile %s has %d layers, node_types[0] has %d", t,
-          problem.node_types[t].name, profile->key.ToString(), profile->num_layers(), layers));
+      return InvalidField(absl::StrCat("node_types[", t, "]"),
+                          absl::StrFormat(" (%s): profile %s has %d layers, node_types[0] has %d",
+                                          problem.node_types[t].name, profile->key.ToString(),
+                                          profile->num_layers(), layers));
     }
   }
   return absl::OkStatus();
@@ -444,14 +445,14 @@ absl::Status CostModel::CheckTemplateShape(const PipelineTemplate& tmpl) const {
   NodeMix counts(num_types(), 0);
   for (int i = 0; i < n; ++i) {
     if (tmpl.node_order[i] < 0 || tmpl.node_order[i] >= num_types()) {
-      return absl::InvalidArgumentError(absl::StrCat("node_order[", i, "] = ", tmpl.node_order[i],
-                                                     " is not a node type index (0 to ",
-                                                     num_types() - 1, ")"));
+      return InvalidField(absl::StrCat("node_order[", i, "]"),
+                          absl::StrCat(" = ", tmpl.node_order[i],
+                                       " is not a node type index (0 to ", num_types() - 1, ")"));
     }
     ++counts[tmpl.node_order[i]];
   }
   if (counts != tmpl.mix) {
-    return absl::InvalidArgumentError("node_order does not use every node of the mix once");
+    return InvalidField("node_order", " does not use every node of the mix once");
   }
   const int S = static_cast<int>(tmpl.stages.size());
   std::vector<int> gpus_used(n, 0);
@@ -461,47 +462,50 @@ absl::Status CostModel::CheckTemplateShape(const PipelineTemplate& tmpl) const {
     const std::string where = absl::StrCat("stages[", s, "]");
     if (st.layer_begin != next_layer || st.layer_end <= st.layer_begin ||
         st.layer_end > num_layers_) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s has layers [%d, %d) but must start at layer %d and end after it, at most at %d",
-          where, st.layer_begin, st.layer_end, next_layer, num_layers_));
+      return InvalidField(where, absl::StrFormat(" has layers [%d, %d) but must start at layer %d "
+                                                 "and end after it, at most at %d",
+                                                 st.layer_begin, st.layer_end, next_layer,
+                                                 num_layers_));
     }
     if (st.node_index < 0 || st.node_index >= n) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s.node_index = %d is not a node of the template (0 to %d)", where, st.node_index,
-          n - 1));
+      return InvalidField(absl::StrCat(where, ".node_index"),
+                          absl::StrFormat(" = %d is not a node of the template (0 to %d)",
+                                          st.node_index, n - 1));
     }
     if (st.node_index < last_node || st.node_index > last_node + 1) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s.node_index = %d but must be %s", where, st.node_index,
-          last_node < 0 ? "0 (the first node)"
-                        : absl::StrFormat("%d (the previous stage's node) or %d", last_node,
-                                          last_node + 1)));
+      return InvalidField(
+          absl::StrCat(where, ".node_index"),
+          absl::StrFormat(" = %d but must be %s", st.node_index,
+                          last_node < 0 ? "0 (the first node)"
+                                        : absl::StrFormat("%d (the previous stage's node) or %d",
+                                                          last_node, last_node + 1)));
     }
     if (st.node_type != tmpl.node_order[st.node_index]) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s is on node %d, a %s node, but names node type %s", where, st.node_index,
-          TypeName(tmpl.node_order[st.node_index]), TypeName(st.node_type)));
+      return InvalidField(absl::StrCat(where, ".node_type"),
+                          absl::StrFormat(" %s does not match its node %d, a %s node",
+                                          TypeName(st.node_type), st.node_index,
+                                          TypeName(tmpl.node_order[st.node_index])));
     }
     if (SizeIndex(st.node_type, st.gpus) < 0) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s.gpus = %d is not a stage size a %s node allows", where, st.gpus,
-          TypeName(st.node_type)));
+      return InvalidField(absl::StrCat(where, ".gpus"),
+                          absl::StrFormat(" = %d is not a stage size a %s node allows", st.gpus,
+                                          TypeName(st.node_type)));
     }
     gpus_used[st.node_index] += st.gpus;
     next_layer = st.layer_end;
     last_node = st.node_index;
   }
   if (next_layer != num_layers_ || last_node != n - 1) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "stages cover layers [0, %d) on nodes 0 to %d but must cover [0, %d) on nodes 0 to %d",
-        next_layer, last_node, num_layers_, n - 1));
+    return InvalidField("stages", absl::StrFormat(" cover layers [0, %d) on nodes 0 to %d but "
+                                                  "must cover [0, %d) on nodes 0 to %d",
+                                                  next_layer, last_node, num_layers_, n - 1));
   }
   for (int i = 0; i < n; ++i) {
     const int gpus = problem_.node_types[tmpl.node_order[i]].gpus_per_node;
     if (gpus_used[i] != gpus) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "the stages on node %d use %d GPUs but a %s node has %d", i, gpus_used[i],
-          TypeName(tmpl.node_order[i]), gpus));
+      return InvalidField("stages", absl::StrFormat(" on node %d use %d GPUs but a %s node has %d",
+                                                    i, gpus_used[i],
+                                                    TypeName(tmpl.node_order[i]), gpus));
     }
   }
   if (kind() == CostModelKind::kOobleckSosp23 && problem_.microbatches > 0 &&

@@ -18,15 +18,27 @@ std::optional<std::string> FieldPathOf(const absl::Status& status) {
   return std::string(*path);
 }
 
-absl::Status UnderField(const absl::Status& status, absl::string_view prefix) {
-  if (status.ok() || prefix.empty()) return status;
-  absl::Status out(status.code(), absl::StrCat(prefix, status.message()));
+absl::Status WithMessagePrefix(const absl::Status& status, absl::string_view text) {
+  if (status.ok() || text.empty()) return status;
+  absl::Status out(status.code(), absl::StrCat(text, status.message()));
   status.ForEachPayload(
       [&out](absl::string_view url, const absl::Cord& value) { out.SetPayload(url, value); });
+  return out;
+}
+
+absl::Status UnderField(const absl::Status& status, absl::string_view prefix) {
+  if (status.ok() || prefix.empty()) return status;
+  absl::Status out = WithMessagePrefix(status, prefix);
   if (std::optional<std::string> path = FieldPathOf(status); path.has_value()) {
     out.SetPayload(kFieldPathPayloadUrl, absl::Cord(absl::StrCat(prefix, *path)));
   }
   return out;
+}
+
+absl::Status InField(const absl::Status& status, absl::string_view field) {
+  if (status.ok()) return status;
+  if (FieldPathOf(status).has_value()) return UnderField(status, absl::StrCat(field, "."));
+  return FieldError(status.code(), field, absl::StrCat(": ", status.message()));
 }
 
 absl::Status AboutField(const absl::Status& status, absl::string_view field,

@@ -142,7 +142,7 @@ BatchSizePlan PlanOobleckBatch(const CostModel& model, const std::vector<Cluster
       return out;
     }
     out.plan = BindOobleckPlan(nodes, shapes, *answer, global_batch);
-    out.plan.price_per_hour = PlanPricePerHour(out.plan, nodes, options.price_per_hour);
+    out.plan.price_per_hour = PlanPricePerHour(out.plan, options.price_per_hour);
     out.status = CheckPlanTimes(out.plan);
     if (!out.status.ok()) out.plan = ClusterPlan();
   }

@@ -144,7 +144,7 @@ ClusterPlan BindFreshPlan(const CostModel& model, const std::vector<ClusterNode>
   plan.pipeline_time_ms = solution.pipeline_time_ms;
   plan.allreduce_ms = solution.allreduce_ms;
   plan.iteration_time_ms = solution.iteration_time_ms;
-  plan.price_per_hour = PlanPricePerHour(plan, nodes, options.price_per_hour);
+  plan.price_per_hour = PlanPricePerHour(plan, options.price_per_hour);
   return plan;
 }
 
@@ -157,59 +157,39 @@ const MixResult* TemplateSet::Find(const NodeMix& mix) const {
   return nullptr;
 }
 
-namespace {
-
-absl::Status CheckNodeCount(const std::vector<ClusterNode>& nodes) {
-  if (nodes.empty()) return absl::InvalidArgumentError("nodes must not be empty");
+absl::StatusOr<NodeSet> NodeSet::Create(std::vector<ClusterNode> nodes, int num_types) {
+  if (nodes.empty()) return InvalidField("nodes", " must not be empty");
   if (nodes.size() > static_cast<size_t>(kMaxClusterNodes)) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "nodes has %d entries, more than the limit of %d nodes per plan", nodes.size(),
-        kMaxClusterNodes));
+    return FieldError(absl::StatusCode::kResourceExhausted, "nodes",
+                      absl::StrFormat(" has %d entries, more than the limit of %d nodes per plan",
+                                      nodes.size(), kMaxClusterNodes));
   }
-  return absl::OkStatus();
-}
-
-// Node i's own fields: a non-empty id and a valid type.
-absl::Status CheckNode(const CostModel& model, const ClusterNode& node, size_t i) {
-  if (node.id.empty()) return absl::InvalidArgumentError(absl::StrCat("nodes[", i, "].id is empty"));
-  if (node.type < 0 || node.type >= model.num_types()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("nodes[", i, "] (", Quote(node.id), ") has no valid node type"));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
-absl::StatusOr<NodeIndex> ValidateAndIndexNodes(const CostModel& model,
-                                                const std::vector<ClusterNode>& nodes) {
-  RETURN_IF_ERROR(CheckNodeCount(nodes));
-  NodeIndex index;  // views into nodes
-  index.reserve(nodes.size());
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    const ClusterNode& node = nodes[i];
-    RETURN_IF_ERROR(CheckNode(model, node, i));
-    auto [it, inserted] = index.emplace(node.id, static_cast<int>(i));
+  NodeSet set;
+  set.nodes_ = std::move(nodes);
+  set.num_types_ = num_types;
+  set.index_.reserve(set.nodes_.size());
+  // A field path is built only for an error: a fleet lists thousands of nodes.
+  for (size_t i = 0; i < set.nodes_.size(); ++i) {
+    const ClusterNode& node = set.nodes_[i];
+    if (node.id.empty()) return InvalidField(absl::StrCat("nodes[", i, "].id"), " is required");
+    if (node.type < 0 || node.type >= num_types) {
+      return InvalidField(absl::StrCat("nodes[", i, "]"),
+                          absl::StrCat(" (", Quote(node.id), ") has no valid node type"));
+    }
+    auto [it, inserted] = set.index_.emplace(node.id, static_cast<int>(i));
     if (!inserted) {
-      return absl::InvalidArgumentError(absl::StrCat("nodes[", i, "].id ", Quote(node.id),
-                                                     " repeats nodes[", it->second, "].id"));
+      return InvalidField(absl::StrCat("nodes[", i, "].id"),
+                          absl::StrCat(" ", Quote(node.id), " repeats nodes[", it->second, "].id"));
     }
   }
-  return index;
+  return set;
 }
 
-absl::Status ValidateIndexedNodes(const CostModel& model, const std::vector<ClusterNode>& nodes,
-                                  const NodeIndex& index) {
-  RETURN_IF_ERROR(CheckNodeCount(nodes));
-  // Each id is in the index once: the ids are unique exactly when none was dropped. On any
-  // error the full check runs, so that the first bad node in list order is the one named.
-  bool valid = index.size() == nodes.size();
-  for (size_t i = 0; i < nodes.size() && valid; ++i) valid = CheckNode(model, nodes[i], i).ok();
-  return valid ? absl::OkStatus() : ValidateAndIndexNodes(model, nodes).status();
-}
-
-absl::Status ValidateNodes(const CostModel& model, const std::vector<ClusterNode>& nodes) {
-  return ValidateAndIndexNodes(model, nodes).status();
+absl::Status CheckNodeSetFits(const CostModel& model, const NodeSet& nodes) {
+  if (nodes.num_types() == model.num_types()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrFormat("the nodes were checked against %d node types but the model has %d",
+                      nodes.num_types(), model.num_types()));
 }
 
 absl::Status ValidateFaultTolerance(int fault_tolerance) {
@@ -231,14 +211,20 @@ absl::Status ValidateLimits(const PipelineSizeLimits& limits) {
     return InvalidField("max_nodes_per_pipeline",
                         absl::StrCat(" must be >= 0 (got ", limits.max_nodes, ")"));
   }
+  const int min_nodes = std::max(1, limits.min_nodes);
+  if (limits.max_nodes > 0 && limits.max_nodes < min_nodes) {
+    return InvalidField("max_nodes_per_pipeline",
+                        absl::StrCat(" must be >= min_nodes_per_pipeline = ", min_nodes, " (got ",
+                                     limits.max_nodes, ")"));
+  }
   return absl::OkStatus();
 }
 
 absl::Status ValidatePlanPrices(const CostModel& model, const PlanOptions& options) {
   const int T = model.num_types();
   if (!options.price_per_hour.empty() && static_cast<int>(options.price_per_hour.size()) != T) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "price_per_hour: %d prices for %d node types", options.price_per_hour.size(), T));
+    return InvalidField("price_per_hour", absl::StrFormat(": %d prices for %d node types",
+                                                          options.price_per_hour.size(), T));
   }
   for (size_t t = 0; t < options.price_per_hour.size(); ++t) {
     const double price = options.price_per_hour[t];
@@ -265,16 +251,17 @@ absl::Status ValidatePlanPrices(const CostModel& model, const PlanOptions& optio
   if (options.objective == PlanObjective::kCost) {
     for (int t = 0; t < T; ++t) {
       if (options.price_per_hour.empty() || !(options.price_per_hour[t] > 0)) {
-        return absl::FailedPreconditionError(absl::StrFormat(
-            "objective = \"cost\" needs prices: cluster.node_types[%d].price_per_hour "
-            "(\"%s\") must be > 0",
-            t, model.node_type(t).name));
+        return FieldError(absl::StatusCode::kFailedPrecondition, "objective",
+                          absl::StrFormat(" = \"cost\" needs prices: "
+                                          "cluster.node_types[%d].price_per_hour (\"%s\") must "
+                                          "be > 0",
+                                          t, model.node_type(t).name));
       }
     }
   }
   if (options.budget_per_hour > 0 && options.price_per_hour.empty()) {
-    return absl::FailedPreconditionError(
-        "budget_per_hour needs prices: set cluster.node_types[].price_per_hour");
+    return FieldError(absl::StatusCode::kFailedPrecondition, "budget_per_hour",
+                      " needs prices: set cluster.node_types[].price_per_hour");
   }
   return absl::OkStatus();
 }
@@ -334,16 +321,11 @@ int64_t BudgetSteps(double budget_per_hour) {
   return steps;
 }
 
-double PlanPricePerHour(const ClusterPlan& plan, const std::vector<ClusterNode>& nodes,
-                        const std::vector<double>& price_per_hour) {
+double PlanPricePerHour(const ClusterPlan& plan, const std::vector<double>& price_per_hour) {
   if (price_per_hour.empty()) return 0;
-  const NodeIndex index = IndexNodes(nodes);
   int64_t steps = 0;
   for (const PlannedPipeline& p : plan.pipelines) {
-    for (const std::string& id : p.node_ids) {
-      auto it = index.find(id);
-      if (it != index.end()) steps += PriceSteps(price_per_hour[nodes[it->second].type]);
-    }
+    for (const int type : p.tmpl.node_order) steps += PriceSteps(price_per_hour[type]);
   }
   return PriceOfSteps(steps);
 }
@@ -354,14 +336,9 @@ absl::StatusOr<PipelineSizeLimits> ResolveLimits(const PipelineSizeLimits& limit
   PipelineSizeLimits out;
   out.min_nodes = std::max(1, limits.min_nodes);
   if (out.min_nodes > total_nodes) {
-    return absl::FailedPreconditionError(absl::StrCat("min_nodes_per_pipeline = ", out.min_nodes,
-                                                      " is more than the cluster's ", total_nodes,
-                                                      " node(s)"));
-  }
-  if (limits.max_nodes > 0 && limits.max_nodes < out.min_nodes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_nodes_per_pipeline must be >= ", "min_nodes_per_pipeline = ", out.min_nodes, " (got ",
-        limits.max_nodes, ")"));
+    return FieldError(absl::StatusCode::kFailedPrecondition, "min_nodes_per_pipeline",
+                      absl::StrCat(" = ", out.min_nodes, " is more than the cluster's ",
+                                   total_nodes, " node(s)"));
   }
   // A limit above the cluster size is no limit (a replan of a shrunken cluster keeps it).
   out.max_nodes = limits.max_nodes > 0
@@ -501,17 +478,9 @@ std::vector<std::string> UnusedTypeReasons(const CostModel& model,
 
 absl::StatusOr<ClusterPlan> EvaluatePlan(const CostModel& model,
                                          const std::vector<ClusterNode>& nodes, ClusterPlan plan) {
-  ASSIGN_OR_RETURN(const NodeIndex index, ValidateAndIndexNodes(model, nodes));
+  ASSIGN_OR_RETURN(const NodeSet set, NodeSet::Create(nodes, model.num_types()));
   const int P = static_cast<int>(plan.pipelines.size());
-  return EvaluatePlanOnValidNodes(model, nodes, index, std::move(plan),
-                                  CrossPipelineAllreduceMs(model, P));
-}
-
-NodeIndex IndexNodes(const std::vector<ClusterNode>& nodes) {
-  NodeIndex index;
-  index.reserve(nodes.size());
-  for (size_t i = 0; i < nodes.size(); ++i) index.emplace(nodes[i].id, static_cast<int>(i));
-  return index;
+  return EvaluatePlanOnValidNodes(model, set, std::move(plan), CrossPipelineAllreduceMs(model, P));
 }
 
 namespace {
@@ -527,21 +496,20 @@ absl::Status PlaceNodes(const CostModel& model, const std::vector<ClusterNode>& 
     auto where = [&] { return absl::StrCat("pipelines[", i, "].node_ids[", j, "]"); };
     auto it = node_index.find(id);
     if (it == node_index.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where(), " ", Quote(id), " is not a node of the cluster"));
+      return InvalidField(where(), absl::StrCat(" ", Quote(id), " is not a node of the cluster"));
     }
     const int type = nodes[it->second].type;
     if (type != p.tmpl.node_order[j]) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where(), " ", Quote(id), " is a ", model.node_type(type).name,
-                       " node but the template has a ", model.node_type(p.tmpl.node_order[j]).name,
-                       " node there"));
+      return InvalidField(where(), absl::StrCat(" ", Quote(id), " is a ",
+                                                model.node_type(type).name,
+                                                " node but the template has a ",
+                                                model.node_type(p.tmpl.node_order[j]).name,
+                                                " node there"));
     }
     std::pair<int, int>& prev = placed[it->second];
     if (prev.first >= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(where(), " ", Quote(id),
-                                                     " is already used by pipelines[", prev.first,
-                                                     "].node_ids[", prev.second, "]"));
+      return InvalidField(where(), absl::StrCat(" ", Quote(id), " is already used by pipelines[",
+                                                prev.first, "].node_ids[", prev.second, "]"));
     }
     prev = {i, static_cast<int>(j)};
   }
@@ -592,18 +560,18 @@ void ListIdleNodes(const std::vector<ClusterNode>& nodes,
 
 absl::Status ValidateGlobalBatches(const std::vector<int>& global_batches) {
   if (global_batches.empty()) {
-    return absl::InvalidArgumentError("global_batch must list at least one size");
+    return InvalidField("global_batch", " must list at least one size");
   }
   if (global_batches.size() > static_cast<size_t>(kMaxGlobalBatchSizes)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("global_batch must list at most %d sizes (got %d)", kMaxGlobalBatchSizes,
-                        global_batches.size()));
+    return InvalidField("global_batch", absl::StrFormat(" must list at most %d sizes (got %d)",
+                                                        kMaxGlobalBatchSizes,
+                                                        global_batches.size()));
   }
   for (size_t i = 0; i < global_batches.size(); ++i) {
     if (global_batches[i] < 1 || global_batches[i] > kMaxGlobalBatch) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("global_batch[%d] must be in [1, %d] micro-batches (got %d)", i,
-                          kMaxGlobalBatch, global_batches[i]));
+      return InvalidField(absl::StrFormat("global_batch[%d]", i),
+                          absl::StrFormat(" must be in [1, %d] micro-batches (got %d)",
+                                          kMaxGlobalBatch, global_batches[i]));
     }
   }
   return absl::OkStatus();
@@ -621,9 +589,10 @@ absl::StatusOr<PipelineSizeLimits> CapForOobleckFaultTolerance(PipelineSizeLimit
                                                                int fault_tolerance) {
   const int cap = total_nodes - fault_tolerance;
   if (cap < limits.min_nodes) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "fault_tolerance = ", fault_tolerance, ": ", OobleckCapText(total_nodes, fault_tolerance),
-        ", fewer than min_nodes_per_pipeline = ", limits.min_nodes));
+    return FieldError(absl::StatusCode::kFailedPrecondition, "fault_tolerance",
+                      absl::StrCat(" = ", fault_tolerance, ": ",
+                                   OobleckCapText(total_nodes, fault_tolerance),
+                                   ", fewer than min_nodes_per_pipeline = ", limits.min_nodes));
   }
   limits.max_nodes = std::min(limits.max_nodes, cap);
   return limits;
@@ -705,13 +674,15 @@ std::string NoShapeReason(const std::vector<std::string>& type_reasons) {
 }  // namespace
 
 absl::StatusOr<ClusterPlan> EvaluatePlanOnValidNodes(
-    const CostModel& model, const std::vector<ClusterNode>& nodes, const NodeIndex& node_index,
-    ClusterPlan plan, const std::vector<double>& allreduce_ms,
-    std::vector<std::pair<int, int>>* placement) {
-  if (plan.pipelines.empty()) return absl::InvalidArgumentError("pipelines must not be empty");
+    const CostModel& model, const NodeSet& node_set, ClusterPlan plan,
+    const std::vector<double>& allreduce_ms, std::vector<std::pair<int, int>>* placement) {
+  RETURN_IF_ERROR(CheckNodeSetFits(model, node_set));
+  const std::vector<ClusterNode>& nodes = node_set.nodes();
+  const NodeIndex& node_index = node_set.index();
+  if (plan.pipelines.empty()) return InvalidField("pipelines", " must not be empty");
   if (plan.global_batch < 1 || plan.global_batch > kMaxGlobalBatch) {
-    return absl::InvalidArgumentError(absl::StrFormat("global_batch must be in [1, %d] (got %d)",
-                                                      kMaxGlobalBatch, plan.global_batch));
+    return InvalidField("global_batch", absl::StrFormat(" must be in [1, %d] (got %d)",
+                                                        kMaxGlobalBatch, plan.global_batch));
   }
   // Per node: the (pipeline, position) that runs it, {-1, -1} if none.
   std::vector<std::pair<int, int>> placed(nodes.size(), {-1, -1});
@@ -723,31 +694,29 @@ absl::StatusOr<ClusterPlan> EvaluatePlanOnValidNodes(
     // (Messages only: thousands of pipelines at fleet scale.)
     auto field = [i] { return absl::StrCat("pipelines[", i, "]"); };
     absl::StatusOr<const TemplateEvaluations::Evaluated*> evaluated = evaluations.Of(p.tmpl);
-    if (!evaluated.ok()) {
-      return absl::Status(evaluated.status().code(),
-                          absl::StrCat(field(), ".template: ", evaluated.status().message()));
-    }
+    if (!evaluated.ok()) return InField(evaluated.status(), absl::StrCat(field(), ".template"));
     p.tmpl = (*evaluated)->tmpl;
     if (static_cast<int>(p.node_ids.size()) != p.tmpl.num_nodes()) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("%s.node_ids has %d ids but the template has %d nodes", field(),
-                          p.node_ids.size(), p.tmpl.num_nodes()));
+      return InvalidField(absl::StrCat(field(), ".node_ids"),
+                          absl::StrFormat(" has %d ids but the template has %d nodes",
+                                          p.node_ids.size(), p.tmpl.num_nodes()));
     }
     RETURN_IF_ERROR(PlaceNodes(model, nodes, node_index, p, static_cast<int>(i), placed));
     const int limit = (*evaluated)->max_microbatches;
     if (p.microbatches < 1 || p.microbatches > std::min(limit, plan.global_batch)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s.microbatches must be in [1, %d] (the template's GPU memory and the global batch "
-          "allow that many; got %d)",
-          field(), std::min(limit, plan.global_batch), p.microbatches));
+      return InvalidField(absl::StrCat(field(), ".microbatches"),
+                          absl::StrFormat(" must be in [1, %d] (the template's GPU memory and the "
+                                          "global batch allow that many; got %d)",
+                                          std::min(limit, plan.global_batch), p.microbatches));
     }
     total += p.microbatches;
     p.time_ms = model.PipelineTimeMs((*evaluated)->stage_costs, p.microbatches);
     plan.pipeline_time_ms = std::max(plan.pipeline_time_ms, p.time_ms);
   }
   if (total != plan.global_batch) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "pipelines[].microbatches add up to %d, not global_batch = %d", total, plan.global_batch));
+    return InvalidField("pipelines", absl::StrFormat("[].microbatches add up to %d, not "
+                                                     "global_batch = %d",
+                                                     total, plan.global_batch));
   }
   const size_t P = plan.pipelines.size();
   plan.allreduce_ms = P < allreduce_ms.size()
@@ -767,7 +736,15 @@ absl::StatusOr<PlanResult> ClusterPlanner::Plan(const CostModel& model,
                                                 const std::vector<ClusterNode>& nodes,
                                                 const std::vector<int>& global_batches,
                                                 const PlanOptions& options) const {
-  RETURN_IF_ERROR(ValidateNodes(model, nodes));
+  ASSIGN_OR_RETURN(const NodeSet set, NodeSet::Create(nodes, model.num_types()));
+  return Plan(model, set, global_batches, options);
+}
+
+absl::StatusOr<PlanResult> ClusterPlanner::Plan(const CostModel& model, const NodeSet& node_set,
+                                                const std::vector<int>& global_batches,
+                                                const PlanOptions& options) const {
+  RETURN_IF_ERROR(CheckNodeSetFits(model, node_set));
+  const std::vector<ClusterNode>& nodes = node_set.nodes();
   RETURN_IF_ERROR(ValidateFaultTolerance(options.fault_tolerance));
   const int T = model.num_types();
   const int N = static_cast<int>(nodes.size());

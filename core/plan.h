@@ -212,9 +212,9 @@ absl::StatusOr<ClusterPlan> EvaluatePlan(const CostModel& model,
 // budget >= 0, prices > 0 for kCost and prices for a budget; errors name the request's fields.
 absl::Status ValidatePlanPrices(const CostModel& model, const PlanOptions& options);
 // Sum of price_per_hour[type] over the nodes of the plan's pipelines (0 without prices), in
-// steps (prices on the grid: ValidatePlanPrices), read back by PriceOfSteps.
-double PlanPricePerHour(const ClusterPlan& plan, const std::vector<ClusterNode>& nodes,
-                        const std::vector<double>& price_per_hour);
+// steps (prices on the grid: ValidatePlanPrices), read back by PriceOfSteps. A node's type is
+// its template position's (a valid plan's ids have those types: EvaluatePlan).
+double PlanPricePerHour(const ClusterPlan& plan, const std::vector<double>& price_per_hour);
 
 // OK when the plan's iteration time is finite and > 0, what every answer carries
 // (docs/ERRORS.md). The cost model's bounds (CostModel::CheckFinite) keep compute and
@@ -225,29 +225,47 @@ absl::Status CheckPlanTimes(const ClusterPlan& plan);
 
 // id -> index into a node list whose ids are unique (views into that list).
 using NodeIndex = absl::flat_hash_map<std::string_view, int>;
-NodeIndex IndexNodes(const std::vector<ClusterNode>& nodes);
 
-// EvaluatePlan for a caller that has checked `nodes` (ValidateNodes), indexed them and holds
+// A cluster's nodes, checked once and indexed by id: the one place their rules live (1 to
+// kMaxClusterNodes nodes, each id non-empty and unique, each type an index below
+// num_types; INVALID_ARGUMENT naming "nodes" or "nodes[i]", RESOURCE_EXHAUSTED for too
+// many). Built once, at the server's edge or by a core caller, and taken by Plan, Replan
+// and EvaluatePlan alike, so that nothing checks or hashes the ids again.
+class NodeSet {
+ public:
+  static absl::StatusOr<NodeSet> Create(std::vector<ClusterNode> nodes, int num_types);
+
+  NodeSet() = default;  // no nodes: not a cluster (Create never makes it)
+  // Moves keep the index's views valid (the nodes' buffer moves along); a copy would not.
+  NodeSet(NodeSet&&) = default;
+  NodeSet& operator=(NodeSet&&) = default;
+  NodeSet(const NodeSet&) = delete;
+  NodeSet& operator=(const NodeSet&) = delete;
+
+  const std::vector<ClusterNode>& nodes() const { return nodes_; }
+  const NodeIndex& index() const { return index_; }
+  size_t size() const { return nodes_.size(); }
+  // The node types the set was checked against (each node's type is below it).
+  int num_types() const { return num_types_; }
+
+ private:
+  std::vector<ClusterNode> nodes_;
+  NodeIndex index_;  // views into nodes_
+  int num_types_ = 0;
+};
+
+// EvaluatePlan for a caller that holds the checked nodes and
 // CrossPipelineAllreduceMs of the model (entries past the plan's pipeline count are not read):
 // Replan, which needs all three anyway at thousands of nodes. `placement`, when given and
 // the plan is valid: per node, the (pipeline, position) that runs it, {-1, -1} if none (what
 // the check looked up, so that Replan does not look every id up again).
 absl::StatusOr<ClusterPlan> EvaluatePlanOnValidNodes(
-    const CostModel& model, const std::vector<ClusterNode>& nodes, const NodeIndex& node_index,
-    ClusterPlan plan, const std::vector<double>& allreduce_ms,
+    const CostModel& model, const NodeSet& nodes, ClusterPlan plan,
+    const std::vector<double>& allreduce_ms,
     std::vector<std::pair<int, int>>* placement = nullptr);
 
-// Checks ids (non-empty, unique) and types; errors name "nodes[i]".
-absl::Status ValidateNodes(const CostModel& model, const std::vector<ClusterNode>& nodes);
-// ValidateNodes, and the index of the valid nodes (one pass, one hash map).
-absl::StatusOr<NodeIndex> ValidateAndIndexNodes(const CostModel& model,
-                                                const std::vector<ClusterNode>& nodes);
-// ValidateNodes for a caller that has indexed `nodes` itself as IndexNodes does (first entry
-// per id; e.g. the server, whose own check of the request's ids names its fields): the same
-// checks and errors without hashing the ids again (a repeated id shows as an index smaller
-// than the list; only then are the ids hashed, for the message).
-absl::Status ValidateIndexedNodes(const CostModel& model, const std::vector<ClusterNode>& nodes,
-                                  const NodeIndex& index);
+// INVALID_ARGUMENT unless `nodes` was checked against the model's node types.
+absl::Status CheckNodeSetFits(const CostModel& model, const NodeSet& nodes);
 
 class ClusterPlanner {
  public:
@@ -256,6 +274,10 @@ class ClusterPlanner {
 
   // Plans `nodes` for every global batch size (in parallel). The templates of every mix
   // come from the shared cache or one search.
+  absl::StatusOr<PlanResult> Plan(const CostModel& model, const NodeSet& nodes,
+                                  const std::vector<int>& global_batches,
+                                  const PlanOptions& options) const;
+  // The same for nodes not checked yet (NodeSet::Create).
   absl::StatusOr<PlanResult> Plan(const CostModel& model, const std::vector<ClusterNode>& nodes,
                                   const std::vector<int>& global_batches,
                                   const PlanOptions& options) const;
@@ -270,8 +292,9 @@ class ClusterPlanner {
 
 // ---- building blocks shared with core/replan.cc -----------------------------------------
 
-// min_nodes >= 0 and max_nodes >= 0, whatever the cluster (errors carry the field paths
-// "min_nodes_per_pipeline" / "max_nodes_per_pipeline", core/field_path.h).
+// min_nodes >= 0, max_nodes >= 0 and a max_nodes > 0 not below min_nodes (or 1), whatever
+// the cluster (errors carry the field paths "min_nodes_per_pipeline" /
+// "max_nodes_per_pipeline", core/field_path.h).
 absl::Status ValidateLimits(const PipelineSizeLimits& limits);
 
 // The effective limits for a cluster of `total_nodes` (errors name the field).

@@ -321,8 +321,14 @@ class CandidateRound {
     return SplitBatch(model_, loads, ctx_.old.global_batch);
   }
   // `split`: DropBrokenSplit().
+  // FAILED_PRECONDITION from SplitBatch means the intact pipelines cannot run the batch:
+  // no such candidate. Any other error ends the round.
   absl::Status AddDropBroken(const absl::StatusOr<std::vector<int>>& split) {
-    if (intact_.empty() || !split.ok()) return absl::OkStatus();
+    if (intact_.empty()) return absl::OkStatus();
+    if (!split.ok()) {
+      return split.status().code() == absl::StatusCode::kFailedPrecondition ? absl::OkStatus()
+                                                                            : split.status();
+    }
     return Add(IntactDraft(ReplanStrategy::kDropBroken, *split));
   }
 
@@ -478,6 +484,13 @@ double CopyTransferSeconds(const std::vector<LayerCopy>& copies, double link_byt
 absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostModel& model,
                                     const std::vector<ClusterNode>& nodes, ClusterPlan current,
                                     const ClusterEvent& event, const ReplanOptions& options) {
+  ASSIGN_OR_RETURN(const NodeSet set, NodeSet::Create(nodes, model.num_types()));
+  return Replan(planner, model, set, std::move(current), event, options);
+}
+
+absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostModel& model,
+                                    const NodeSet& nodes, ClusterPlan current,
+                                    const ClusterEvent& event, const ReplanOptions& options) {
   // ctx.old moves into the result at the end.
   ASSIGN_OR_RETURN(ReplanContext ctx, Prepare(model, nodes, std::move(current), event, options));
   ReplanResult result;
@@ -500,7 +513,8 @@ absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostMod
 absl::StatusOr<ClusterPlan> OobleckFallbackPlan(
     const ClusterPlanner& planner, const CostModel& model, const std::vector<ClusterNode>& nodes,
     const ClusterPlan& current, const ClusterEvent& event, const ReplanOptions& options) {
-  ASSIGN_OR_RETURN(ReplanContext ctx, Prepare(model, nodes, current, event, options));
+  ASSIGN_OR_RETURN(const NodeSet set, NodeSet::Create(nodes, model.num_types()));
+  ASSIGN_OR_RETURN(ReplanContext ctx, Prepare(model, set, current, event, options));
   if (!ctx.changed) return ctx.old;
   std::vector<std::shared_ptr<const MixResult>> keepalive;
   ASSIGN_OR_RETURN(Draft draft,

@@ -79,10 +79,6 @@ struct ReplanOptions {
   PipelineSizeLimits limits;
   SearchOptions search;
   NodeAssignmentMethod assignment = NodeAssignmentMethod::kClasses;
-  // The caller's index of `nodes` (IndexNodes, or one built the same way while checking
-  // them), or null: Replan then checks the nodes without hashing the 4096 ids of a fleet
-  // again (ValidateIndexedNodes). It must index exactly the nodes passed to Replan.
-  const NodeIndex* node_index = nullptr;
 };
 
 // A plan Replan weighed, with what applying it would cost.
@@ -131,6 +127,10 @@ double CopyTransferSeconds(const std::vector<LayerCopy>& copies, double link_byt
 // layer has no surviving replica (the message lists them) or when no plan exists for the
 // surviving nodes; CANCELLED.
 // `current` is taken by value so that a caller done with it can move it in.
+absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostModel& model,
+                                    const NodeSet& nodes, ClusterPlan current,
+                                    const ClusterEvent& event, const ReplanOptions& options);
+// The same for nodes not checked yet (NodeSet::Create).
 absl::StatusOr<ReplanResult> Replan(const ClusterPlanner& planner, const CostModel& model,
                                     const std::vector<ClusterNode>& nodes, ClusterPlan current,
                                     const ClusterEvent& event, const ReplanOptions& options);

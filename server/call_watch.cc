@@ -5,6 +5,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "server/search_gate.h"
+#include "server/status_conversion.h"
 
 namespace oobleck::server {
 namespace {
@@ -51,6 +53,17 @@ SearchOptions CallWatch::Options() const {
   SearchOptions options;
   options.cancelled = Predicate();
   return options;
+}
+
+SearchOptions CallWatch::Options(SearchGate* gate) const {
+  SearchOptions options = Options();
+  if (gate != nullptr) options.admit = gate->AdmissionFor(context_, Predicate());
+  return options;
+}
+
+grpc::Status CallWatch::Answer(const absl::Status& status, const std::string& what) const {
+  if (status.code() == absl::StatusCode::kCancelled && Stopped()) return Interrupted(what);
+  return ToGrpcStatus(status);
 }
 
 bool CallWatch::ClientCancelled() const {

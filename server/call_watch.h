@@ -12,9 +12,12 @@
 #include <functional>
 #include <string>
 
+#include "absl/status/status.h"
 #include "core/search.h"
 
 namespace oobleck::server {
+
+class SearchGate;  // server/search_gate.h
 
 // Set once when the server starts shutting down (SIGTERM): every running search then
 // stops at its next poll, so that the drain ends within its grace period.
@@ -51,6 +54,13 @@ class CallWatch {
     return [this] { return Stopped(); };
   }
   SearchOptions Options() const;
+  // Options() for a search that, given a `gate` (may be null), also waits for one of its
+  // slots before its first uncached work (SearchGate::AdmissionFor).
+  SearchOptions Options(SearchGate* gate) const;
+  // The one answer for a failed `status` of work this watch guarded: CANCELLED from core
+  // while the watch has stopped is Interrupted(what); any other status, also a CANCELLED
+  // the watch did not cause, goes out as it is (ToGrpcStatus).
+  grpc::Status Answer(const absl::Status& status, const std::string& what) const;
   // The answer for work that stopped because of this watch, `what` saying what was under
   // way ("planning 12 nodes"): DEADLINE_EXCEEDED, UNAVAILABLE while shutting down, or
   // CANCELLED.

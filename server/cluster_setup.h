@@ -21,25 +21,18 @@
 namespace oobleck::server {
 
 struct ClusterSetup {
-  ClusterSetup() = default;
-  // Moves keep the index's views valid (the nodes' buffer moves along); a copy would not.
-  ClusterSetup(ClusterSetup&&) = default;
-  ClusterSetup& operator=(ClusterSetup&&) = default;
-  ClusterSetup(const ClusterSetup&) = delete;
-  ClusterSetup& operator=(const ClusterSetup&) = delete;
-
   std::shared_ptr<const CostModel> model;
-  std::vector<ClusterNode> nodes;
-  // The listed nodes' index (views into `nodes`), built while checking the request's ids,
-  // for core to reuse (ReplanOptions::node_index); unset when nodes come from counts.
-  std::optional<NodeIndex> node_index;
+  // The request's nodes (listed, or made from the counts), checked and indexed once.
+  NodeSet nodes;
   PipelineSizeLimits limits;
   int fault_tolerance = 0;
   FaultToleranceRule fault_tolerance_rule = FaultToleranceRule::kPipelines;
 };
 
 // Errors name fields with `prefix` ("" for PlanRequest, "request." inside ReplanRequest),
-// in the message and in the carried path. The cost model comes from `models` when given.
+// in the message and in the carried path (another field a message mentions, as in
+// "request.nodes[2].id \"a\" repeats nodes[0].id", is named within the same PlanRequest).
+// The cost model comes from `models` when given.
 // Inline profiles (`profiles`) are read through `inline_cache` (refused without one).
 absl::StatusOr<ClusterSetup> ToClusterSetup(const ::oobleck::planner::v1::PlanRequest& request,
                                             const ProfileCatalog& catalog,

@@ -74,12 +74,7 @@ grpc::Status HandleInstantiate(grpc::ServerContext* context, const pb::Instantia
   const absl::StatusOr<Instantiation> answer =
       fixed ? SplitOobleckBatch(problem, instances, interrupt)
             : InstantiateOobleck(problem, interrupt);
-  if (!answer.ok()) {
-    if (answer.status().code() == absl::StatusCode::kCancelled && watch.Stopped()) {
-      return watch.Interrupted(what);
-    }
-    return ToGrpcStatus(answer.status());
-  }
+  if (!answer.ok()) return watch.Answer(answer.status(), what);
   ToProtoInstantiation(*answer, response);
   response->set_planning_time_ms(MillisecondsSince(start));
   return grpc::Status::OK;

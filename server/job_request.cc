@@ -121,7 +121,7 @@ absl::StatusOr<JobSettings> ValidateJob(const JobFields& job) {
   if (job.microbatch_size < 0) return InvalidValue("microbatch_size", ">= 0", job.microbatch_size);
   JobSettings settings;
   absl::StatusOr<CostModelKind> kind = ParseCostModelKind(*job.cost_model);
-  if (!kind.ok()) return AboutField(kind.status(), "cost_model", *job.cost_model);
+  if (!kind.ok()) return kind.status();  // names cost_model and its value
   settings.cost_model = *kind;
   switch (job.missing_allreduce_in_node) {
     case pb::MISSING_ALLREDUCE_SKIP_SIZE:

@@ -29,7 +29,7 @@ void AddDerivedGpuTypes(const ClusterSetup& setup,
                         google::protobuf::RepeatedPtrField<std::string>* out) {
   const PlanningProblem& problem = setup.model->problem();
   std::set<std::string> derived;
-  for (const ClusterNode& node : setup.nodes) {
+  for (const ClusterNode& node : setup.nodes.nodes()) {
     if (!problem.derived_from[node.type].empty())
       derived.insert(problem.node_types[node.type].gpu_type);
   }
@@ -71,28 +71,21 @@ grpc::Status HandlePlan(grpc::ServerContext* context, const pb::PlanRequest& req
   options.objective = *objective;
   options.price_per_hour = PricesOf(request);
   options.budget_per_hour = request.budget_per_hour();
-  options.search = watch.Options();
-  if (rpc.search_gate != nullptr) {
-    options.search.admit = rpc.search_gate->AdmissionFor(context, watch.Predicate());
-  }
+  options.search = watch.Options(rpc.search_gate);
   absl::StatusOr<PlanResult> result =
       rpc.planner->Plan(*setup->model, setup->nodes, batches, options);
   if (!result.ok()) {
-    if (result.status().code() == absl::StatusCode::kCancelled) {
-      return watch.Interrupted(absl::StrCat("planning ", setup->nodes.size(), " nodes"));
-    }
-    return ToGrpcStatus(result.status());
+    return watch.Answer(result.status(), absl::StrCat("planning ", setup->nodes.size(), " nodes"));
   }
   const BatchSizePlan& first = result->sizes[0];
   if (!first.status.ok()) {
-    return ToGrpcStatus(absl::Status(
-        first.status.code(),
-        absl::StrCat("global_batch[0] = ", first.global_batch, ": ", first.status.message())));
+    return ToGrpcStatus(WithMessagePrefix(
+        first.status, absl::StrCat("global_batch[0] = ", first.global_batch, ": ")));
   }
   const PlanningProblem& problem = setup->model->problem();
   // The request with its nodes listed and every NodeType.count set.
   *response->mutable_request() = request;
-  SetProtoNodes(setup->nodes, problem, response->mutable_request());
+  SetProtoNodes(setup->nodes.nodes(), problem, response->mutable_request());
   ToProtoPlan(first.plan, problem, response->mutable_plan());
   for (const BatchSizePlan& size : result->sizes) {
     ToProtoBatchSizePlan(size, problem, response->add_sweep());
@@ -137,25 +130,17 @@ grpc::Status HandleReplan(grpc::ServerContext* context, pb::ReplanRequest* reque
   options.fault_tolerance = setup->fault_tolerance;
   options.fault_tolerance_rule = setup->fault_tolerance_rule;
   options.limits = setup->limits;
-  // ToClusterSetup checked and indexed the ids: core does not hash them again.
-  if (setup->node_index.has_value()) options.node_index = &*setup->node_index;
   const CallWatch watch(context, rpc.shutdown);
-  options.search = watch.Options();
-  if (rpc.search_gate != nullptr) {
-    options.search.admit = rpc.search_gate->AdmissionFor(context, watch.Predicate());
-  }
+  options.search = watch.Options(rpc.search_gate);
   absl::StatusOr<ReplanResult> r =
       Replan(*rpc.planner, model, setup->nodes, *std::move(current), *event, options);
-  if (!r.ok()) {
-    if (r.status().code() == absl::StatusCode::kCancelled) return watch.Interrupted("replanning");
-    return ToGrpcStatus(r.status());
-  }
+  if (!r.ok()) return watch.Answer(r.status(), "replanning");
   // Replan ignores objective and budget_per_hour (it keeps the least time) but reports
   // the price of the new plan when the cluster has valid prices.
   PlanOptions priced;
   priced.price_per_hour = PricesOf(request->request());
   if (!priced.price_per_hour.empty() && ValidatePlanPrices(model, priced).ok()) {
-    r->plan.price_per_hour = PlanPricePerHour(r->plan, r->nodes, priced.price_per_hour);
+    r->plan.price_per_hour = PlanPricePerHour(r->plan, priced.price_per_hour);
   }
   // The next request is this one's with the cluster after the event: its nodes are
   // replaced, everything else moves over (the same arena: a swap, no copy).

@@ -186,11 +186,8 @@ grpc::Status PlannerService::PlanTemplatesCall(grpc::ServerContext* context,
 
   // The search polls the call's deadline, cancellation and the server's shutdown.
   const CallWatch watch(context, &shutdown_);
-  SearchOptions options = watch.Options();
   // A bounded number of searches run at once; cached answers need no slot.
-  if (options_.search_gate != nullptr) {
-    options.admit = options_.search_gate->AdmissionFor(context, watch.Predicate());
-  }
+  SearchOptions options = watch.Options(options_.search_gate);
   // Long searches log their advance under the call's request id.
   SearchProgressFn log_progress;
   if (options_.request_log != nullptr) log_progress = options_.request_log->ProgressLogger(context);
@@ -204,10 +201,8 @@ grpc::Status PlannerService::PlanTemplatesCall(grpc::ServerContext* context,
   absl::StatusOr<std::vector<PlannedMix>> planned =
       planner_.PlanTemplates(*model, converted->mixes, options);
   if (!planned.ok()) {
-    if (planned.status().code() == absl::StatusCode::kCancelled && watch.Stopped()) {
-      return watch.Interrupted(absl::StrCat("planning ", converted->mixes.size(), " mixes"));
-    }
-    return ToGrpcStatus(planned.status());
+    return watch.Answer(planned.status(),
+                        absl::StrCat("planning ", converted->mixes.size(), " mixes"));
   }
 
   response->set_cost_model(std::string(CostModelName(model->kind())));

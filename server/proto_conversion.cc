@@ -172,14 +172,6 @@ void ToProtoMixTemplate(const PlannedMix& planned, const PlanningProblem& proble
   out->set_shared_cache_hit(planned.shared_cache_hit);
 }
 
-std::map<std::string, int> NodeTypeIndex(const PlanningProblem& problem) {
-  std::map<std::string, int> index;
-  for (size_t t = 0; t < problem.node_types.size(); ++t) {
-    index.emplace(problem.node_types[t].name, static_cast<int>(t));
-  }
-  return index;
-}
-
 void SetProtoNodes(const std::vector<ClusterNode>& nodes, const PlanningProblem& problem,
                    pb::PlanRequest* request) {
   request->clear_nodes();
@@ -277,25 +269,6 @@ void ToProtoPlan(ClusterPlan&& plan, const PlanningProblem& problem, pb::Cluster
 
 namespace {
 
-// Node type names -> index: a plan names a type per stage and position, and a cluster has
-// a few types (at most kMaxPlanNodeTypes), so a scan of views beats hashing each name.
-class TypeIndex {
- public:
-  explicit TypeIndex(const PlanningProblem& problem) {
-    for (const NodeType& type : problem.node_types) names_.push_back(type.name);
-  }
-  // The index of `name`, or -1.
-  int Find(std::string_view name) const {
-    for (size_t t = 0; t < names_.size(); ++t) {
-      if (names_[t] == name) return static_cast<int>(t);
-    }
-    return -1;
-  }
-
- private:
-  std::vector<std::string_view> names_;
-};
-
 absl::Status NotANodeType(const std::string& field, const std::string& name) {
   return InvalidField(field, absl::StrCat(" ", Quote(name), " is not a node type of the cluster"));
 }
@@ -304,8 +277,9 @@ absl::Status NotANodeType(const std::string& field, const std::string& name) {
 // built only for an error: a fleet's plan has hundreds of pipelines.
 template <typename Message>  // const pb::PlannedPipeline (copies), or one whose ids move
 absl::StatusOr<PlannedPipeline> FromProtoPipeline(Message& in, int i,
-                                                  const TypeIndex& types, int num_types,
+                                                  const std::vector<NodeType>& types,
                                                   const std::string& field) {
+  const int num_types = static_cast<int>(types.size());
   auto where = [&] { return absl::StrCat(field, ".pipelines[", i, "].template"); };
   if (!in.has_template_()) return InvalidField(where(), " is required");
   const pb::PipelineTemplate& t = in.template_();
@@ -313,7 +287,7 @@ absl::StatusOr<PlannedPipeline> FromProtoPipeline(Message& in, int i,
   p.tmpl.mix.assign(num_types, 0);
   p.tmpl.node_order.reserve(t.node_order_size());
   for (int j = 0; j < t.node_order_size(); ++j) {
-    const int type = types.Find(t.node_order(j));
+    const int type = FindNodeType(types, t.node_order(j));
     if (type < 0) {
       return NotANodeType(absl::StrCat(where(), ".node_order[", j, "]"), t.node_order(j));
     }
@@ -323,7 +297,7 @@ absl::StatusOr<PlannedPipeline> FromProtoPipeline(Message& in, int i,
   p.tmpl.stages.reserve(t.stages_size());
   for (int k = 0; k < t.stages_size(); ++k) {
     const pb::Stage& in_stage = t.stages(k);
-    const int type = types.Find(in_stage.node_type());
+    const int type = FindNodeType(types, in_stage.node_type());
     if (type < 0) {
       return NotANodeType(absl::StrCat(where(), ".stages[", k, "].node_type"),
                           in_stage.node_type());
@@ -355,8 +329,7 @@ namespace {
 template <typename Message>
 absl::StatusOr<ClusterPlan> ReadProtoPlan(Message& plan, const PlanningProblem& problem,
                                           const std::string& field) {
-  const TypeIndex types(problem);
-  const int num_types = static_cast<int>(problem.node_types.size());
+  const std::vector<NodeType>& types = problem.node_types;
   ClusterPlan out;
   out.global_batch = plan.global_batch();
   out.pipelines.reserve(plan.pipelines_size());
@@ -368,13 +341,13 @@ absl::StatusOr<ClusterPlan> ReadProtoPlan(Message& plan, const PlanningProblem& 
         return plan.mutable_pipelines(i);
       }
     }();
-    ASSIGN_OR_RETURN(PlannedPipeline p, FromProtoPipeline(in, i, types, num_types, field));
+    ASSIGN_OR_RETURN(PlannedPipeline p, FromProtoPipeline(in, i, types, field));
     out.pipelines.push_back(std::move(p));
   }
   out.idle.reserve(plan.idle_nodes_size());
   for (int i = 0; i < plan.idle_nodes_size(); ++i) {
     const pb::IdleNode& idle = plan.idle_nodes(i);
-    const int type = std::max(types.Find(idle.node_type()), 0);
+    const int type = std::max(FindNodeType(types, idle.node_type()), 0);
     if constexpr (std::is_const_v<Message>) {
       out.idle.push_back({idle.node_id(), type, idle.reason()});
     } else {
@@ -418,16 +391,15 @@ absl::StatusOr<ClusterEvent> FromProtoEvent(const pb::ReplanRequest& request,
                                             const PlanningProblem& problem) {
   ClusterEvent event;
   event.failed_node_ids.assign(request.failed_node_ids().begin(), request.failed_node_ids().end());
-  const std::map<std::string, int> type_index = NodeTypeIndex(problem);
   for (int i = 0; i < request.joined_nodes_size(); ++i) {
     const pb::Node& node = request.joined_nodes(i);
-    auto it = type_index.find(node.node_type());
-    if (it == type_index.end()) {
+    const int type = FindNodeType(problem.node_types, node.node_type());
+    if (type < 0) {
       return InvalidField(absl::StrCat("joined_nodes[", i, "].node_type"),
                           absl::StrCat(" ", Quote(node.node_type()),
                                        " is not the name of any cluster.node_types entry"));
     }
-    event.joined_nodes.push_back({node.id(), it->second});
+    event.joined_nodes.push_back({node.id(), type});
   }
   return event;
 }

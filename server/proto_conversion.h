@@ -48,9 +48,6 @@ void ToProtoTemplate(const PipelineTemplate& tmpl, const PlanningProblem& proble
 void ToProtoMixTemplate(const PlannedMix& planned, const PlanningProblem& problem,
                         pb::MixTemplate* out);
 
-// Node type name -> index in problem.node_types.
-std::map<std::string, int> NodeTypeIndex(const PlanningProblem& problem);
-
 // Lists `nodes` in request->nodes and sets every cluster.node_types[i].count to its number
 // of nodes.
 void SetProtoNodes(const std::vector<ClusterNode>& nodes, const PlanningProblem& problem,

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/field_path.h"
 #include "core/shown_value.h"
 #include "core/status_macros.h"
 
@@ -18,14 +19,13 @@ namespace {
 
 absl::Status CheckOptions(const ReplanOptions& options) {
   if (options.tolerance.has_value() && !(*options.tolerance >= 0 && *options.tolerance <= 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("tolerance must be in [0, 1] (got %g)", *options.tolerance));
+    return InvalidField("tolerance",
+                        absl::StrFormat(" must be in [0, 1] (got %g)", *options.tolerance));
   }
   for (const auto& [field, value] : {std::pair{"horizon_iterations", options.horizon_iterations},
                                      std::pair{"restart_overhead_s", options.restart_overhead_s}}) {
     if (!(std::isfinite(value) && value >= 0)) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("%s must be a finite number >= 0 (got %g)", field, value));
+      return InvalidField(field, absl::StrFormat(" must be a finite number >= 0 (got %g)", value));
     }
   }
   return ValidateFaultTolerance(options.fault_tolerance);
@@ -44,14 +44,14 @@ absl::Status ReadFailures(const std::vector<ClusterNode>& nodes, const NodeIndex
   for (size_t i = 0; i < event.failed_node_ids.size(); ++i) {
     const std::string& id = event.failed_node_ids[i];
     const std::string field = absl::StrCat("failed_node_ids[", i, "]");
-    if (id.empty()) return absl::InvalidArgumentError(absl::StrCat(field, " is empty"));
+    if (id.empty()) return InvalidField(field, " is empty");
     auto it = node_at.find(id);
     if (it == node_at.end()) {
       ctx->ignored_failed.push_back(id);  // already removed by an earlier replan
       continue;
     }
     if (out->failed[it->second]) {
-      return absl::InvalidArgumentError(absl::StrCat(field, " ", Quote(id), " is listed twice"));
+      return InvalidField(field, absl::StrCat(" ", Quote(id), " is listed twice"));
     }
     out->failed[it->second] = 1;
     out->failed_ids.push_back(id);
@@ -66,26 +66,26 @@ absl::Status ReadJoins(const CostModel& model, const std::vector<ClusterNode>& n
   for (size_t i = 0; i < event.joined_nodes.size(); ++i) {
     const ClusterNode& node = event.joined_nodes[i];
     const std::string field = absl::StrCat("joined_nodes[", i, "]");
-    if (node.id.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ".id is empty"));
+    const std::string id_field = absl::StrCat(field, ".id");
+    if (node.id.empty()) return InvalidField(id_field, " is empty");
     if (node.type < 0 || node.type >= model.num_types()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, " (", Quote(node.id), ") has no valid node type"));
+      return InvalidField(field, absl::StrCat(" (", Quote(node.id), ") has no valid node type"));
     }
     if (!joined_ids.insert(node.id).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ".id ", Quote(node.id), " is listed twice"));
+      return InvalidField(id_field, absl::StrCat(" ", Quote(node.id), " is listed twice"));
     }
     auto it = node_at.find(node.id);
     if (it != node_at.end() && out->failed[it->second]) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ".id ", Quote(node.id), " is also in failed_node_ids"));
+      return InvalidField(id_field,
+                          absl::StrCat(" ", Quote(node.id), " is also in failed_node_ids"));
     }
     if (it != node_at.end()) {
       const int type = nodes[it->second].type;
       if (type != node.type) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            field, " ", Quote(node.id), " is a ", model.node_type(node.type).name,
-            " node but the cluster already has it as a ", model.node_type(type).name, " node"));
+        return InvalidField(field, absl::StrCat(" ", Quote(node.id), " is a ",
+                                                model.node_type(node.type).name,
+                                                " node but the cluster already has it as a ",
+                                                model.node_type(type).name, " node"));
       }
       ctx->ignored_joined.push_back(node.id);  // already joined by an earlier replan
       continue;
@@ -121,9 +121,10 @@ absl::Status PlaceSurvivors(const std::vector<ClusterNode>& nodes,
     ctx->joined.push_back(true);
   }
   if (ctx->survivors.size() > static_cast<size_t>(kMaxClusterNodes)) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "joined_nodes would grow the cluster to %d nodes, more than the limit of %d nodes per plan",
-        ctx->survivors.size(), kMaxClusterNodes));
+    return FieldError(absl::StatusCode::kResourceExhausted, "joined_nodes",
+                      absl::StrFormat(" would grow the cluster to %d nodes, more than the limit "
+                                      "of %d nodes per plan",
+                                      ctx->survivors.size(), kMaxClusterNodes));
   }
   ctx->old_positions.resize(ctx->old.pipelines.size());
   for (size_t i = 0; i < ctx->old.pipelines.size(); ++i) {
@@ -221,31 +222,25 @@ void LayersOfPositions(const PipelineTemplate& tmpl, std::vector<LayerRange>* ra
   }
 }
 
-absl::StatusOr<ReplanContext> Prepare(const CostModel& model, const std::vector<ClusterNode>& nodes,
+absl::StatusOr<ReplanContext> Prepare(const CostModel& model, const NodeSet& node_set,
                                       ClusterPlan current, const ClusterEvent& event,
                                       const ReplanOptions& options) {
   RETURN_IF_ERROR(CheckOptions(options));
+  // The nodes first, so that every EvaluatePlan error below is about the plan.
+  RETURN_IF_ERROR(CheckNodeSetFits(model, node_set));
   ReplanContext ctx;
   ctx.model = &model;
   ctx.assignment = options.assignment;
-  // The nodes first, so that every EvaluatePlan error below is about the plan.
-  NodeIndex own_index;
-  if (options.node_index != nullptr) {
-    RETURN_IF_ERROR(ValidateIndexedNodes(model, nodes, *options.node_index));
-  } else {
-    ASSIGN_OR_RETURN(own_index, ValidateAndIndexNodes(model, nodes));
-  }
-  const NodeIndex& node_at = options.node_index != nullptr ? *options.node_index : own_index;
+  const std::vector<ClusterNode>& nodes = node_set.nodes();
+  const NodeIndex& node_at = node_set.index();
   // Entry P is the same whatever the length: one table for the old plan and the new one.
   std::vector<double> allreduce_ms = CrossPipelineAllreduceMs(
       model, static_cast<int>(std::min(nodes.size() + event.joined_nodes.size(),
                                        static_cast<size_t>(kMaxClusterNodes))));
   std::vector<std::pair<int, int>> placed;  // per node: its (pipeline, position), or -1s
   absl::StatusOr<ClusterPlan> old =
-      EvaluatePlanOnValidNodes(model, nodes, node_at, std::move(current), allreduce_ms, &placed);
-  if (!old.ok()) {
-    return absl::Status(old.status().code(), absl::StrCat("plan.", old.status().message()));
-  }
+      EvaluatePlanOnValidNodes(model, node_set, std::move(current), allreduce_ms, &placed);
+  if (!old.ok()) return InField(old.status(), "plan");
   ctx.old = *std::move(old);
 
   EventNodes read;

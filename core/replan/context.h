@@ -56,9 +56,10 @@ struct ReplanContext {
   }
 };
 
-// Checks the options, the cluster, the plan (evaluated on the old cluster) and the event
-// (replayed parts go to ignored_*), and builds the context. Errors as Replan's (replan.h).
-absl::StatusOr<ReplanContext> Prepare(const CostModel& model, const std::vector<ClusterNode>& nodes,
+// Checks the options, the plan (evaluated on the old cluster, whose nodes were checked when
+// the set was made) and the event (replayed parts go to ignored_*), and builds the context.
+// Errors as Replan's (replan.h).
+absl::StatusOr<ReplanContext> Prepare(const CostModel& model, const NodeSet& nodes,
                                       ClusterPlan current, const ClusterEvent& event,
                                       const ReplanOptions& options);
 

@@ -213,7 +213,7 @@ TEST(CostModelTest, EvaluateRejectsMalformedTemplates) {
   idle.node_order = {0};
   idle.stages = {{0, 3, 0, 0, 1}};
   EXPECT_THAT(model->Evaluate(idle).status().message(),
-              HasSubstr("the stages on node 0 use 1 GPUs but a"));
+              HasSubstr("stages on node 0 use 1 GPUs but a"));
   EXPECT_THAT(model->Evaluate(gap).status().message(),
               HasSubstr("stages[1] has layers [2, 3) but must start at layer 1"));
   PipelineTemplate jump = gap;

@@ -19,6 +19,22 @@
 namespace oobleck {
 namespace {
 
+// The plan's price summed over its node ids' own types (PlanPricePerHour reads the
+// template positions' types, which a valid plan's ids have).
+double PriceOfIds(const ClusterPlan& plan, const std::vector<ClusterNode>& nodes,
+                  const std::vector<double>& price_per_hour) {
+  if (price_per_hour.empty()) return 0;
+  int64_t steps = 0;
+  for (const PlannedPipeline& p : plan.pipelines) {
+    for (const std::string& id : p.node_ids) {
+      for (const ClusterNode& node : nodes) {
+        if (node.id == id) steps += PriceSteps(price_per_hour[node.type]);
+      }
+    }
+  }
+  return PriceOfSteps(steps);
+}
+
 using ::testing::HasSubstr;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -205,7 +221,10 @@ TEST(PlanPriceTest, MatchesBruteForceOnTinyClusters) {
         absl::StatusOr<ClusterPlan> evaluated = EvaluatePlan(*p.model, nodes, size.plan);
         ASSERT_TRUE(evaluated.ok()) << evaluated.status() << " " << where;
         EXPECT_TRUE(Near(evaluated->iteration_time_ms, size.plan.iteration_time_ms)) << where;
-        EXPECT_TRUE(Near(PlanPricePerHour(size.plan, nodes, options.price_per_hour),
+        EXPECT_TRUE(Near(PlanPricePerHour(size.plan, options.price_per_hour),
+                         size.plan.price_per_hour))
+            << where;
+        EXPECT_TRUE(Near(PriceOfIds(size.plan, nodes, options.price_per_hour),
                          size.plan.price_per_hour))
             << where;
         if (budget > 0 && objective == PlanObjective::kTime &&

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/field_path.h"
 #include "core/replan.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -883,19 +884,18 @@ TEST(ReplanTest, RejectsMalformedEvents) {
   EXPECT_THAT(r.status().message(), HasSubstr("tolerance must be in [0, 1] (got -0.5)"));
 }
 
-// A caller's own index (the server's) must give Replan the same answers and the same
-// errors as Replan's own check: bad lists fall back to it, whatever the index says.
-TEST(ReplanTest, CallersNodeIndexGivesTheSameAnswersAndErrors) {
+// A NodeSet made once (the server's) gives Replan and Plan the same answers as their own
+// check of a node list, and that check is NodeSet::Create's: one set of rules and messages.
+TEST(ReplanTest, NodeSetGivesTheSameAnswersAndErrors) {
   auto p = MakePlanner(ThreeTypeProblem());
   const std::vector<ClusterNode> nodes = NodesOf({2, 2, 2});
   const ClusterPlan plan = PlanOf(p, nodes, 24);
   ASSERT_FALSE(plan.pipelines.empty());
   const ClusterEvent event{{"t1-0"}, {{"new-4090", 2}}};
-  const NodeIndex index = IndexNodes(nodes);
-  ReplanOptions indexed;
-  indexed.node_index = &index;
+  absl::StatusOr<NodeSet> set = NodeSet::Create(nodes, p.model->num_types());
+  ASSERT_TRUE(set.ok()) << set.status();
   absl::StatusOr<ReplanResult> own = Replan(*p.planner, *p.model, nodes, plan, event, {});
-  absl::StatusOr<ReplanResult> given = Replan(*p.planner, *p.model, nodes, plan, event, indexed);
+  absl::StatusOr<ReplanResult> given = Replan(*p.planner, *p.model, *set, plan, event, {});
   ASSERT_TRUE(own.ok() && given.ok()) << own.status() << given.status();
   EXPECT_EQ(given->plan.iteration_time_ms, own->plan.iteration_time_ms);
   EXPECT_EQ(given->strategy, own->strategy);
@@ -905,23 +905,32 @@ TEST(ReplanTest, CallersNodeIndexGivesTheSameAnswersAndErrors) {
     EXPECT_EQ(given->plan.pipelines[i].node_ids, own->plan.pipelines[i].node_ids);
   }
 
-  std::vector<std::vector<ClusterNode>> bad = {nodes, nodes, nodes, nodes};
-  bad[0][4].id = bad[0][1].id;  // repeated: the index has one entry fewer
+  std::vector<std::vector<ClusterNode>> bad = {nodes, nodes, nodes, nodes, {}};
+  bad[0][4].id = bad[0][1].id;
   bad[1][3].id.clear();
   bad[2][5].type = 9;
   bad[3][2].id = bad[3][0].id;  // repeated, and an empty id after it: the first is named
   bad[3][4].id.clear();
-  for (const std::vector<ClusterNode>& list : bad) {
-    const NodeIndex list_index = IndexNodes(list);
-    ReplanOptions options;
-    options.node_index = &list_index;
-    const absl::Status expected = ValidateNodes(*p.model, list);
-    ASSERT_FALSE(expected.ok());
-    EXPECT_EQ(ValidateIndexedNodes(*p.model, list, list_index), expected);
-    absl::StatusOr<ReplanResult> r = Replan(*p.planner, *p.model, list, plan, event, options);
-    EXPECT_EQ(r.status(), expected);
+  const std::vector<std::pair<std::string, std::string>> expected = {
+      {"nodes[4].id", "nodes[4].id \"t0-1\" repeats nodes[1].id"},
+      {"nodes[3].id", "nodes[3].id is required"},
+      {"nodes[5]", "nodes[5] (\"t2-1\") has no valid node type"},
+      {"nodes[2].id", "nodes[2].id \"t0-0\" repeats nodes[0].id"},
+      {"nodes", "nodes must not be empty"}};
+  for (size_t k = 0; k < bad.size(); ++k) {
+    const absl::Status status = NodeSet::Create(bad[k], p.model->num_types()).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(status.message(), expected[k].second);
+    EXPECT_EQ(FieldPathOf(status), expected[k].first);
+    EXPECT_EQ(Replan(*p.planner, *p.model, bad[k], plan, event, {}).status(), status);
+    EXPECT_EQ(p.planner->Plan(*p.model, bad[k], {24}, {}).status(), status);
+    EXPECT_EQ(EvaluatePlan(*p.model, bad[k], plan).status(), status);
   }
-  EXPECT_EQ(ValidateIndexedNodes(*p.model, {}, {}).message(), "nodes must not be empty");
+  // A set checked against other node types is refused, not read out of range.
+  absl::StatusOr<NodeSet> wide = NodeSet::Create(nodes, p.model->num_types() + 1);
+  ASSERT_TRUE(wide.ok());
+  EXPECT_EQ(Replan(*p.planner, *p.model, *wide, plan, event, {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 // A plan sent back as Plan or Replan answered it lists its idle nodes in cluster order;

@@ -527,7 +527,7 @@ TEST_F(PlanServiceTest, RejectsBadReplanRequests) {
              ->set_layer_end(1);
        },
        grpc::StatusCode::INVALID_ARGUMENT,
-       "plan.pipelines[0].template: stages[1] has layers [20, 33) but must start at layer 1"},
+       "plan.pipelines[0].template.stages[1] has layers [20, 33) but must start at layer 1"},
       {"stage on another node",
        [](auto* r) {
          auto* t = r->mutable_plan()->mutable_pipelines(0)->mutable_template_();
@@ -619,7 +619,8 @@ TEST_F(PlanServiceTest, BadFieldsAreNamedInBadRequestDetails) {
   pb::ReplanResponse replanned;
   status = Replan(replan, &replanned);
   ASSERT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
-  EXPECT_THAT(status.error_message(), HasSubstr("repeats request.nodes[0].id"));
+  EXPECT_THAT(status.error_message(), HasSubstr("request.nodes[2].id \""));
+  EXPECT_THAT(status.error_message(), HasSubstr("repeats nodes[0].id"));
   EXPECT_THAT(BadRequestFields(status), ElementsAre("request.nodes[2].id"));
 
   replan.mutable_request()->mutable_nodes(2)->set_id("fresh");

@@ -106,8 +106,8 @@ ABSL_FLAG(double, horizon_iterations, 1000,
 
 ABSL_FLAG(std::string, stage_gpus, "any",
           "GPU counts a stage on a node may use: any (every count with all-reduce data), "
-          "divisors (of the node's GPUs) or equal-halves (Oobleck develop: a node is one stage "
-          "or halved recursively); replan: only when given (default: the plan's)");
+          "divisors (of the node's GPUs) or equal-halves (Oobleck develop: stages of a power of "
+          "two GPUs); replan: only when given (default: the plan's)");
 ABSL_FLAG(std::string, allreduce_key, "gpus",
           "load-profile: what the keys of allreduce_in_node.json count: gpus (Oobleck develop) "
           "or gpus-minus-one (Oobleck sosp23-artifact)");

@@ -98,7 +98,8 @@ class StageGpusCliTest(e2e_support.ExampleServerTestCase):
     def test_templates_stage_gpus(self):
         self.assertLessEqual(self.stage_gpus_of("divisors"), {1, 2, 4})
         self.assertLessEqual(self.stage_gpus_of("equal-halves"), {1, 2, 4})
-        for policy, allowed in [("divisors", {1, 3})]:
+        # Oobleck develop: stages of a power of two GPUs, also on a node of 3 GPUs.
+        for policy, allowed in [("equal-halves", {1, 2}), ("divisors", {1, 3})]:
             data = json.loads(self.cli(
                 "templates", "--model", "gpt2-xl", "--nodes", "1", "--gpus-per-node", "3",
                 "--missing-allreduce", "ring", "--cost-model", "oobleck-sosp23",

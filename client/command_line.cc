@@ -104,6 +104,29 @@ ABSL_FLAG(double, horizon_iterations, 1000,
           "replan: iterations the new plan is expected to run; the answer minimises "
           "downtime + N x iteration time");
 
+ABSL_FLAG(std::string, stage_gpus, "any",
+          "GPU counts a stage on a node may use: any (every count with all-reduce data), "
+          "divisors (of the node's GPUs) or equal-halves (Oobleck develop: stages of a power of "
+          "two GPUs); replan: only when given (default: the plan's)");
+ABSL_FLAG(std::string, allreduce_key, "gpus",
+          "load-profile: what the keys of allreduce_in_node.json count: gpus (Oobleck develop) "
+          "or gpus-minus-one (Oobleck sosp23-artifact)");
+
+// Instantiate.
+ABSL_FLAG(std::vector<std::string>, template, {},
+          "instantiate: templates as NODES:STAGES:ITERATION_MS, e.g. --template 2:4:510 3:6:363");
+ABSL_FLAG(std::string, templates_file, "",
+          "instantiate: take the feasible templates of a saved `templates --json` answer (one "
+          "node type) instead of --template");
+ABSL_FLAG(int, num_nodes, 0,
+          "instantiate: nodes to use, every one of them (with --instances: 0 or their node count)");
+ABSL_FLAG(std::vector<std::string>, allreduce_across, {},
+          "instantiate: layer 0's all-reduce across P pipelines as P:MS, e.g. 1:0 2:30.5 4:52; "
+          "a pipeline count without an entry cannot be chosen");
+ABSL_FLAG(std::vector<std::string>, instances, {},
+          "instantiate: fixed pipelines, one count per template (Oobleck's "
+          "get_new_execution_plan): only the batch split is searched");
+
 // Pictures.
 ABSL_FLAG(std::string, svg, "",
           "templates, plan, replan: also draw the answer as an SVG picture into this file; "
@@ -113,9 +136,11 @@ namespace oobleck::client {
 namespace {
 
 constexpr std::string_view kCommands[] = {"load-profile", "list-profiles", "templates", "plan",
-                                          "replan", "render", "stats", "health"};
+                                          "replan", "instantiate", "render", "stats",
+                                          "health"};
 constexpr char kCommandList[] =
-    "one of load-profile, list-profiles, templates, plan, replan, render, stats, health";
+    "one of load-profile, list-profiles, templates, plan, replan, instantiate, render, stats, "
+    "health";
 
 // Connection flags an environment variable stands in for when the flag is not given, so
 // that a fixed command (the container's HEALTHCHECK) works with whatever TLS the
@@ -131,7 +156,8 @@ constexpr EnvironmentDefault kEnvironmentDefaults[] = {
     {"auth_token_file", "OOBLECK_PLAN_AUTH_TOKEN_FILE", &CliOptions::auth_token_file},
 };
 // Flags that take several values: --global-batch 64 128, --fail a b, --join x:t y:t.
-constexpr std::string_view kListFlags[] = {"global_batch", "fail", "join"};
+constexpr std::string_view kListFlags[] = {"global_batch",     "fail",     "join", "template",
+                                           "allreduce_across", "instances"};
 
 struct FlagUse {
   std::string_view name;
@@ -164,7 +190,7 @@ const std::vector<FlagUse>& FlagUses() {
       {"all_nodes", {"templates"}},
       {"progress", {"templates"}},
       {"measured_relative_speed", {"templates", "plan"}},
-      {"global_batch", {"plan"}},
+      {"global_batch", {"plan", "instantiate"}},
       {"min_nodes_per_pipeline", {"plan"}},
       {"max_nodes_per_pipeline", {"plan"}},
       {"plan", {"replan", "render"}},
@@ -176,6 +202,13 @@ const std::vector<FlagUse>& FlagUses() {
       {"objective", {"plan"}},
       {"budget_per_hour", {"plan"}},
       {"horizon_iterations", {"replan"}},
+      {"stage_gpus", {"templates", "plan", "replan"}},
+      {"allreduce_key", {"load-profile"}},
+      {"template", {"instantiate"}},
+      {"templates_file", {"instantiate"}},
+      {"num_nodes", {"instantiate"}},
+      {"allreduce_across", {"instantiate"}},
+      {"instances", {"instantiate"}},
   };
   return kUses;
 }
@@ -252,6 +285,13 @@ CliOptions ReadFlags() {
   o.horizon_iterations = absl::GetFlag(FLAGS_horizon_iterations);
   o.objective = absl::GetFlag(FLAGS_objective);
   o.budget_per_hour = absl::GetFlag(FLAGS_budget_per_hour);
+  o.stage_gpus = absl::GetFlag(FLAGS_stage_gpus);
+  o.allreduce_key = absl::GetFlag(FLAGS_allreduce_key);
+  o.templates = absl::GetFlag(FLAGS_template);
+  o.templates_file = absl::GetFlag(FLAGS_templates_file);
+  o.num_nodes = absl::GetFlag(FLAGS_num_nodes);
+  o.allreduce_across = absl::GetFlag(FLAGS_allreduce_across);
+  o.instances = absl::GetFlag(FLAGS_instances);
   return o;
 }
 
@@ -380,6 +420,7 @@ std::string UsageText(const std::string& command) {
       "\n"
       "Commands:\n"
       "  load-profile --model M --gpu-type G [--microbatch-size m] [--replace] [--server-dir] DIR\n"
+      "               [--allreduce-key gpus|gpus-minus-one]\n"
       "      Store a profile in Oobleck's layout (mb<m>.json, allreduce_in_node.json,\n"
       "      allreduce_across_nodes.json). DIR is read here and sent inline, or with\n"
       "      --server-dir its path is sent for the server to read.\n"
@@ -400,6 +441,11 @@ std::string UsageText(const std::string& command) {
       "         [--horizon-iterations N]\n"
       "      A new plan after nodes fail or join, the layers to copy where, its downtime and\n"
       "      the alternatives weighed. Its --json output is again a valid --plan.\n"
+      "  instantiate (--template NODES:STAGES:MS ... | --templates-file ANSWER.json)\n"
+      "         --num-nodes N --global-batch B [--allreduce-across P:MS ...] [--instances I ...]\n"
+      "      Oobleck's pipeline instantiation, exact: pipelines of each template that use every\n"
+      "      node and the split of B micro-batches (one count per template) minimising Oobleck's\n"
+      "      iteration time. With --instances, only the batch split over those pipelines.\n"
       "  render ANSWER.json [--plan OLD.json] [--microbatches M] [--svg OUT.svg]\n"
       "      Draws a saved --json answer of templates, plan or replan as an SVG picture\n"
       "      (no server needed). A replan answer needs --plan, the plan it started from.\n"

@@ -51,6 +51,14 @@ struct CliOptions {
   double horizon_iterations = 1000;  // replan, only when given
   std::string objective = "time";    // plan: --objective time|cost
   double budget_per_hour = 0;        // plan: --budget-per-hour X (0: none)
+  std::string stage_gpus = "any";  // templates, plan, replan (replan: only when given)
+  std::string allreduce_key = "gpus";  // load-profile
+  // Instantiate (client/instantiate_command.h).
+  std::vector<std::string> templates;         // --template NODES:STAGES:MS [...]
+  std::string templates_file;                 // --templates-file ANSWER.json
+  int num_nodes = 0;                          // --num-nodes N
+  std::vector<std::string> allreduce_across;  // --allreduce-across PIPELINES:MS [...]
+  std::vector<std::string> instances;         // --instances I [...]
   // Pictures (client/render_command.h).
   std::string svg;  // --svg FILE; "" none, "-" standard output
 };

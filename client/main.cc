@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/channel_security.h"
 #include "client/command_line.h"
+#include "client/instantiate_command.h"
 #include "client/output.h"
 #include "client/plan_commands.h"
 #include "client/planner_target.h"
@@ -127,7 +128,12 @@ absl::Status CheckUsage(const CommandLine& cl) {
     if (o.job.model.empty()) return Usage("load-profile needs --model");
     if (o.job.gpu_type.empty()) return Usage("load-profile needs --gpu-type");
     if (o.job.microbatch_size < 0) return Usage("--microbatch-size must be >= 0");
+    if (absl::StatusOr<pb::AllreduceKey> k = ParseAllreduceKey(o.allreduce_key); !k.ok()) {
+      return k.status();
+    }
   }
+  if (absl::StatusOr<pb::StageGpus> g = ParseStageGpus(o.stage_gpus); !g.ok()) return g.status();
+  if (cl.command == "instantiate") return CheckInstantiateUsage(cl);
   if (cl.command == "plan" || cl.command == "replan") return CheckPlanUsage(cl);
   if (cl.command == "render" && o.job.microbatches < 0) return Usage("--microbatches must be >= 0");
   if (cl.command != "templates") return absl::OkStatus();
@@ -180,6 +186,7 @@ absl::Status LoadProfile(const CommandLine& cl, PlannerConnection& server) {
   request.set_model(o.job.model);
   request.set_gpu_type(o.job.gpu_type);
   request.set_replace(o.replace);
+  request.set_allreduce_key(*ParseAllreduceKey(o.allreduce_key));
   if (o.server_dir) {
     request.set_microbatch_size(o.job.microbatch_size);
     request.set_directory(cl.args[0]);
@@ -282,6 +289,7 @@ absl::Status Templates(const CommandLine& cl, PlannerConnection& server) {
     h.missing_allreduce = *ParseMissingAllreduce(o.missing_allreduce);
     request = BuildHomogeneousRequest(h);
   }
+  request.set_stage_gpus(*ParseStageGpus(o.stage_gpus));
   pb::PlanTemplatesResponse response;
   const bool stderr_is_terminal = isatty(STDERR_FILENO) == 1;
   absl::Status s = absl::UnimplementedError("no progress asked for");
@@ -398,6 +406,15 @@ int RunCommand(int argc, char** argv) {
       Print(cl->options, m, table);
     };
     status = cl->command == "plan" ? RunPlan(*cl, calls) : RunReplan(*cl, calls);
+  } else if (cl->command == "instantiate") {
+    InstantiateCalls calls;
+    calls.instantiate = [&server](const pb::InstantiateRequest& r, pb::InstantiateResponse* out) {
+      return server.Call(&pb::Planner::Stub::Instantiate, r, out);
+    };
+    calls.print = [&](const google::protobuf::Message& m, const std::string& table) {
+      Print(cl->options, m, table);
+    };
+    status = RunInstantiate(*cl, calls);
   } else if (cl->command == "health") {
     status = Health(*cl, server);
   } else {

@@ -322,6 +322,7 @@ absl::Status RunPlan(const CommandLine& cl, const PlanCalls& calls) {
   request->set_fault_tolerance(o.fault_tolerance);
   if (o.objective != "time") request->set_objective(o.objective);
   request->set_budget_per_hour(o.budget_per_hour);
+  request->set_stage_gpus(*ParseStageGpus(o.stage_gpus));
   pb::PlanResponse response;
   RETURN_IF_ERROR(calls.plan(*request, &response));
   calls.print(response, FormatPlan(response));
@@ -339,6 +340,9 @@ absl::Status RunReplan(const CommandLine& cl, const PlanCalls& calls) {
   if (cl.IsSet("fault_tolerance"))
     request.mutable_request()->set_fault_tolerance(o.fault_tolerance);
   if (cl.IsSet("horizon_iterations")) request.set_horizon_iterations(o.horizon_iterations);
+  if (cl.IsSet("stage_gpus")) {
+    request.mutable_request()->set_stage_gpus(*ParseStageGpus(o.stage_gpus));
+  }
   pb::ReplanResponse response;
   RETURN_IF_ERROR(calls.replan(request, &response));
   calls.print(response, FormatReplan(response));

@@ -12,26 +12,8 @@
 #include "client/svg/schedule_picture.h"
 #include "core/status_macros.h"
 #include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 
 namespace oobleck::client {
-namespace {
-
-absl::Status ParseJson(const std::string& json, const std::string& source,
-                       google::protobuf::Message* message) {
-  google::protobuf::util::JsonParseOptions options;
-  options.ignore_unknown_fields = true;  // answers of newer servers carry more fields
-  const auto parsed = google::protobuf::util::JsonStringToMessage(json, message, options);
-  if (!parsed.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(source, " is not the JSON of a ",
-                                                   message->GetDescriptor()->name(), ": ",
-                                                   parsed.message().as_string()));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 absl::Status WriteSvgFile(const std::string& path, const std::string& svg) {
   if (path == "-") {
     std::cout << svg;
@@ -53,7 +35,7 @@ absl::StatusOr<std::string> RenderAnswer(const std::string& answer_json, const s
                                          const std::string& old_source, int microbatches) {
   // The answer's kind from its top-level keys (the same in proto and camelCase JSON names).
   google::protobuf::Struct keys;
-  if (absl::Status s = ParseJson(answer_json, source, &keys); !s.ok()) {
+  if (absl::Status s = ParseAnswerJson(answer_json, source, &keys); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(source, " is not a JSON object: ", s.message()));
   }
   const auto has = [&](const char* key) { return keys.fields().count(key) > 0; };
@@ -79,18 +61,18 @@ absl::StatusOr<std::string> RenderAnswer(const std::string& answer_json, const s
   }
   if (kind == "templates") {
     pb::PlanTemplatesResponse templates;
-    RETURN_IF_ERROR(ParseJson(answer_json, source, &templates));
+    RETURN_IF_ERROR(ParseAnswerJson(answer_json, source, &templates));
     svg::ScheduleOptions options;
     options.microbatches = microbatches;
     return svg::DrawTemplatesSvg(templates, options);
   }
   if (kind == "plan") {
     pb::PlanResponse plan;
-    RETURN_IF_ERROR(ParseJson(answer_json, source, &plan));
+    RETURN_IF_ERROR(ParseAnswerJson(answer_json, source, &plan));
     return svg::DrawPlanSvg(plan);
   }
   pb::ReplanResponse replan;
-  RETURN_IF_ERROR(ParseJson(answer_json, source, &replan));
+  RETURN_IF_ERROR(ParseAnswerJson(answer_json, source, &replan));
   if (!old_plan_json.has_value()) {
     return absl::InvalidArgumentError(
         absl::StrCat(source,

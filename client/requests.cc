@@ -13,6 +13,7 @@
 #include "core/file_reader.h"
 #include "core/shown_value.h"
 #include "core/status_macros.h"
+#include "google/protobuf/util/json_util.h"
 
 namespace oobleck::client {
 absl::StatusOr<std::string> ReadTextFile(const std::filesystem::path& path) {
@@ -62,6 +63,34 @@ absl::StatusOr<pb::MissingAllreduce> ParseMissingAllreduce(const std::string& te
   if (text == "ring") return pb::MISSING_ALLREDUCE_RING;
   return absl::InvalidArgumentError(
       absl::StrCat("--missing-allreduce must be skip or ring (got \"", text, "\")"));
+}
+
+absl::StatusOr<pb::StageGpus> ParseStageGpus(const std::string& text) {
+  if (text == "any") return pb::STAGE_GPUS_ANY;
+  if (text == "divisors") return pb::STAGE_GPUS_DIVISORS;
+  if (text == "equal-halves") return pb::STAGE_GPUS_EQUAL_HALVES;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--stage-gpus must be any, divisors or equal-halves (got \"", text, "\")"));
+}
+
+absl::StatusOr<pb::AllreduceKey> ParseAllreduceKey(const std::string& text) {
+  if (text == "gpus") return pb::ALLREDUCE_KEY_GPUS;
+  if (text == "gpus-minus-one") return pb::ALLREDUCE_KEY_GPUS_MINUS_ONE;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--allreduce-key must be gpus or gpus-minus-one (got \"", text, "\")"));
+}
+
+absl::Status ParseAnswerJson(const std::string& json, const std::string& source,
+                             google::protobuf::Message* message) {
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;  // answers of newer servers carry more fields
+  const auto parsed = google::protobuf::util::JsonStringToMessage(json, message, options);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, " is not the JSON of a ",
+                                                   message->GetDescriptor()->name(), ": ",
+                                                   parsed.message().as_string()));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ProfileDirFiles> ReadProfileDir(const std::string& dir, int microbatch_size) {

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "client/job_options.h"
 #include "core/cluster_file.h"
+#include "google/protobuf/message.h"
 #include "oobleck/planner/v1/planner.pb.h"
 
 namespace oobleck::client {
@@ -30,6 +31,17 @@ absl::StatusOr<NodeRange> ParseNodeRange(const std::string& text);
 
 // "skip" / "ring".
 absl::StatusOr<pb::MissingAllreduce> ParseMissingAllreduce(const std::string& text);
+
+// --stage-gpus: "any" / "divisors" / "equal-halves".
+absl::StatusOr<pb::StageGpus> ParseStageGpus(const std::string& text);
+
+// --allreduce-key: "gpus" / "gpus-minus-one".
+absl::StatusOr<pb::AllreduceKey> ParseAllreduceKey(const std::string& text);
+
+// Reads the proto3 JSON of `message` (fields a newer server added are ignored);
+// INVALID_ARGUMENT naming `source` and the message type when it is not that.
+absl::Status ParseAnswerJson(const std::string& json, const std::string& source,
+                             google::protobuf::Message* message);
 
 // The files of an Oobleck profile directory, read as text. microbatch_size 0 picks the
 // only mb<m>.json; the size actually read is returned alongside.

@@ -50,8 +50,8 @@ bool StageGpusAllow(StageGpus policy, int node_gpus, int gpus) {
     case StageGpus::kDivisors:
       return gpus > 0 && node_gpus % gpus == 0;
     case StageGpus::kEqualHalves:
-      // node_gpus = gpus x 2^k: k halvings of the node end in a stage of `gpus`.
-      return power_of_two(gpus) && node_gpus % gpus == 0 && power_of_two(node_gpus / gpus);
+      // Every composition of node_gpus into powers of two is a split develop can reach.
+      return power_of_two(gpus) && gpus <= node_gpus;
   }
   return false;
 }
@@ -209,19 +209,6 @@ absl::Status ValidateProblemSettings(const PlanningProblem& problem,
   }
   RETURN_IF_ERROR(
       ValidateNodeTypes(problem.node_types, absl::StrCat(cluster_prefix, "node_types")));
-  // g = 1 passes ANY and DIVISORS on every node; EQUAL_HALVES may leave a node no size.
-  for (size_t t = 0; t < problem.node_types.size(); ++t) {
-    const int gpus = problem.node_types[t].gpus_per_node;
-    if (!StageGpusAllow(problem.stage_gpus, gpus, 1)) {
-      return InvalidField(
-          "stage_gpus",
-          absl::StrFormat(" %s leaves %snode_types[%d] (%s) of %d GPUs no stage size: it "
-                          "halves a node down to stages of a power of two GPUs, so the "
-                          "node's GPUs must be a power of two (use STAGE_GPUS_DIVISORS)",
-                          StageGpusName(problem.stage_gpus), cluster_prefix, t,
-                          problem.node_types[t].name, gpus));
-    }
-  }
   return absl::OkStatus();
 }
 

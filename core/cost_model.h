@@ -33,10 +33,10 @@ enum class MissingAllreduce {
 enum class StageGpus {
   kAny,       // every count with in-node all-reduce data (or the ring estimate)
   kDivisors,  // counts that divide the node's GPUs (Oobleck's get_rank_grid needs it)
-  // Oobleck `develop`: a node holds one stage, or is halved into two equal parts, each
-  // halved again or holding one stage, and a stage's GPU count is a power of two (its
-  // divide and conquer). So the node's GPUs must be a power of two, and a stage may use
-  // any power of two up to them.
+  // Oobleck `develop`'s divide and conquer splits a node's GPUs anywhere, again and again,
+  // and a part holding one stage must have a power of two GPUs: every stage has a power of
+  // two GPUs, in any order, adding up to the node's (6 = 4 + 2; never one stage of 6).
+  // The name is historical (docs/COST_MODEL.md#stages-and-templates).
   kEqualHalves,
 };
 // "STAGE_GPUS_ANY", "STAGE_GPUS_DIVISORS", "STAGE_GPUS_EQUAL_HALVES", as the API names them.

@@ -87,7 +87,20 @@ def job(e, types, count, microbatches=8, relative_speed=None, inter_node=1e9, na
             e.int_in_range(0, 3, 1)  # measured
 
 
-def templates_body(e, types, count, max_nodes, runaway=(0,), **kw):
+def drop_in_fields(e, stage_gpus=0, inline_files=0, allreduce_key=0):
+    """DropInFields: stage_gpus, then `inline_files` inline profiles of the harness's files
+    for GPU type rtx4090 under `allreduce_key`."""
+    e.int_in_range(0, 3, stage_gpus)
+    e.int_in_range(0, 2, inline_files)
+    for _ in range(inline_files):
+        e.boolean(True)              # gpu_type rtx4090
+        e.int_in_range(0, 3, 1)      # Oobleck's files
+        e.boolean(False)             # allreduce_in_node.json as it is
+        e.boolean(False)             # mb1.json as it is
+        e.int_in_range(0, 2, allreduce_key)
+
+
+def templates_body(e, types, count, max_nodes, runaway=(0,), drop_in=None, **kw):
     job(e, types, count, **kw)
     e.int_in_range(-1, 9, 0)         # min_nodes
     e.int_in_range(-1, 9, max_nodes)
@@ -96,11 +109,12 @@ def templates_body(e, types, count, max_nodes, runaway=(0,), **kw):
     if runaway[0] == 2:              # every count 2^19 (types x 2^19 nodes, min = max)
         for _ in range(types):
             e.boolean(True)
+    drop_in_fields(e, **(drop_in or {}))
 
 
 def templates(types, count, max_nodes, **kw):
     e = Encoder()
-    e.int_in_range(0, 6, 0)
+    e.int_in_range(0, 7, 0)
     templates_body(e, types, count, max_nodes, **kw)
     e.boolean(False)                 # no second request
     return e.data()
@@ -113,7 +127,7 @@ def colliding_templates():
     {t0:<1e308 fields>|t1: 1e9 bytes}, {t1: 1e9 bytes}. The second's one-node mix (1, 0) is
     infeasible, but such a key served it the first one's feasible template."""
     e = Encoder()
-    e.int_in_range(0, 6, 0)
+    e.int_in_range(0, 7, 0)
     templates_body(e, 2, 1, 1, inter_node=1e9, memory=[1e308, 1e9],
                    names=[None, [":", FIELDS_1E9, "|", "t1"]])
     e.boolean(True)                  # a second request
@@ -126,7 +140,7 @@ def uploaded_profile(layers, forward, backward, types, count, max_nodes):
     """UploadedProfileTemplates: `layers` layers of these times, then templates of
     `types` node types that all use the uploaded profile."""
     e = Encoder()
-    e.int_in_range(0, 6, 3)
+    e.int_in_range(0, 7, 3)
     e.int_in_range(1, 8, layers)
     for _ in range(layers):
         e.special(forward)
@@ -139,21 +153,57 @@ def uploaded_profile(layers, forward, backward, types, count, max_nodes):
     return e.data()
 
 
-def plan(types, count, max_nodes, **kw):
+def plan(types, count, max_nodes, drop_in=None, rule=0, fault_tolerance=0,
+         oobleck_instantiation=False, **kw):
     e = Encoder()
-    e.int_in_range(0, 6, 1)
+    e.int_in_range(0, 7, 1)
     job(e, types, count, **kw)
     e.int_in_range(0, 3, 1)          # one global batch size
     e.int_in_range(-1, 5000, 64)
     e.int_in_range(-1, 9, 0)         # min_nodes_per_pipeline
     e.int_in_range(-1, 9, max_nodes)
     e.boolean(False)                 # nodes from the counts
+    drop_in_fields(e, **(drop_in or {}))
+    e.int_in_range(0, 2, rule)       # fault_tolerance_rule
+    e.int_in_range(0, 3, fault_tolerance)
+    e.boolean(oobleck_instantiation)
+    return e.data()
+
+
+def instantiate(templates, num_nodes, global_batch, allreduce, instances=None):
+    """Instantiate: templates (nodes, stages, ms) with small values, the all-reduce table
+    {pipelines: ms} with pipeline counts 1.. in order and integer times, fixed instances."""
+    e = Encoder()
+    e.int_in_range(0, 7, 7)
+    e.boolean(False)                 # the short template list
+    e.int_in_range(0, 5, len(templates))
+    for nodes, stages, ms in templates:
+        e.boolean(True)
+        e.int_in_range(1, 8, nodes)
+        e.int_in_range(-1, 64, stages)
+        e.boolean(True)
+        e.int_in_range(1, 1000, ms)
+    e.boolean(True)
+    e.int_in_range(-1, 40, num_nodes)
+    e.boolean(True)
+    e.int_in_range(-1, 600, global_batch)
+    e.int_in_range(0, 40, len(allreduce))
+    for i, (pipelines, ms) in enumerate(sorted(allreduce.items())):
+        assert pipelines == i + 1 and ms == i, "the encodable table: {k: k - 1}"
+        e.boolean(True)
+        e.boolean(True)
+    e.boolean(instances is not None)
+    if instances is not None:
+        for count in instances:
+            e.int_in_range(-1, 9, count)
+        e.boolean(False)             # no extra count
+        e.boolean(num_nodes == 0)
     return e.data()
 
 
 def replan_stage_elsewhere():
     e = Encoder()
-    e.int_in_range(0, 6, 2)
+    e.int_in_range(0, 7, 2)
     e.int_in_range(0, 5, 1)          # one failure
     e.boolean(True)                  # of a node in the plan
     e.int_in_range(0, 3, 0)
@@ -198,7 +248,7 @@ def extreme_profile(layers, fault_tolerance=0, cost_model=0, inter_node=1e9, cou
                     all_zero=False):
     """layers: (forward, backward, param, activation, across or None) per layer."""
     e = Encoder()
-    e.int_in_range(0, 6, 4)
+    e.int_in_range(0, 7, 4)
     e.int_in_range(0, 3, 0)          # gpu_type fz0
     e.int_in_range(1, 4, len(layers))
     e.boolean(all_zero)
@@ -223,7 +273,7 @@ def extreme_profile(layers, fault_tolerance=0, cost_model=0, inter_node=1e9, cou
 
 def budget_plan(prices, budget_mode, budget, objective_cost=False):
     e = Encoder()
-    e.int_in_range(0, 6, 5)
+    e.int_in_range(0, 7, 5)
     e.boolean(objective_cost)
     e.int_in_range(1, 64, 8)         # global batch
     e.int_in_range(1, 2, 1)          # one-node pipelines
@@ -244,7 +294,7 @@ def budget_plan(prices, budget_mode, budget, objective_cost=False):
 
 def many_type_replan(types, per_type, fault_tolerance=1, max_nodes=2):
     e = Encoder()
-    e.int_in_range(0, 6, 6)
+    e.int_in_range(0, 7, 6)
     e.int_in_range(1, 2, fault_tolerance)
     e.boolean(True)                  # global batch 128
     e.int_in_range(1, 2, max_nodes)
@@ -288,6 +338,19 @@ SEEDS = {
                                                 objective_cost=True),
     "replan-8x4-f1": many_type_replan(8, 4),
     "replan-4x6-f2": many_type_replan(4, 6, fault_tolerance=2),
+    # Oobleck's drop-in (issue 26): Instantiate, stage_gpus, inline profiles and the rule.
+    "dropin-instantiate": instantiate([(2, 4, 510), (3, 6, 363), (4, 8, 290)], 13, 512,
+                                      {k: k - 1 for k in range(1, 7)}),
+    "dropin-instantiate-fixed": instantiate([(2, 4, 510), (3, 6, 363)], 0, 512,
+                                            {k: k - 1 for k in range(1, 6)}, instances=[2, 1]),
+    "dropin-instantiate-uncovered": instantiate([(2, 4, 510), (4, 8, 290)], 7, 64,
+                                                {k: k - 1 for k in range(1, 5)}),
+    "dropin-templates-equal-halves-inline": templates(
+        2, 2, 2, drop_in={"stage_gpus": 2, "inline_files": 1, "allreduce_key": 1}),
+    "dropin-plan-oobleck-rule-f1": plan(1, 4, 4, rule=1, fault_tolerance=1,
+                                        drop_in={"stage_gpus": 1}),
+    "dropin-plan-oobleck-instantiation": plan(1, 6, 3, oobleck_instantiation=True,
+                                              drop_in={"inline_files": 1}),
 }
 
 if __name__ == "__main__":

@@ -14,7 +14,10 @@
 // deadline); profiles of extreme magnitudes (an OK answer's times and speed-ups are finite
 // and > 0), prices and budgets near the price steps (no plan over budget), Replan of
 // many-type clusters with f >= 1 (no RESOURCE_EXHAUSTED where a fresh Plan of the
-// survivors works).
+// survivors works). Oobleck's drop-in (issue 26): Instantiate (an OK answer uses every
+// node, splits exactly the global batch and adds up its time), and the request fields
+// stage_gpus, inline profiles and fault_tolerance_rule, decided after every older decision
+// so that the older seeds keep their meaning.
 #include <fuzzer/FuzzedDataProvider.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/grpcpp.h>
@@ -33,6 +36,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/file_reader.h"
 #include "core/profile.h"
 #include "core/profile_catalog.h"
 #include "core/template_planner.h"
@@ -52,6 +56,12 @@ constexpr auto kLateness = std::chrono::milliseconds(100);
 constexpr auto kQuiet = std::chrono::milliseconds(200);
 constexpr double kMaxCpuAfterMs = 60;
 
+std::string ReadOrDie(const std::string& path) {
+  absl::StatusOr<std::string> text = oobleck::ReadRegularFile(path);
+  if (!text.ok()) std::abort();
+  return *std::move(text);
+}
+
 struct Harness {
   oobleck::ProfileCatalog catalog;
   oobleck::TemplateCache cache{32 << 20};
@@ -63,11 +73,18 @@ struct Harness {
   std::unique_ptr<pb::Planner::Stub> stub;
   std::unique_ptr<pb::Planner::Stub> fresh;  // the same catalog, never a cache hit
   pb::PlanResponse plan;  // a real plan of a 4-node cluster, for Replan requests
+  pb::OobleckProfileFiles files;  // the harness profile's files, for inline profiles
+  std::string fingerprint;        // and its fingerprint
 
   Harness() {
     const std::string dir = OOBLECK_SOURCE_DIR "/examples/profiles/gpt2-xl/rtx4090";
     auto profile = oobleck::LoadOobleckProfileDir(dir, "gpt2-xl", "rtx4090", 1);
-    if (!profile.ok() || !catalog.Put(*std::move(profile), false).ok()) std::abort();
+    if (!profile.ok()) std::abort();
+    fingerprint = profile->Fingerprint();
+    if (!catalog.Put(*std::move(profile), false).ok()) std::abort();
+    files.set_mb_json(ReadOrDie(dir + "/mb1.json"));
+    files.set_allreduce_in_node_json(ReadOrDie(dir + "/allreduce_in_node.json"));
+    files.set_allreduce_across_nodes_json(ReadOrDie(dir + "/allreduce_across_nodes.json"));
     service = std::make_unique<oobleck::server::PlannerService>(&catalog, &cache, 2);
     auto started = oobleck::server::StartPlannerServer("127.0.0.1:0", service.get());
     if (!started.ok()) std::abort();
@@ -222,6 +239,52 @@ void RunawaySizes(FuzzedDataProvider& in, pb::PlanTemplatesRequest* r) {
   }
 }
 
+// An inline profile: fuzzed layers, Oobleck's files (the harness's, or text), or a
+// fingerprint (the harness profile's, or text), under either all-reduce key convention.
+void FillInlineProfile(FuzzedDataProvider& in, pb::InlineProfile* profile) {
+  profile->set_gpu_type(in.ConsumeBool() ? "rtx4090" : Name(in, "g", 0));
+  switch (in.ConsumeIntegralInRange(0, 3)) {
+    case 0: {
+      const int layers = in.ConsumeIntegralInRange(0, 6);
+      for (int l = 0; l < layers; ++l) {
+        pb::LayerProfile* layer = profile->mutable_layers()->add_layers();
+        layer->set_forward_ms(Special(in));
+        layer->set_backward_ms(Special(in));
+        layer->set_param_bytes(in.ConsumeBool() ? Special(in) : 1e6);
+        layer->set_activation_bytes(in.ConsumeBool() ? Special(in) : 1e6);
+        const int keys = in.ConsumeIntegralInRange(0, 3);
+        for (int k = 0; k < keys; ++k) {
+          (*layer->mutable_allreduce_in_node_ms())[in.ConsumeIntegralInRange(-1, 9)] =
+              Special(in);
+          (*layer->mutable_allreduce_across_nodes_ms())[in.ConsumeIntegralInRange(-1, 9)] =
+              Special(in);
+        }
+      }
+      break;
+    }
+    case 1:
+      *profile->mutable_files() = Get().files;
+      if (in.ConsumeBool()) profile->mutable_files()->set_allreduce_in_node_json(Text(in, 64));
+      if (in.ConsumeBool()) profile->mutable_files()->set_mb_json(Text(in, 64));
+      break;
+    case 2:
+      profile->set_fingerprint(Get().fingerprint);
+      break;
+    default:
+      profile->set_fingerprint(Text(in, 20));
+  }
+  profile->set_allreduce_key(static_cast<pb::AllreduceKey>(in.ConsumeIntegralInRange(0, 2)));
+}
+
+// The drop-in's fields of PlanTemplatesRequest and PlanRequest: 0 (an input that ended
+// before) leaves the request as it is.
+template <typename Request>
+void DropInFields(FuzzedDataProvider& in, Request* r) {
+  r->set_stage_gpus(static_cast<pb::StageGpus>(in.ConsumeIntegralInRange(0, 3)));
+  const int profiles = in.ConsumeIntegralInRange(0, 2);
+  for (int i = 0; i < profiles; ++i) FillInlineProfile(in, r->add_profiles());
+}
+
 pb::PlanTemplatesRequest TemplatesRequest(FuzzedDataProvider& in) {
   pb::PlanTemplatesRequest r;
   FillJob(in, &r);
@@ -234,6 +297,7 @@ pb::PlanTemplatesRequest TemplatesRequest(FuzzedDataProvider& in) {
     for (int k = 0; k < counts; ++k) mix->add_counts(in.ConsumeIntegralInRange(-1, 9));
   }
   RunawaySizes(in, &r);
+  DropInFields(in, &r);
   return r;
 }
 
@@ -252,6 +316,11 @@ pb::PlanRequest PlanRequest(FuzzedDataProvider& in) {
       node->set_node_type(Name(in, "t", in.ConsumeIntegralInRange(0, 3)));
     }
   }
+  DropInFields(in, &r);
+  r.set_fault_tolerance_rule(
+      static_cast<pb::FaultToleranceRule>(in.ConsumeIntegralInRange(0, 2)));
+  r.set_fault_tolerance(r.fault_tolerance() + in.ConsumeIntegralInRange(0, 3));
+  if (in.ConsumeBool()) r.set_objective("oobleck-instantiation");
   return r;
 }
 
@@ -308,6 +377,11 @@ pb::ReplanRequest ReplanRequest(FuzzedDataProvider& in) {
     }
   }
   if (in.ConsumeBool()) FillCluster(in, r.mutable_request()->mutable_cluster());
+  pb::PlanRequest* job = r.mutable_request();
+  job->set_stage_gpus(static_cast<pb::StageGpus>(in.ConsumeIntegralInRange(0, 3)));
+  job->set_fault_tolerance_rule(
+      static_cast<pb::FaultToleranceRule>(in.ConsumeIntegralInRange(0, 2)));
+  job->set_fault_tolerance(job->fault_tolerance() + in.ConsumeIntegralInRange(0, 3));
   return r;
 }
 
@@ -628,11 +702,85 @@ void ManyTypeReplan(FuzzedDataProvider& in) {
   }
 }
 
+// Instantiate: templates, node counts, batches and all-reduce tables at and past their limits
+// (docs/ERRORS.md#instantiate). An OK answer uses every node, splits exactly the global batch
+// with one count per used template, and its times add up and are finite.
+pb::InstantiateRequest InstantiateRequest(FuzzedDataProvider& in) {
+  pb::InstantiateRequest r;
+  const int templates = in.ConsumeBool() ? in.ConsumeIntegralInRange(0, 1100)
+                                         : in.ConsumeIntegralInRange(0, 5);
+  for (int t = 0; t < templates && in.remaining_bytes() > 0; ++t) {
+    pb::TemplateShape* shape = r.add_templates();
+    shape->set_num_nodes(in.ConsumeBool() ? in.ConsumeIntegralInRange(1, 8)
+                                          : in.ConsumeIntegral<int32_t>());
+    shape->set_num_stages(in.ConsumeIntegralInRange(-1, 64));
+    shape->set_iteration_time_ms(in.ConsumeBool() ? in.ConsumeIntegralInRange(1, 1000)
+                                                  : Magnitude(in));
+  }
+  r.set_num_nodes(in.ConsumeBool() ? in.ConsumeIntegralInRange(-1, 40)
+                                   : in.ConsumeIntegral<int32_t>());
+  r.set_global_batch(in.ConsumeBool() ? in.ConsumeIntegralInRange(-1, 600)
+                                      : in.ConsumeIntegralInRange(-1, (1 << 20) + 1));
+  const int entries = in.ConsumeIntegralInRange(0, 40);
+  for (int e = 0; e < entries; ++e) {
+    const int pipelines = in.ConsumeBool() ? e + 1 : in.ConsumeIntegralInRange(-1, 70000);
+    (*r.mutable_allreduce_across_pipelines_ms())[pipelines] =
+        in.ConsumeBool() ? e : Special(in);
+  }
+  if (in.ConsumeBool()) {
+    for (int t = 0; t < r.templates_size(); ++t) {
+      r.add_instances(in.ConsumeIntegralInRange(-1, 9));
+    }
+    if (in.ConsumeBool()) r.add_instances(1);  // one too many
+    if (in.ConsumeBool()) r.set_num_nodes(0);
+  }
+  return r;
+}
+
+void CheckInstantiateAnswer(const pb::InstantiateRequest& r, const pb::InstantiateResponse& a) {
+  if (a.instances_size() != r.templates_size() || a.microbatches_size() != r.templates_size()) {
+    Finding("an answer without one instance and micro-batch count per template", r);
+  }
+  int64_t nodes = 0, batch = 0, pipelines = 0;
+  double slowest = 0;
+  for (int t = 0; t < r.templates_size(); ++t) {
+    if (a.instances(t) < 0 || (a.instances(t) > 0) != (a.microbatches(t) > 0)) {
+      Finding(absl::StrCat("template ", t, ": instances ", a.instances(t), ", microbatches ",
+                           a.microbatches(t)), r);
+    }
+    nodes += int64_t{a.instances(t)} * r.templates(t).num_nodes();
+    batch += int64_t{a.instances(t)} * a.microbatches(t);
+    pipelines += a.instances(t);
+    if (a.instances(t) > 0) {
+      slowest = std::max(slowest, r.templates(t).iteration_time_ms() * a.microbatches(t));
+    }
+  }
+  const int64_t want_nodes = r.num_nodes() > 0 ? r.num_nodes() : nodes;
+  if (nodes != want_nodes || batch != r.global_batch() || pipelines != a.num_pipelines()) {
+    Finding(absl::StrCat("an answer of ", nodes, " nodes, ", batch, " micro-batches, ",
+                         pipelines, " pipelines (num_pipelines ", a.num_pipelines(), ")"), r);
+  }
+  if (!std::isfinite(a.iteration_time_ms()) || a.pipeline_time_ms() != slowest ||
+      a.iteration_time_ms() != a.pipeline_time_ms() + a.allreduce_ms()) {
+    Finding(absl::StrFormat("times %.17g = %.17g + %.17g (slowest pipeline %.17g)",
+                            a.iteration_time_ms(), a.pipeline_time_ms(), a.allreduce_ms(),
+                            slowest), r);
+  }
+}
+
+void Instantiate(FuzzedDataProvider& in) {
+  const pb::InstantiateRequest request = InstantiateRequest(in);
+  pb::InstantiateResponse response;
+  if (Call(&pb::Planner::Stub::Instantiate, request, "Instantiate", &response).ok()) {
+    CheckInstantiateAnswer(request, response);
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
-  switch (in.ConsumeIntegralInRange(0, 6)) {
+  switch (in.ConsumeIntegralInRange(0, 7)) {
     case 0:
       PlanTemplates(in);
       // A second request in the same input may meet the first one's cache entries.
@@ -657,8 +805,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 5:
       BudgetPlan(in);
       break;
-    default:
+    case 6:
       ManyTypeReplan(in);
+      break;
+    default:
+      Instantiate(in);
   }
   return 0;
 }

@@ -42,7 +42,8 @@ BRANCHES = {
     # get_rank_grid repeats each rank num_gpus_per_node / stage GPUs times, so a stage's
     # GPUs divide the node's.
     "sosp23-artifact": Branch("sosp23-artifact", True, "STAGE_GPUS_DIVISORS"),
-    # develop: allreduce_in_node_.at(num_gpus_), and a node is split only into equal halves.
+    # develop: allreduce_in_node_.at(num_gpus_), and its divide and conquer gives every stage
+    # a power of two GPUs (STAGE_GPUS_EQUAL_HALVES, docs/COST_MODEL.md#stages-and-templates).
     "develop": Branch("develop", False, "STAGE_GPUS_EQUAL_HALVES"),
 }
 

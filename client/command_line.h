@@ -51,6 +51,9 @@ struct CliOptions {
   double horizon_iterations = 1000;  // replan, only when given
   std::string objective = "time";    // plan: --objective time|cost
   double budget_per_hour = 0;        // plan: --budget-per-hour X (0: none)
+  // Predictions (client/evaluate_command.h).
+  std::string sailor_plan;  // --sailor-plan FILE
+  std::string sailor_data;  // --sailor-data DIR
   // Pictures (client/render_command.h).
   std::string svg;  // --svg FILE; "" none, "-" standard output
 };

@@ -139,6 +139,13 @@ absl::StatusOr<double> TransferSeconds(const SailorData& data, const StageReplic
   }
   auto curve = data.inter_node.find({Endpoint{a.zone, a.gpu_type, a.tp},
                                      Endpoint{b.zone, b.gpu_type, b.tp}});
+  if (curve == data.inter_node.end() && a.tp != b.tp) {
+    // Groups of different sizes that were not measured as such: as many GPUs at both ends
+    // as the smaller group has (the link the transfer cannot exceed).
+    const int n = std::min(a.tp, b.tp);
+    curve = data.inter_node.find(
+        {Endpoint{a.zone, a.gpu_type, n}, Endpoint{b.zone, b.gpu_type, n}});
+  }
   if (curve == data.inter_node.end()) {
     return Missing(field, absl::StrCat(": no measured bandwidth from ", a.tp, " ", a.gpu_type,
                                        " in ", a.zone, " to ", b.tp, " ", b.gpu_type, " in ",

@@ -18,8 +18,9 @@ namespace oobleck::fidelity {
 // fp32 parameter bytes of llm_info.json (the runs' setup, data/sailor/README.md).
 inline constexpr double kTrainingStateBytesPerParameterByte = 4.0;
 // Fraction of the network's measured bandwidth a cross-node gradient all-reduce reaches.
-// Calibrated on the 15 OPT-350 runs' measured gradient reduction times (`red_grads`).
-inline constexpr double kAllReduceEfficiency = 0.38;
+// Calibrated on the 15 OPT-350 runs' measured gradient reduction times (`red_grads`):
+// docs/COST_MODEL.md, "Predicting real runs".
+inline constexpr double kAllReduceEfficiency = 0.36;
 // Memory the runtime holds beyond tensors (CUDA context, NCCL buffers, the caching
 // allocator's slack), as a fraction of the GPU's memory. Calibrated on the 15 OPT-350 runs.
 inline constexpr double kRuntimeReserveFraction = 0.0485;

@@ -120,6 +120,24 @@ bool PlanFitsOneNode(const SailorPlan& plan) {
   return gpus <= first.gpus_per_node;
 }
 
+// The measured bandwidth between the groups of `a` and `b`: that pair as measured, else the
+// other direction (links are symmetric), else (groups of different sizes not measured as
+// such) both ends at the smaller size, the link the transfer cannot exceed. Null if none.
+const BandwidthCurve* InterNodeCurve(const SailorData& data, const StageReplica& a,
+                                     const StageReplica& b) {
+  const int n = std::min(a.tp, b.tp);
+  const std::pair<Endpoint, Endpoint> tries[] = {
+      {Endpoint{a.zone, a.gpu_type, a.tp}, Endpoint{b.zone, b.gpu_type, b.tp}},
+      {Endpoint{b.zone, b.gpu_type, b.tp}, Endpoint{a.zone, a.gpu_type, a.tp}},
+      {Endpoint{a.zone, a.gpu_type, n}, Endpoint{b.zone, b.gpu_type, n}},
+      {Endpoint{b.zone, b.gpu_type, n}, Endpoint{a.zone, a.gpu_type, n}}};
+  for (const auto& key : tries) {
+    auto it = data.inter_node.find(key);
+    if (it != data.inter_node.end()) return &it->second;
+  }
+  return nullptr;
+}
+
 // Seconds for each of `a`'s tp GPUs to send `bytes` to `b` (each tensor-parallel rank sends
 // the whole tensor, over its share of the node's link).
 absl::StatusOr<double> TransferSeconds(const SailorData& data, const StageReplica& a,
@@ -137,22 +155,14 @@ absl::StatusOr<double> TransferSeconds(const SailorData& data, const StageReplic
     const double total = bytes * a.tp;
     return total / curve->second.At(total);
   }
-  auto curve = data.inter_node.find({Endpoint{a.zone, a.gpu_type, a.tp},
-                                     Endpoint{b.zone, b.gpu_type, b.tp}});
-  if (curve == data.inter_node.end() && a.tp != b.tp) {
-    // Groups of different sizes that were not measured as such: as many GPUs at both ends
-    // as the smaller group has (the link the transfer cannot exceed).
-    const int n = std::min(a.tp, b.tp);
-    curve = data.inter_node.find(
-        {Endpoint{a.zone, a.gpu_type, n}, Endpoint{b.zone, b.gpu_type, n}});
-  }
-  if (curve == data.inter_node.end()) {
+  const BandwidthCurve* curve = InterNodeCurve(data, a, b);
+  if (curve == nullptr) {
     return Missing(field, absl::StrCat(": no measured bandwidth from ", a.tp, " ", a.gpu_type,
                                        " in ", a.zone, " to ", b.tp, " ", b.gpu_type, " in ",
                                        b.zone));
   }
   const double total = bytes * a.tp;
-  return total / curve->second.At(total);
+  return total / curve->At(total);
 }
 
 // One data-parallel pipeline (replica `r` of every stage) under 1F1B: every stage does each

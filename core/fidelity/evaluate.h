@@ -17,13 +17,12 @@ namespace oobleck::fidelity {
 // fp32 weights, gradients and AdamW's two moments: 16 bytes per parameter, i.e. 4 × the
 // fp32 parameter bytes of llm_info.json (the runs' setup, data/sailor/README.md).
 inline constexpr double kTrainingStateBytesPerParameterByte = 4.0;
-// Fraction of the network's measured bandwidth a cross-node gradient all-reduce reaches.
-// Calibrated on the 15 OPT-350 runs' measured gradient reduction times (`red_grads`):
-// docs/COST_MODEL.md, "Predicting real runs".
-inline constexpr double kAllReduceEfficiency = 0.36;
+// Fraction of the network's measured bandwidth a gradient all-reduce reaches: 1, not
+// calibrated (docs/COST_MODEL.md, "Predicting real runs", says why).
+inline constexpr double kAllReduceEfficiency = 1.0;
 // Memory the runtime holds beyond tensors (CUDA context, NCCL buffers, the caching
 // allocator's slack), as a fraction of the GPU's memory. Calibrated on the 15 OPT-350 runs.
-inline constexpr double kRuntimeReserveFraction = 0.0485;
+inline constexpr double kRuntimeReserveFraction = 0.0485;  // 5.0 GB of a 96 GiB GH200
 
 // Memory of one GPU, bytes.
 struct GpuMemory {

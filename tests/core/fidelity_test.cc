@@ -113,9 +113,10 @@ double Median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
-// The regression test of the model: the 15 runs it was calibrated on stay within the
-// issue's bounds (median 5 %; max 15 % for memory; time's worst run, a single-stage run at
-// micro-batch 1 whose profile overstates it, stays under 17 %).
+// The regression test of the model: the 15 measured runs stay within the issue's bounds
+// (median 5 %; max 15 % for memory; time's two worst runs, whose causes no model of the plan
+// sees (docs/COST_MODEL.md, "Predicting real runs"), stay under 17 %). Without the runtime
+// reserve, memory's median is 16 %; without the blocking p2p, four runs are off by 14-17 %.
 TEST(FidelityTest, Opt350RunsWithinBounds) {
   std::vector<double> time_errors, memory_errors;
   for (const auto& entry : std::filesystem::directory_iterator(kRuns)) {
@@ -172,6 +173,35 @@ TEST(FidelityTest, MixedReplicaTypesAndPerStageTp) {
   ASSERT_TRUE(per_stage_tp.ok()) << per_stage_tp.status();
   EXPECT_GT(per_stage_tp->memory[0][0].training_state, base->memory[0][0].training_state);
   EXPECT_NE(per_stage_tp->pipeline_s, base->pipeline_s);
+}
+
+TEST(FidelityTest, MeasuredLinksOnlyOneWayOrAtOtherSizes) {
+  // RTX-2080 pairs of 2 GPUs were measured to RTX-3090 but not to Titan-RTX; the
+  // Titan-RTX → RTX-2080 direction was.
+  json doc = RunDoc("N2_D2");  // 1 stage, dp 2, mbs 2
+  auto& replicas = doc["pipeline_list"][0]["tmp_per_stage"][0];
+  replicas[0] = json::parse(R"([[["RTX-2080", 4, "us-central1-a"]], 2])");
+  replicas[1] = json::parse(R"([[["Titan-RTX", 4, "us-central1-a"]], 2])");
+  auto e = EvaluateDoc(doc);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_GT(e->sync_s, 0);
+  // Stages at tp 4 and tp 2 of GH-96: the pair is measured as such.
+  doc = RunDoc("N2_D1");
+  doc["pipeline_list"][0]["tmp_per_stage"][1][0][1] = 2;
+  e = EvaluateDoc(doc);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_GT(e->p2p_s, 0);
+}
+
+TEST(FidelityTest, PlanInOneNodeUsesTheInNodeLink) {
+  json doc = RunDoc("N2_D1");  // 2 stages of tp 4 on two nodes
+  const auto across = EvaluateDoc(doc);
+  ASSERT_TRUE(across.ok()) << across.status();
+  for (auto& stage : doc["pipeline_list"][0]["tmp_per_stage"]) stage[0][1] = 2;
+  const auto one_node = EvaluateDoc(doc);  // tp 2 + tp 2 on one node of 4
+  ASSERT_TRUE(one_node.ok()) << one_node.status();
+  // The in-node link (250 GB/s for 4 GH200s) beats the network's (92 GB/s for 4).
+  EXPECT_LT(one_node->p2p_s, across->p2p_s);
 }
 
 TEST(FidelityTest, PlanNeedsWhatTheProfilesLack) {

@@ -126,6 +126,12 @@ ABSL_FLAG(std::vector<std::string>, allreduce_across, {},
 ABSL_FLAG(std::vector<std::string>, instances, {},
           "instantiate: fixed pipelines, one count per template (Oobleck's "
           "get_new_execution_plan): only the batch split is searched");
+// Predictions of a plan in Sailor's format (client/evaluate_command.h).
+ABSL_FLAG(std::string, sailor_plan, "",
+          "evaluate: a plan in Sailor's format (plan_config_*.json)");
+ABSL_FLAG(std::string, sailor_data, "",
+          "evaluate: folder of Sailor's profiles_tmp.json, llm_info.json, training_config_*.json "
+          "and bandwidth files (e.g. data/sailor)");
 
 // Pictures.
 ABSL_FLAG(std::string, svg, "",
@@ -136,11 +142,11 @@ namespace oobleck::client {
 namespace {
 
 constexpr std::string_view kCommands[] = {"load-profile", "list-profiles", "templates", "plan",
-                                          "replan", "instantiate", "render", "stats",
-                                          "health"};
+                                          "replan", "instantiate", "render", "evaluate",
+                                          "stats", "health"};
 constexpr char kCommandList[] =
-    "one of load-profile, list-profiles, templates, plan, replan, instantiate, render, stats, "
-    "health";
+    "one of load-profile, list-profiles, templates, plan, replan, instantiate, render, evaluate, "
+    "stats, health";
 
 // Connection flags an environment variable stands in for when the flag is not given, so
 // that a fixed command (the container's HEALTHCHECK) works with whatever TLS the
@@ -172,7 +178,7 @@ const std::vector<FlagUse>& FlagUses() {
       {"tls_ca", {}},
       {"tls_server_name", {}},
       {"auth_token_file", {}},
-      {"model", {"load-profile", "list-profiles", "templates"}},
+      {"model", {"load-profile", "list-profiles", "templates", "evaluate"}},
       {"gpu_type", {"load-profile", "templates"}},
       {"microbatch_size", {"load-profile", "templates"}},
       {"replace", {"load-profile", "templates", "plan"}},
@@ -198,6 +204,8 @@ const std::vector<FlagUse>& FlagUses() {
       {"join", {"replan"}},
       {"tolerance", {"replan"}},
       {"svg", {"templates", "plan", "replan", "render"}},
+      {"sailor_plan", {"evaluate"}},
+      {"sailor_data", {"evaluate"}},
       {"fault_tolerance", {"plan", "replan"}},
       {"objective", {"plan"}},
       {"budget_per_hour", {"plan"}},
@@ -281,6 +289,8 @@ CliOptions ReadFlags() {
   o.join = absl::GetFlag(FLAGS_join);
   o.tolerance = absl::GetFlag(FLAGS_tolerance);
   o.svg = absl::GetFlag(FLAGS_svg);
+  o.sailor_plan = absl::GetFlag(FLAGS_sailor_plan);
+  o.sailor_data = absl::GetFlag(FLAGS_sailor_data);
   o.fault_tolerance = absl::GetFlag(FLAGS_fault_tolerance);
   o.horizon_iterations = absl::GetFlag(FLAGS_horizon_iterations);
   o.objective = absl::GetFlag(FLAGS_objective);
@@ -450,6 +460,10 @@ std::string UsageText(const std::string& command) {
       "      Draws a saved --json answer of templates, plan or replan as an SVG picture\n"
       "      (no server needed). A replan answer needs --plan, the plan it started from.\n"
       "      templates, plan and replan draw the same pictures with --svg FILE.\n"
+      "  evaluate --sailor-plan FILE --sailor-data DIR [--model M] [--json]\n"
+      "      Predicts the iteration time (with its breakdown) and the peak memory per GPU of\n"
+      "      a plan in Sailor's format from Sailor's profiles and measured bandwidths (no\n"
+      "      server needed; docs/COST_MODEL.md, \"Predicting real runs\").\n"
       "  stats\n"
       "      Cache and request counters of the server.\n"
       "  health\n"

@@ -59,6 +59,9 @@ struct CliOptions {
   int num_nodes = 0;                          // --num-nodes N
   std::vector<std::string> allreduce_across;  // --allreduce-across PIPELINES:MS [...]
   std::vector<std::string> instances;         // --instances I [...]
+  // Predictions (client/evaluate_command.h).
+  std::string sailor_plan;  // --sailor-plan FILE
+  std::string sailor_data;  // --sailor-data DIR
   // Pictures (client/render_command.h).
   std::string svg;  // --svg FILE; "" none, "-" standard output
 };

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/channel_security.h"
 #include "client/command_line.h"
+#include "client/evaluate_command.h"
 #include "client/instantiate_command.h"
 #include "client/output.h"
 #include "client/plan_commands.h"
@@ -136,6 +137,9 @@ absl::Status CheckUsage(const CommandLine& cl) {
   if (cl.command == "instantiate") return CheckInstantiateUsage(cl);
   if (cl.command == "plan" || cl.command == "replan") return CheckPlanUsage(cl);
   if (cl.command == "render" && o.job.microbatches < 0) return Usage("--microbatches must be >= 0");
+  if (cl.command == "evaluate" && (o.sailor_plan.empty() || o.sailor_data.empty())) {
+    return Usage("evaluate needs --sailor-plan FILE and --sailor-data DIR");
+  }
   if (cl.command != "templates") return absl::OkStatus();
 
   if (cl.IsSet("nodes")) {
@@ -364,8 +368,8 @@ int RunCommand(int argc, char** argv) {
     std::cerr << "run oobleck-plan " << cl->command << " --help for usage\n";
     return 2;
   }
-  if (cl->command == "render") {  // draws a file; no server
-    absl::Status status = RunRender(*cl);
+  if (cl->command == "render" || cl->command == "evaluate") {  // reads files; no server
+    absl::Status status = cl->command == "render" ? RunRender(*cl) : RunEvaluate(*cl);
     if (!status.ok()) PrintError(status);
     return status.ok() ? 0 : 1;
   }

@@ -1,0 +1,63 @@
+// Predicts the iteration time and the peak GPU memory of a plan in Sailor's format from
+// Sailor's measured profiles and bandwidths (docs/COST_MODEL.md, "Predicting real runs").
+// bench/fidelity compares the predictions with the runs of data/sailor/validation.
+#ifndef OOBLECK_CORE_FIDELITY_EVALUATE_H_
+#define OOBLECK_CORE_FIDELITY_EVALUATE_H_
+
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/fidelity/sailor_data.h"
+
+namespace oobleck::fidelity {
+
+// The model's constants (docs/COST_MODEL.md says where each comes from).
+// fp32 weights, gradients and AdamW's two moments: 16 bytes per parameter, i.e. 4 × the
+// fp32 parameter bytes of llm_info.json (the runs' setup, data/sailor/README.md).
+inline constexpr double kTrainingStateBytesPerParameterByte = 4.0;
+// Fraction of the network's measured bandwidth a gradient all-reduce reaches: 1, not
+// calibrated (docs/COST_MODEL.md, "Predicting real runs", says why).
+inline constexpr double kAllReduceEfficiency = 1.0;
+// Memory the runtime holds beyond tensors (CUDA context, NCCL buffers, the caching
+// allocator's slack), as a fraction of the GPU's memory. Calibrated on the 15 OPT-350 runs.
+inline constexpr double kRuntimeReserveFraction = 0.0485;  // 5.0 GB of a 96 GiB GH200
+
+// Memory of one GPU, bytes.
+struct GpuMemory {
+  double training_state = 0;  // weights, gradients, optimizer moments
+  double activations = 0;     // micro-batches in flight under 1F1B, plus one layer's backward
+  double reserve = 0;         // runtime reserve of the GPU type
+  double total() const { return training_state + activations + reserve; }
+};
+
+struct Evaluation {
+  std::string model;
+  int microbatches = 0;      // per pipeline: gbs / (mbs × dp)
+  int slowest_pipeline = 0;  // index of the data-parallel pipeline that sets the pace
+  // Seconds. iteration = pipeline + sync + update; bubble and p2p are parts of pipeline.
+  double iteration_s = 0;
+  double pipeline_s = 0;
+  double bubble_s = 0;
+  double p2p_s = 0;
+  double sync_s = 0;
+  double update_s = 0;
+  std::vector<std::vector<GpuMemory>> memory;  // [stage][replica], one GPU of the replica
+  double peak_memory_bytes = 0;
+};
+
+// Predicts `plan`. The model is the plan's own, else `model` if not empty, else the one
+// model of `data` with as many layers as the plan. FAILED_PRECONDITION naming the field when
+// the data lack what the plan needs (the model, a GPU type, a micro-batch size or tp in the
+// profiles, a layer size, a bandwidth between two replicas); INVALID_ARGUMENT when the plan's
+// layers are not a partition of the model's.
+absl::StatusOr<Evaluation> EvaluateSailorPlan(const SailorData& data, const SailorPlan& plan,
+                                              absl::string_view model = "");
+
+// Memory of one GPU of `gpu_type`, bytes (published sizes); FAILED_PRECONDITION if unknown.
+absl::StatusOr<double> GpuMemoryBytes(absl::string_view gpu_type);
+
+}  // namespace oobleck::fidelity
+
+#endif  // OOBLECK_CORE_FIDELITY_EVALUATE_H_

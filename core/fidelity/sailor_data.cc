@@ -1,0 +1,408 @@
+#include "core/fidelity/sailor_data.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include "absl/strings/string_view.h"
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+#include "core/field_path.h"
+#include "core/file_reader.h"
+#include "core/json_document.h"
+#include "core/status_macros.h"
+
+namespace oobleck::fidelity {
+namespace {
+
+using json = nlohmann::json;
+
+// Paths name the file and the keys down to the value: "llm_info.json/OPT-350/4/3/params_bytes".
+std::string Sub(absl::string_view path, absl::string_view key) {
+  return path.empty() ? std::string(key) : absl::StrCat(path, "/", key);
+}
+
+// The same error with `file: ` before its message.
+absl::Status InFile(const absl::Status& status, absl::string_view file) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(file, ": ", status.message()));
+}
+
+absl::Status RequireObject(const json& v, absl::string_view path) {
+  if (v.is_object()) return absl::OkStatus();
+  return InvalidField(path, " must be a JSON object");
+}
+
+absl::StatusOr<const json*> Member(const json& v, absl::string_view path, const char* key) {
+  RETURN_IF_ERROR(RequireObject(v, path));
+  auto it = v.find(key);
+  if (it == v.end()) return InvalidField(Sub(path, key), " is required");
+  return &*it;
+}
+
+absl::StatusOr<double> NonNegative(const json& v, absl::string_view path) {
+  if (!v.is_number()) return InvalidField(path, " must be a number");
+  const double x = v.get<double>();
+  if (!std::isfinite(x) || x < 0) return InvalidValue(path, ">= 0", x);
+  return x;
+}
+
+absl::StatusOr<int> PositiveInt(const json& v, absl::string_view path) {
+  if (!v.is_number_integer()) return InvalidField(path, " must be an integer");
+  const int64_t x = v.get<int64_t>();
+  if (x < 1 || x > (int64_t{1} << 30)) return InvalidValue(path, "in [1, 2^30]", x);
+  return static_cast<int>(x);
+}
+
+// A key that is a count or an index ("8"): non-negative decimal.
+absl::StatusOr<int> KeyNumber(const std::string& key, absl::string_view path) {
+  int x = -1;
+  const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), x);
+  if (ec != std::errc() || end != key.data() + key.size() || x < 0) {
+    return InvalidField(Sub(path, key), " must be keyed by a non-negative integer");
+  }
+  return x;
+}
+
+// An object keyed "0" … "n-1" (any order) as a vector, each value read by `read`.
+template <typename T, typename Read>
+absl::StatusOr<std::vector<T>> LayerList(const json& v, absl::string_view path, Read read) {
+  RETURN_IF_ERROR(RequireObject(v, path));
+  std::vector<std::optional<T>> slots(v.size());
+  for (const auto& [key, value] : v.items()) {
+    ASSIGN_OR_RETURN(const int layer, KeyNumber(key, path));
+    if (layer >= static_cast<int>(slots.size())) {
+      return InvalidField(path, absl::StrCat(" has ", slots.size(), " layers but names layer ",
+                                             layer, " (layers must be 0 … n-1)"));
+    }
+    ASSIGN_OR_RETURN(T item, read(value, Sub(path, key)));
+    slots[layer] = std::move(item);
+  }
+  std::vector<T> out;
+  for (auto& slot : slots) out.push_back(*slot);  // keys are distinct, so all are filled
+  return out;
+}
+
+absl::StatusOr<LayerTimes> ReadLayerTimes(const json& v, const std::string& path) {
+  if (!v.is_array() || v.size() != 3) {
+    return InvalidField(path, " must be [forward_s, backward_s, update_s]");
+  }
+  LayerTimes t;
+  ASSIGN_OR_RETURN(t.forward_s, NonNegative(v[0], Sub(path, "0")));
+  ASSIGN_OR_RETURN(t.backward_s, NonNegative(v[1], Sub(path, "1")));
+  ASSIGN_OR_RETURN(t.update_s, NonNegative(v[2], Sub(path, "2")));
+  return t;
+}
+
+absl::StatusOr<LayerSizes> ReadLayerSizes(const json& v, const std::string& path) {
+  LayerSizes s;
+  for (auto [key, out] : {std::pair{"params_bytes", &s.params_bytes},
+                          std::pair{"act_output_bytes", &s.act_output_bytes},
+                          std::pair{"act_mem_bytes", &s.act_mem_bytes}}) {
+    ASSIGN_OR_RETURN(const json* field, Member(v, path, key));
+    ASSIGN_OR_RETURN(*out, NonNegative(*field, Sub(path, key)));
+  }
+  return s;
+}
+
+absl::StatusOr<BandwidthCurve> ReadCurve(const json& v, const std::string& path) {
+  if (!v.is_array() || v.size() != 2 || !v[0].is_array() || v[0].size() != 3) {
+    return InvalidField(path, " must be [[c0, c1, c2], bytes_per_s]");
+  }
+  BandwidthCurve c;
+  for (int i = 0; i < 3; ++i) {
+    const std::string at = absl::StrCat(path, "/0/", i);
+    if (!v[0][i].is_number() || !std::isfinite(v[0][i].get<double>())) {
+      return InvalidField(at, " must be a number");
+    }
+    c.coefficients[i] = v[0][i].get<double>();
+  }
+  ASSIGN_OR_RETURN(c.peak_bytes_per_s, NonNegative(v[1], Sub(path, "1")));
+  if (c.peak_bytes_per_s <= 0) return InvalidValue(Sub(path, "1"), "> 0", c.peak_bytes_per_s);
+  return c;
+}
+
+// Calls visit(key_number, value, path) for each entry of an object keyed by numbers.
+template <typename Visit>
+absl::Status ForEachNumbered(const json& v, absl::string_view path, Visit visit) {
+  RETURN_IF_ERROR(RequireObject(v, path));
+  for (const auto& [key, value] : v.items()) {
+    ASSIGN_OR_RETURN(const int n, KeyNumber(key, path));
+    RETURN_IF_ERROR(visit(n, value, Sub(path, key)));
+  }
+  return absl::OkStatus();
+}
+
+// Calls visit(key, value, path) for each entry of an object.
+template <typename Visit>
+absl::Status ForEachNamed(const json& v, absl::string_view path, Visit visit) {
+  RETURN_IF_ERROR(RequireObject(v, path));
+  for (const auto& [key, value] : v.items()) RETURN_IF_ERROR(visit(key, value, Sub(path, key)));
+  return absl::OkStatus();
+}
+
+absl::Status ReadProfiles(const json& doc, SailorData& data) {
+  return ForEachNamed(doc, "profiles_tmp.json", [&](const std::string& model, const json& m,
+                                                    const std::string& mp) {
+    return ForEachNamed(m, mp, [&](const std::string& gpu, const json& g, const std::string& gp) {
+      return ForEachNumbered(g, gp, [&](int mbs, const json& b, const std::string& bp) {
+        return ForEachNumbered(b, bp, [&](int tp, const json& t, const std::string& tpp) {
+          if (mbs < 1 || tp < 1) return InvalidField(tpp, ": mbs and tp must be >= 1");
+          ASSIGN_OR_RETURN(data.profiles[model][gpu][mbs][tp],
+                           LayerList<LayerTimes>(t, tpp, ReadLayerTimes));
+          return absl::OkStatus();
+        });
+      });
+    });
+  });
+}
+
+absl::Status ReadLayerInfo(const json& doc, SailorData& data) {
+  return ForEachNamed(doc, "llm_info.json", [&](const std::string& model, const json& m,
+                                                const std::string& mp) {
+    return ForEachNumbered(m, mp, [&](int tp, const json& t, const std::string& tp_path) {
+      if (tp < 1) return InvalidField(tp_path, ": tp must be >= 1");
+      ASSIGN_OR_RETURN(data.layer_sizes[model][tp],
+                       LayerList<LayerSizes>(t, tp_path, ReadLayerSizes));
+      return absl::OkStatus();
+    });
+  });
+}
+
+// [zone][gpu][n][zone][gpu][n] = curve.
+absl::Status ReadInterNode(const json& doc, const std::string& file, SailorData& data) {
+  return ForEachNamed(doc, file, [&](const std::string& za, const json& a1, const std::string& p1) {
+    return ForEachNamed(a1, p1, [&](const std::string& ga, const json& a2, const std::string& p2) {
+      return ForEachNumbered(a2, p2, [&](int na, const json& a3, const std::string& p3) {
+        return ForEachNamed(a3, p3, [&](const std::string& zb, const json& b1,
+                                        const std::string& q1) {
+          return ForEachNamed(b1, q1, [&](const std::string& gb, const json& b2,
+                                          const std::string& q2) {
+            return ForEachNumbered(b2, q2, [&](int nb, const json& c, const std::string& q3) {
+              ASSIGN_OR_RETURN(BandwidthCurve curve, ReadCurve(c, q3));
+              data.inter_node[{Endpoint{za, ga, na}, Endpoint{zb, gb, nb}}] = curve;
+              return absl::OkStatus();
+            });
+          });
+        });
+      });
+    });
+  });
+}
+
+absl::Status ReadIntraNode(const json& doc, SailorData& data) {
+  const std::string file = "intra_node_bandwidths.json";
+  return ForEachNamed(doc, file, [&](const std::string& gpu, const json& g, const std::string& gp) {
+    return ForEachNumbered(g, gp, [&](int n, const json& c, const std::string& cp) {
+      ASSIGN_OR_RETURN(data.intra_node[gpu][n], ReadCurve(c, cp));
+      return absl::OkStatus();
+    });
+  });
+}
+
+absl::Status ReadTrainingConfig(const json& doc, const std::string& file, SailorData& data) {
+  ASSIGN_OR_RETURN(const json* model, Member(doc, file, "model"));
+  if (!model->is_string()) return InvalidField(Sub(file, "model"), " must be a string");
+  ASSIGN_OR_RETURN(const json* layers, Member(doc, file, "num_all_layers"));
+  ASSIGN_OR_RETURN(data.num_all_layers[model->get<std::string>()],
+                   PositiveInt(*layers, Sub(file, "num_all_layers")));
+  return absl::OkStatus();
+}
+
+// Every layer list of a model has the model's layer count.
+absl::Status CheckLayerCounts(const SailorData& data) {
+  for (const auto& [model, by_tp] : data.layer_sizes) {
+    auto want = data.num_all_layers.find(model);
+    for (const auto& [tp, layers] : by_tp) {
+      if (want != data.num_all_layers.end() && static_cast<int>(layers.size()) != want->second) {
+        return InvalidField(absl::StrCat("llm_info.json/", model, "/", tp),
+                            absl::StrCat(" has ", layers.size(), " layers but the training "
+                                         "config says num_all_layers ", want->second));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<json> ReadJson(const std::filesystem::path& path, const std::string& shown) {
+  ASSIGN_OR_RETURN(std::string text, ReadRegularFile(path, shown));
+  auto doc = ParseJsonDocument(text);
+  if (!doc.ok()) return InFile(doc.status(), shown);
+  return *std::move(doc);
+}
+
+
+absl::StatusOr<const json*> ArrayOf(const json& v, absl::string_view path, const char* key,
+                                    size_t size) {
+  ASSIGN_OR_RETURN(const json* a, Member(v, path, key));
+  if (!a->is_array() || a->size() != size) {
+    return InvalidField(Sub(path, key), absl::StrCat(" must be an array of ", size,
+                                                     " entries (one per stage)"));
+  }
+  return a;
+}
+
+// [[[gpu_type, gpus_per_node, zone]], tp]
+absl::StatusOr<StageReplica> ReadReplica(const json& v, const std::string& path) {
+  if (!v.is_array() || v.size() != 2 || !v[0].is_array()) {
+    return InvalidField(path, " must be [[[gpu_type, gpus_per_node, zone]], tp]");
+  }
+  if (v[0].size() != 1) {
+    return InvalidField(Sub(path, "0"), " must name exactly one node (a replica runs on one "
+                                        "node)");
+  }
+  const json& node = v[0][0];
+  const std::string node_path = Sub(Sub(path, "0"), "0");
+  if (!node.is_array() || node.size() != 3 || !node[0].is_string() || !node[2].is_string()) {
+    return InvalidField(node_path, " must be [gpu_type, gpus_per_node, zone]");
+  }
+  StageReplica r;
+  r.gpu_type = node[0].get<std::string>();
+  r.zone = node[2].get<std::string>();
+  ASSIGN_OR_RETURN(r.gpus_per_node, PositiveInt(node[1], Sub(node_path, "1")));
+  ASSIGN_OR_RETURN(r.tp, PositiveInt(v[1], Sub(path, "1")));
+  if (r.tp > r.gpus_per_node) {
+    return InvalidField(Sub(path, "1"), absl::StrCat(" (tp ", r.tp, ") must be at most the "
+                                                     "node's GPUs (", r.gpus_per_node, ")"));
+  }
+  return r;
+}
+
+// Stage s holds the layers right after stage s-1's, in order, at least one.
+absl::StatusOr<std::vector<int>> ReadStageLayers(const json& v, const std::string& path,
+                                                 int first) {
+  if (!v.is_array() || v.empty()) return InvalidField(path, " must be a non-empty array");
+  std::vector<int> layers;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string at = Sub(path, std::to_string(i));
+    if (!v[i].is_number_integer()) return InvalidField(at, " must be an integer");
+    const int64_t layer = v[i].get<int64_t>();
+    if (layer != first + static_cast<int64_t>(i)) {
+      return InvalidField(at, absl::StrCat(" must be layer ", first + static_cast<int64_t>(i),
+                                           " (got ", layer, "): layers_per_stage must list "
+                                           "0 … n-1 in order, each layer once"));
+    }
+    layers.push_back(static_cast<int>(layer));
+  }
+  return layers;
+}
+
+absl::Status ReadStages(const json& pipeline, const std::string& path, SailorPlan& plan) {
+  ASSIGN_OR_RETURN(const json* n, Member(pipeline, path, "num_stages"));
+  ASSIGN_OR_RETURN(const int stages, PositiveInt(*n, Sub(path, "num_stages")));
+  ASSIGN_OR_RETURN(const json* layers, ArrayOf(pipeline, path, "layers_per_stage", stages));
+  ASSIGN_OR_RETURN(const json* dp, ArrayOf(pipeline, path, "dp", stages));
+  ASSIGN_OR_RETURN(const json* tmp, ArrayOf(pipeline, path, "tmp_per_stage", stages));
+  int next_layer = 0;
+  for (int s = 0; s < stages; ++s) {
+    const std::string at = std::to_string(s);
+    ASSIGN_OR_RETURN(plan.layers_per_stage.emplace_back(),
+                     ReadStageLayers((*layers)[s], Sub(Sub(path, "layers_per_stage"), at),
+                                     next_layer));
+    next_layer += static_cast<int>(plan.layers_per_stage.back().size());
+    const std::string dp_path = Sub(Sub(path, "dp"), at);
+    ASSIGN_OR_RETURN(const int replicas, PositiveInt((*dp)[s], dp_path));
+    if (s > 0 && replicas != static_cast<int>(plan.replicas[0].size())) {
+      return InvalidField(dp_path, absl::StrCat(" (", replicas, ") must equal dp of stage 0 (",
+                                                plan.replicas[0].size(), ")"));
+    }
+    const json& list = (*tmp)[s];
+    const std::string list_path = Sub(Sub(path, "tmp_per_stage"), at);
+    if (!list.is_array() || static_cast<int>(list.size()) != replicas) {
+      return InvalidField(list_path, absl::StrCat(" must list dp = ", replicas, " replicas"));
+    }
+    auto& row = plan.replicas.emplace_back();
+    for (size_t r = 0; r < list.size(); ++r) {
+      ASSIGN_OR_RETURN(row.emplace_back(), ReadReplica(list[r], Sub(list_path, std::to_string(r))));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<double>> OptionalNonNegative(const json& doc, const char* key) {
+  auto it = doc.find(key);
+  if (it == doc.end() || it->is_null()) return std::nullopt;
+  ASSIGN_OR_RETURN(const double x, NonNegative(*it, key));
+  return x;
+}
+
+}  // namespace
+
+double BandwidthCurve::At(double bytes) const {
+  // Below 1 MB the fit is outside its range: messages are priced as 1 MB ones.
+  const double x = std::log2(std::max(bytes, 1e6) / 1e6);
+  const double gb_per_s = (coefficients[0] * x + coefficients[1]) * x + coefficients[2];
+  // A fit can turn down (or negative) past its range: never below 1 % of the peak.
+  return std::clamp(gb_per_s * 1e9, 0.01 * peak_bytes_per_s, peak_bytes_per_s);
+}
+
+absl::StatusOr<SailorData> SailorDataFromJson(const std::map<std::string, json>& docs) {
+  SailorData data;
+  for (const auto& [file, doc] : docs) {
+    if (file == "profiles_tmp.json") {
+      RETURN_IF_ERROR(ReadProfiles(doc, data));
+    } else if (file == "llm_info.json") {
+      RETURN_IF_ERROR(ReadLayerInfo(doc, data));
+    } else if (file == "intra_node_bandwidths.json") {
+      RETURN_IF_ERROR(ReadIntraNode(doc, data));
+    } else if (file.starts_with("multizone_bandwidths")) {
+      RETURN_IF_ERROR(ReadInterNode(doc, file, data));
+    } else if (file.starts_with("training_config_")) {
+      RETURN_IF_ERROR(ReadTrainingConfig(doc, file, data));
+    }
+  }
+  RETURN_IF_ERROR(CheckLayerCounts(data));
+  return data;
+}
+
+absl::StatusOr<SailorData> LoadSailorData(const std::filesystem::path& dir) {
+  std::map<std::string, json> docs;
+  std::vector<std::string> files = {"profiles_tmp.json", "llm_info.json",
+                                    "intra_node_bandwidths.json", "multizone_bandwidths.json",
+                                    "multizone_bandwidths_het.json"};
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with("training_config_") && name.ends_with(".json")) files.push_back(name);
+  }
+  if (ec) return absl::NotFoundError(absl::StrCat(dir.string(), ": ", ec.message()));
+  for (const std::string& name : files) {
+    ASSIGN_OR_RETURN(docs[name], ReadJson(dir / name, (dir / name).string()));
+  }
+  return SailorDataFromJson(docs);
+}
+
+absl::StatusOr<SailorPlan> SailorPlanFromJson(const json& doc) {
+  SailorPlan plan;
+  RETURN_IF_ERROR(RequireObject(doc, "plan"));
+  if (auto it = doc.find("model"); it != doc.end()) {
+    if (!it->is_string()) return InvalidField("model", " must be a string");
+    plan.model = it->get<std::string>();
+  }
+  ASSIGN_OR_RETURN(const json* mbs, Member(doc, "", "mbs"));
+  ASSIGN_OR_RETURN(plan.microbatch_size, PositiveInt(*mbs, "mbs"));
+  ASSIGN_OR_RETURN(const json* gbs, Member(doc, "", "gbs"));
+  ASSIGN_OR_RETURN(plan.global_batch, PositiveInt(*gbs, "gbs"));
+  ASSIGN_OR_RETURN(plan.real_iteration_s, OptionalNonNegative(doc, "real"));
+  ASSIGN_OR_RETURN(plan.real_max_memory_bytes, OptionalNonNegative(doc, "max_mem"));
+  ASSIGN_OR_RETURN(const json* list, Member(doc, "", "pipeline_list"));
+  if (!list->is_array() || list->empty()) {
+    return InvalidField("pipeline_list", " must be a non-empty array");
+  }
+  RETURN_IF_ERROR(ReadStages((*list)[0], "pipeline_list/0", plan));
+  const int64_t per_step = int64_t{plan.microbatch_size} * plan.replicas[0].size();
+  if (plan.global_batch % per_step != 0) {
+    return InvalidField("gbs", absl::StrCat(" (", plan.global_batch, ") must be a multiple of "
+                                            "mbs × dp = ", per_step));
+  }
+  return plan;
+}
+
+absl::StatusOr<SailorPlan> LoadSailorPlan(const std::filesystem::path& path) {
+  ASSIGN_OR_RETURN(const json doc, ReadJson(path, path.string()));
+  auto plan = SailorPlanFromJson(doc);
+  if (!plan.ok()) return InFile(plan.status(), path.string());
+  return plan;
+}
+
+}  // namespace oobleck::fidelity

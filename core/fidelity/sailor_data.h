@@ -1,0 +1,103 @@
+// Sailor's inputs and plans (data/sailor/README.md): the per-layer profiles per GPU type,
+// micro-batch size and tensor-parallel degree, the per-layer sizes, the model shapes, the
+// measured bandwidths, and one plan (plan_config_*.json) with what was measured when it ran.
+// Read here into plain structs, checked field by field; core/fidelity/evaluate.h predicts
+// a plan from them.
+#ifndef OOBLECK_CORE_FIDELITY_SAILOR_DATA_H_
+#define OOBLECK_CORE_FIDELITY_SAILOR_DATA_H_
+
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+
+namespace oobleck::fidelity {
+
+// One layer's measured times, seconds, for one micro-batch on one stage replica.
+struct LayerTimes {
+  double forward_s = 0;
+  double backward_s = 0;
+  // The optimizer step of the whole model at this tp (the profile repeats the same value
+  // on every layer; see docs/COST_MODEL.md "Predicting real runs").
+  double update_s = 0;
+};
+
+// One layer's sizes per GPU at one tp, for micro-batch size 1.
+struct LayerSizes {
+  double params_bytes = 0;
+  double act_output_bytes = 0;  // what the layer sends to the next stage
+  double act_mem_bytes = 0;     // what it keeps for its backward pass
+};
+
+// A measured bandwidth: GB/s as a polynomial c0·x² + c1·x + c2 of x = log2(message MB),
+// never above peak_bytes_per_s.
+struct BandwidthCurve {
+  std::array<double, 3> coefficients{};
+  double peak_bytes_per_s = 0;
+  // Bytes per second for a message of `bytes`.
+  double At(double bytes) const;
+};
+
+// profiles[gpu_type][micro-batch size][tp] -> one entry per layer.
+using ModelProfile = std::map<std::string, std::map<int, std::map<int, std::vector<LayerTimes>>>>;
+
+// (zone, gpu type, GPU count) at each end of a network path.
+using Endpoint = std::tuple<std::string, std::string, int>;
+
+struct SailorData {
+  std::map<std::string, ModelProfile> profiles;  // by model
+  // llm_info[model][tp] -> one entry per layer.
+  std::map<std::string, std::map<int, std::vector<LayerSizes>>> layer_sizes;
+  // num_all_layers of each training_config_*.json, by model.
+  std::map<std::string, int> num_all_layers;
+  // Between nodes: multizone_bandwidths.json and multizone_bandwidths_het.json.
+  std::map<std::pair<Endpoint, Endpoint>, BandwidthCurve> inter_node;
+  // Inside one node: intra_node_bandwidths.json[gpu type][GPU count].
+  std::map<std::string, std::map<int, BandwidthCurve>> intra_node;
+};
+
+// Reads profiles_tmp.json, llm_info.json, every training_config_*.json, and the three
+// bandwidth files of `dir`. NOT_FOUND for a missing file; INVALID_ARGUMENT naming the file
+// and the field for anything malformed (not an object, a non-number, a negative value, a
+// layer list with holes).
+absl::StatusOr<SailorData> LoadSailorData(const std::filesystem::path& dir);
+
+// The same from documents already parsed, by file name (the name used in messages).
+absl::StatusOr<SailorData> SailorDataFromJson(const std::map<std::string, nlohmann::json>& docs);
+
+// One replica of a stage: `tp` GPUs of one node of `gpu_type` (`gpus_per_node` each) in
+// `zone`.
+struct StageReplica {
+  std::string gpu_type;
+  int gpus_per_node = 0;
+  std::string zone;
+  int tp = 0;
+};
+
+struct SailorPlan {
+  std::string model;  // the plan's "model" field; empty when it has none
+  int microbatch_size = 0;
+  int global_batch = 0;
+  std::vector<std::vector<int>> layers_per_stage;
+  std::vector<std::vector<StageReplica>> replicas;  // [stage][replica]
+  // What was measured, when the file has it.
+  std::optional<double> real_iteration_s;
+  std::optional<double> real_max_memory_bytes;
+};
+
+// Parses one plan_config_*.json (its first pipeline_list entry). INVALID_ARGUMENT naming the
+// field for a missing or malformed field, dp that differs from the replicas listed in
+// tmp_per_stage or between stages, or a global batch that is not a multiple of mbs × dp.
+absl::StatusOr<SailorPlan> SailorPlanFromJson(const nlohmann::json& doc);
+absl::StatusOr<SailorPlan> LoadSailorPlan(const std::filesystem::path& path);
+
+}  // namespace oobleck::fidelity
+
+#endif  // OOBLECK_CORE_FIDELITY_SAILOR_DATA_H_

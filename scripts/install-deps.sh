@@ -4,7 +4,8 @@
 # librsvg2-bin (rsvg-convert), libpng-dev and python3-pil let the tests render the CLI's
 # SVG pictures and read the pixels back. gnuplot-nox draws bench/README.md's fleet-scale
 # plot (bench/plot_fleet.gp). universal-ctags parses core/ for the function-length test
-# (scripts/check-function-length.py). python3-venv and python3-pip let the tests and users
+# (scripts/check-function-length.py); clang-format-14 checks the C++ layout
+# (scripts/check-format.sh). python3-venv and python3-pip let the tests and users
 # `pip install ./client/python` into a virtual environment (client/python/README.md).
 # python3-pytest, -pytest-mock and -pytest-order run Oobleck's own planning tests against us
 # (scripts/run-oobleck-tests.sh; its test files use pytest fixtures, mocker and order marks).
@@ -23,6 +24,7 @@ packages=(
   libglpk-dev
   gnuplot-nox
   universal-ctags
+  clang-format-14
 )
 
 missing=()

@@ -60,8 +60,8 @@ int main(int argc, char** argv) {
                  absl::GetFlag(FLAGS_runs).c_str());
     return 1;
   }
-  std::printf("%-24s %9s %9s %7s %9s %9s %7s\n", "run", "real_s", "pred_s", "err%",
-              "real_GiB", "pred_GiB", "err%");
+  std::printf("%-24s %9s %9s %7s %9s %9s %7s\n", "run", "real_s", "pred_s", "err%", "real_GiB",
+              "pred_GiB", "err%");
   std::vector<double> time_errors, memory_errors;
   constexpr double kGiB = 1024.0 * 1024 * 1024;
   for (const auto& file : files) {
@@ -78,11 +78,10 @@ int main(int argc, char** argv) {
     }
     std::string row = absl::StrFormat("%-24s", file.stem().string().substr(12));
     if (plan->real_iteration_s) {
-      const double err = 100 * (e->iteration_s - *plan->real_iteration_s) /
-                         *plan->real_iteration_s;
+      const double err = 100 * (e->iteration_s - *plan->real_iteration_s) / *plan->real_iteration_s;
       time_errors.push_back(std::abs(err));
-      absl::StrAppendFormat(&row, " %9.3f %9.3f %+7.1f", *plan->real_iteration_s,
-                            e->iteration_s, err);
+      absl::StrAppendFormat(&row, " %9.3f %9.3f %+7.1f", *plan->real_iteration_s, e->iteration_s,
+                            err);
     } else {
       absl::StrAppendFormat(&row, " %9s %9.3f %7s", "-", e->iteration_s, "-");
     }
@@ -90,19 +89,18 @@ int main(int argc, char** argv) {
       const double real = *plan->real_max_memory_bytes;
       const double err = 100 * (e->peak_memory_bytes - real) / real;
       memory_errors.push_back(std::abs(err));
-      absl::StrAppendFormat(&row, " %9.2f %9.2f %+7.1f", real / kGiB,
-                            e->peak_memory_bytes / kGiB, err);
+      absl::StrAppendFormat(&row, " %9.2f %9.2f %+7.1f", real / kGiB, e->peak_memory_bytes / kGiB,
+                            err);
     } else {
       absl::StrAppendFormat(&row, " %9s %9.2f %7s", "-", e->peak_memory_bytes / kGiB, "-");
     }
     std::printf("%s\n", row.c_str());
   }
-  for (const auto& [name, errors] : {std::pair{"time", &time_errors},
-                                     std::pair{"memory", &memory_errors}}) {
+  for (const auto& [name, errors] :
+       {std::pair{"time", &time_errors}, std::pair{"memory", &memory_errors}}) {
     if (errors->empty()) continue;
     std::printf("%s: median |error| %.1f %%, max |error| %.1f %% over %zu runs\n", name,
-                Median(*errors), *std::max_element(errors->begin(), errors->end()),
-                errors->size());
+                Median(*errors), *std::max_element(errors->begin(), errors->end()), errors->size());
   }
   return 0;
 }

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <chrono>
-
 #include <memory>
 #include <string>
 #include <vector>
@@ -182,9 +181,9 @@ struct FleetType {
 // (4 GPUs per node: the cold template search over mixes of 8-GPU nodes of many types is far
 // slower and larger, see bench/README.md#plan-at-fleet-scale.)
 constexpr FleetType kFleetTypes[] = {
-    {"v100", 1 / 2.94, 4, 16},   {"rtx3090", 1.8 / 2.94, 4, 24}, {"rtx4090", 1, 4, 24},
-    {"a100", 1.25, 4, 40},       {"a100-80", 1.3, 4, 80},        {"h100", 2.5, 4, 80},
-    {"l40s", 1.1, 4, 48},        {"a10", 0.45, 4, 24},
+    {"v100", 1 / 2.94, 4, 16}, {"rtx3090", 1.8 / 2.94, 4, 24}, {"rtx4090", 1, 4, 24},
+    {"a100", 1.25, 4, 40},     {"a100-80", 1.3, 4, 80},        {"h100", 2.5, 4, 80},
+    {"l40s", 1.1, 4, 48},      {"a10", 0.45, 4, 24},
 };
 
 absl::StatusOr<PlanningProblem> FleetProblem(int types, int microbatches) {
@@ -226,7 +225,9 @@ double PeakRssMiB() {
 void ReportPercentiles(benchmark::State& state, std::vector<double> ms) {
   if (ms.empty()) return;
   std::sort(ms.begin(), ms.end());
-  auto at = [&](double q) { return ms[std::min(ms.size() - 1, static_cast<size_t>(q * ms.size()))]; };
+  auto at = [&](double q) {
+    return ms[std::min(ms.size() - 1, static_cast<size_t>(q * ms.size()))];
+  };
   state.counters["p50_ms"] = at(0.5);
   state.counters["p99_ms"] = at(0.99);
 }
@@ -304,8 +305,8 @@ void BM_PlanFleet(benchmark::State& state) {
 void BM_PlanFleetLongPipelines(benchmark::State& state) {
   PlanOptions options;
   options.limits.max_nodes = static_cast<int>(state.range(2));
-  PlanFleetCase(state, static_cast<int>(state.range(0)), static_cast<int>(state.range(1)),
-                options, state.range(3) == 1);
+  PlanFleetCase(state, static_cast<int>(state.range(0)), static_cast<int>(state.range(1)), options,
+                state.range(3) == 1);
 }
 
 // Warm Replan of the fleet's plan; args: nodes, types, failures (0: one node joins a
@@ -342,8 +343,8 @@ void BM_ReplanFleet(benchmark::State& state) {
   for (auto _ : state) {
     const auto start = std::chrono::steady_clock::now();
     r = Replan(*fleet->planner, *fleet->model, fleet->nodes, plan, event, {});
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                           start).count());
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                     .count());
     if (!r.ok()) {
       state.SkipWithError(std::string(r.status().message()).c_str());
       return;

@@ -12,9 +12,9 @@
 namespace oobleck::bench {
 
 struct ProtoGpuType {
-  std::string name;         // also the node type's name
-  double memory_gib;        // per GPU
-  double relative_speed;    // to the measured type (ignored for the measured type itself)
+  std::string name;       // also the node type's name
+  double memory_gib;      // per GPU
+  double relative_speed;  // to the measured type (ignored for the measured type itself)
 };
 
 // `count` nodes of each type, `gpus_per_node` GPUs each, 25e9 B/s inside a node and

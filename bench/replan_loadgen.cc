@@ -73,9 +73,9 @@ struct Gpu {
   double relative_speed;  // to the measured rtx4090
 };
 // The fleet of bench/plan_bench.cc (BM_PlanFleet), in the same order.
-constexpr Gpu kGpus[] = {{"v100", 16, 1 / 2.94}, {"rtx3090", 24, 1.8 / 2.94}, {"rtx4090", 24, 1},
-                         {"a100", 40, 1.25},     {"a100-80", 80, 1.3},         {"h100", 80, 2.5},
-                         {"l40s", 48, 1.1},      {"a10", 24, 0.45}};
+constexpr Gpu kGpus[] = {
+    {"v100", 16, 1 / 2.94}, {"rtx3090", 24, 1.8 / 2.94}, {"rtx4090", 24, 1}, {"a100", 40, 1.25},
+    {"a100-80", 80, 1.3},   {"h100", 80, 2.5},           {"l40s", 48, 1.1},  {"a10", 24, 0.45}};
 constexpr int kMaxTypes = sizeof(kGpus) / sizeof(kGpus[0]);
 
 // `nodes` nodes over `types` types (type t gets nodes / types, the first nodes % types one
@@ -123,8 +123,8 @@ pb::ReplanRequest OnPlan(const pb::PlanResponse& planned) {
 
 // The Replan requests to send (before dropping those with no answer), at most `limit`:
 // spread over the nodes (mixed, one failure) or the pipelines (several failures).
-std::vector<pb::ReplanRequest> MakeEvents(const pb::PlanResponse& planned,
-                                          const std::string& kind, int failures, int limit) {
+std::vector<pb::ReplanRequest> MakeEvents(const pb::PlanResponse& planned, const std::string& kind,
+                                          int failures, int limit) {
   std::vector<pb::ReplanRequest> events;
   const int n = planned.request().nodes_size();
   const int types = planned.request().cluster().node_types_size();
@@ -211,8 +211,7 @@ bool PlanOnce(pb::Planner::Stub& stub, const pb::PlanRequest& request, pb::PlanR
 
 // The cheapest RPC for `seconds` from `threads` threads on the same channel.
 void Baseline(const std::shared_ptr<grpc::Channel>& channel, int threads, double seconds) {
-  const auto until =
-      std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   std::atomic<int64_t> calls{0};
   const auto begin = std::chrono::steady_clock::now();
   std::vector<std::thread> pool;
@@ -222,8 +221,7 @@ void Baseline(const std::shared_ptr<grpc::Channel>& channel, int threads, double
       while (std::chrono::steady_clock::now() < until) {
         grpc::ClientContext context;
         pb::GetStatsResponse response;
-        if (own_stub->GetStats(&context, pb::GetStatsRequest(), &response).ok())
-          calls.fetch_add(1);
+        if (own_stub->GetStats(&context, pb::GetStatsRequest(), &response).ok()) calls.fetch_add(1);
       }
     });
   }
@@ -261,9 +259,9 @@ Measured Measure(const std::shared_ptr<grpc::Channel>& channel, int threads,
         pb::ReplanResponse response;
         const auto call_start = std::chrono::steady_clock::now();
         const grpc::Status s = own_stub->Replan(&context, events[n % events.size()], &response);
-        mine.client_ms.push_back(std::chrono::duration<double, std::milli>(
-                                     std::chrono::steady_clock::now() - call_start)
-                                     .count());
+        mine.client_ms.push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - call_start)
+                .count());
         if (!s.ok()) {
           errors.fetch_add(1);
         } else {
@@ -345,7 +343,8 @@ int main(int argc, char** argv) {
   const int threads = std::max(1, absl::GetFlag(FLAGS_threads));
   const int types = absl::GetFlag(FLAGS_types);
   const std::string kind = absl::GetFlag(FLAGS_event);
-  if (types < 1 || types > kMaxTypes) return Fail(absl::StrCat("--types must be in 1..", kMaxTypes));
+  if (types < 1 || types > kMaxTypes)
+    return Fail(absl::StrCat("--types must be in 1..", kMaxTypes));
   if (kind != "mixed" && kind != "failure" && kind != "join") {
     return Fail("--event must be mixed, failure or join");
   }
@@ -397,7 +396,8 @@ int main(int argc, char** argv) {
       static_cast<int>(events.size()), m.client_ms.size(), threads, m.elapsed_s,
       m.client_ms.size() / m.elapsed_s, m.errors);
   std::string strategies;
-  for (const auto& [name, count] : m.strategies) absl::StrAppend(&strategies, " ", name, " ", count);
+  for (const auto& [name, count] : m.strategies)
+    absl::StrAppend(&strategies, " ", name, " ", count);
   std::printf("strategies:%s\n", strategies.c_str());
   std::printf("latency ms (client): p50 %.3f  p90 %.3f  p99 %.3f  max %.3f\n",
               Percentile(m.client_ms, 0.5), Percentile(m.client_ms, 0.9),

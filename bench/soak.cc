@@ -267,8 +267,8 @@ bool Intended(const CallResult& r) {
 // `per_type` nodes of each, `gpus` GPUs per node.
 pb::Cluster ThreeTypes(int per_type, int gpus) {
   return oobleck::bench::ProtoCluster(
-      {{"v100", 16, 1.0 / 2.94}, {"rtx3090", 24, 1.8 / 2.94}, {"rtx4090", 24, 1}}, "rtx4090",
-      gpus, per_type);
+      {{"v100", 16, 1.0 / 2.94}, {"rtx3090", 24, 1.8 / 2.94}, {"rtx4090", 24, 1}}, "rtx4090", gpus,
+      per_type);
 }
 
 pb::Cluster OneType(int count, int gpus) {
@@ -825,8 +825,7 @@ struct Load {
 
 // How one call is cut short, if at all: big searches mostly (they would hold a search
 // slot for seconds), the others mostly complete.
-std::pair<Mode, double> ChooseMode(const Job& job, bool inject, double w,
-                                   std::mt19937_64& random) {
+std::pair<Mode, double> ChooseMode(const Job& job, bool inject, double w, std::mt19937_64& random) {
   const double cancel_fraction = absl::GetFlag(FLAGS_cancel_fraction);
   const double deadline_fraction = absl::GetFlag(FLAGS_deadline_fraction);
   if (job.big) {
@@ -865,8 +864,8 @@ void RunClient(Load& load, int t) {
     const Job& job = inject ? work.invalid : work.jobs[index];
     const double w = unit(random);
     const auto [mode, cut_ms] = ChooseMode(job, inject, w, random);
-    const CallResult r = Invoke(own_stub.get(), job, mode, cut_ms,
-                                absl::GetFlag(FLAGS_full_deadline_s), &load.stop);
+    const CallResult r =
+        Invoke(own_stub.get(), job, mode, cut_ms, absl::GetFlag(FLAGS_full_deadline_s), &load.stop);
     load.tally.Record(job, r);
     if (r.status.ok() && !inject && !load.references.Check(index, r.answer)) {
       load.tally.Mismatch(job, absl::StrCat("during the load, mode ", ModeName(r.mode)));
@@ -1022,9 +1021,8 @@ void CheckFreshAnswers(SoakServer& server, const Workload& work, References& ref
     const CallResult r = Invoke(server.stub.get(), job, Mode::kFull, 0,
                                 absl::GetFlag(FLAGS_full_deadline_s), nullptr);
     if (!r.status.ok()) {
-      tally.Failure(absl::StrCat("after the load, ", MethodName(job.method), " [", job.name,
-                                 "]: ", CodeName(r.status.error_code()), " ",
-                                 r.status.error_message()));
+      tally.Failure(absl::StrCat("after the load, ", MethodName(job.method), " [", job.name, "]: ",
+                                 CodeName(r.status.error_code()), " ", r.status.error_message()));
     } else if (!references.Check(i, r.answer)) {
       tally.Mismatch(job, "after the load");
     } else {

@@ -71,7 +71,8 @@ void RunSearch(benchmark::State& state, const absl::StatusOr<SearchCase>& search
       state.SkipWithError(model.status().ToString().c_str());
       break;
     }
-    absl::StatusOr<std::vector<MixResult>> searched = SearchTemplates(*model, search_case->mixes, options);
+    absl::StatusOr<std::vector<MixResult>> searched =
+        SearchTemplates(*model, search_case->mixes, options);
     if (!searched.ok()) {
       state.SkipWithError(searched.status().ToString().c_str());
       break;
@@ -172,9 +173,12 @@ absl::StatusOr<SearchCase> Llm80Case(int num_types, CostSetting cost, int max_no
     double intra_node_bytes_per_s;
   };
   constexpr LlmType kTypes[] = {
-      {"a100", 1.25, 80, 300e9},        {"v100", 1 / 2.94, 32, 150e9},
-      {"h100", 2.5, 80, 450e9},         {"rtx4090", 1, 24, kPcie4BytesPerS},
-      {"rtx3090", 1.8 / 2.94, 24, kPcie4BytesPerS}, {"l40s", 1.1, 48, kPcie4BytesPerS},
+      {"a100", 1.25, 80, 300e9},
+      {"v100", 1 / 2.94, 32, 150e9},
+      {"h100", 2.5, 80, 450e9},
+      {"rtx4090", 1, 24, kPcie4BytesPerS},
+      {"rtx3090", 1.8 / 2.94, 24, kPcie4BytesPerS},
+      {"l40s", 1.1, 48, kPcie4BytesPerS},
   };
   std::vector<NodeTypeSpec> types;
   for (int t = 0; t < num_types; ++t) {
@@ -200,9 +204,8 @@ void RegisterAll() {
   }
   // GPT-2 XL with ring all-reduce estimates, 8 GPUs per node (multi-GPU stage splits).
   for (int max_nodes : node_ranges) {
-    Register(absl::StrCat("GPT2XLRing/", kOneFOneBM50.Label(), "/8gpu/nodes:1-", max_nodes), [=] {
-      return Gpt2XlCase(kGpt2XlRingProfile, 8, 80 * kGiB, kOneFOneBM50, max_nodes);
-    });
+    Register(absl::StrCat("GPT2XLRing/", kOneFOneBM50.Label(), "/8gpu/nodes:1-", max_nodes),
+             [=] { return Gpt2XlCase(kGpt2XlRingProfile, 8, 80 * kGiB, kOneFOneBM50, max_nodes); });
   }
   // Synthetic deep models, 1 GPU per node.
   for (int layers : {96, 1000}) {

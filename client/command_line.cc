@@ -127,8 +127,7 @@ ABSL_FLAG(std::vector<std::string>, instances, {},
           "instantiate: fixed pipelines, one count per template (Oobleck's "
           "get_new_execution_plan): only the batch split is searched");
 // Predictions of a plan in Sailor's format (client/evaluate_command.h).
-ABSL_FLAG(std::string, sailor_plan, "",
-          "evaluate: a plan in Sailor's format (plan_config_*.json)");
+ABSL_FLAG(std::string, sailor_plan, "", "evaluate: a plan in Sailor's format (plan_config_*.json)");
 ABSL_FLAG(std::string, sailor_data, "",
           "evaluate: folder of Sailor's profiles_tmp.json, llm_info.json, training_config_*.json "
           "and bandwidth files (e.g. data/sailor)");
@@ -142,8 +141,8 @@ namespace oobleck::client {
 namespace {
 
 constexpr std::string_view kCommands[] = {"load-profile", "list-profiles", "templates", "plan",
-                                          "replan", "instantiate", "render", "evaluate",
-                                          "stats", "health"};
+                                          "replan",       "instantiate",   "render",    "evaluate",
+                                          "stats",        "health"};
 constexpr char kCommandList[] =
     "one of load-profile, list-profiles, templates, plan, replan, instantiate, render, evaluate, "
     "stats, health";

@@ -43,16 +43,16 @@ struct CliOptions {
   std::vector<std::string> global_batch;  // --global-batch N [N ...]
   int min_nodes_per_pipeline = 0;
   int max_nodes_per_pipeline = 0;
-  std::string plan;                  // --plan FILE: the --json output of plan or replan
-  std::vector<std::string> fail;     // --fail ID [ID ...]
-  std::vector<std::string> join;     // --join ID:TYPE [ID:TYPE ...]
+  std::string plan;                            // --plan FILE: the --json output of plan or replan
+  std::vector<std::string> fail;               // --fail ID [ID ...]
+  std::vector<std::string> join;               // --join ID:TYPE [ID:TYPE ...]
   double tolerance = kDefaultReplanTolerance;  // deprecated rule, only when given
-  int fault_tolerance = 0;           // plan and replan (replan: only when given)
-  double horizon_iterations = 1000;  // replan, only when given
-  std::string objective = "time";    // plan: --objective time|cost
-  double budget_per_hour = 0;        // plan: --budget-per-hour X (0: none)
-  std::string stage_gpus = "any";  // templates, plan, replan (replan: only when given)
-  std::string allreduce_key = "gpus";  // load-profile
+  int fault_tolerance = 0;                     // plan and replan (replan: only when given)
+  double horizon_iterations = 1000;            // replan, only when given
+  std::string objective = "time";              // plan: --objective time|cost
+  double budget_per_hour = 0;                  // plan: --budget-per-hour X (0: none)
+  std::string stage_gpus = "any";              // templates, plan, replan (replan: only when given)
+  std::string allreduce_key = "gpus";          // load-profile
   // Instantiate (client/instantiate_command.h).
   std::vector<std::string> templates;         // --template NODES:STAGES:MS [...]
   std::string templates_file;                 // --templates-file ANSWER.json

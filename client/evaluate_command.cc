@@ -16,8 +16,10 @@ std::string EvaluationJson(const fidelity::Evaluation& e, const fidelity::Sailor
   out["microbatches"] = e.microbatches;
   out["slowest_pipeline"] = e.slowest_pipeline;
   out["iteration_time_ms"] = e.iteration_s * 1e3;
-  out["breakdown_ms"] = {{"pipeline", e.pipeline_s * 1e3}, {"bubbles", e.bubble_s * 1e3},
-                         {"p2p", e.p2p_s * 1e3},           {"sync", e.sync_s * 1e3},
+  out["breakdown_ms"] = {{"pipeline", e.pipeline_s * 1e3},
+                         {"bubbles", e.bubble_s * 1e3},
+                         {"p2p", e.p2p_s * 1e3},
+                         {"sync", e.sync_s * 1e3},
                          {"update", e.update_s * 1e3}};
   out["peak_memory_bytes"] = static_cast<int64_t>(e.peak_memory_bytes);
   nlohmann::ordered_json gpus = nlohmann::ordered_json::array();

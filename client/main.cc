@@ -384,9 +384,8 @@ int RunCommand(int argc, char** argv) {
     PrintError(target.status());
     return 2;
   }
-  PlannerConnection server(
-      CreatePlannerChannel(*target, *credentials, cl->options.tls_server_name),
-      cl->options.timeout_s);
+  PlannerConnection server(CreatePlannerChannel(*target, *credentials, cl->options.tls_server_name),
+                           cl->options.timeout_s);
   absl::Status status;
   if (cl->command == "load-profile") {
     status = LoadProfile(*cl, server);

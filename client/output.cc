@@ -178,8 +178,8 @@ std::string FormatStats(const pb::GetStatsResponse& s) {
     rows.push_back({"shared cache hits / misses",
                     absl::StrCat(s.shared_cache_hits(), " / ", s.shared_cache_misses())});
     rows.push_back({"shared cache published / skipped / errors",
-                    absl::StrCat(s.shared_cache_published(), " / ", s.shared_cache_skipped(),
-                                 " / ", s.shared_cache_errors())});
+                    absl::StrCat(s.shared_cache_published(), " / ", s.shared_cache_skipped(), " / ",
+                                 s.shared_cache_errors())});
   }
   return RenderTable(rows);
 }

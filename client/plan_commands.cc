@@ -50,11 +50,11 @@ std::string FormatClusterPlan(const pb::ClusterPlan& plan, const pb::PlanRequest
     for (const pb::Stage& s : p.template_().stages()) stages.push_back(FormatStage(s));
     derived.insert(p.template_().derived_gpu_types().begin(),
                    p.template_().derived_gpu_types().end());
-    rows.push_back({absl::StrCat(i),
-                    MarkDerivedTypes(p.template_().mix_label(),
-                                     DerivedNodeTypes(p.template_(), gpu_type_of)),
-                    absl::StrJoin(p.node_ids(), ","), absl::StrCat(p.microbatches()),
-                    Ms(p.time_ms()), absl::StrJoin(stages, " ")});
+    rows.push_back(
+        {absl::StrCat(i),
+         MarkDerivedTypes(p.template_().mix_label(), DerivedNodeTypes(p.template_(), gpu_type_of)),
+         absl::StrJoin(p.node_ids(), ","), absl::StrCat(p.microbatches()), Ms(p.time_ms()),
+         absl::StrJoin(stages, " ")});
   }
   std::string out = RenderTable(rows);
   if (!plan.idle_nodes().empty()) {
@@ -197,11 +197,10 @@ std::string FormatPlan(const pb::PlanResponse& response) {
                   Ms(plan.allreduce_ms()), " ms over ", plan.pipelines_size(),
                   " pipeline(s), tolerating ", plan.fault_tolerance(), " node failure(s)");
   if (plan.price_per_hour() > 0) {
-    absl::StrAppend(&out, "; nodes ", absl::StrFormat("%.4g", plan.price_per_hour()),
-                    " per hour, ",
-                    absl::StrFormat("%.4g", plan.price_per_hour() * plan.iteration_time_ms() /
-                                                3.6e6),
-                    " per iteration");
+    absl::StrAppend(
+        &out, "; nodes ", absl::StrFormat("%.4g", plan.price_per_hour()), " per hour, ",
+        absl::StrFormat("%.4g", plan.price_per_hour() * plan.iteration_time_ms() / 3.6e6),
+        " per iteration");
   }
   if (!response.sweep().empty()) {
     const pb::BatchSizePlan& first = response.sweep(0);

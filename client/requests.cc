@@ -69,8 +69,8 @@ absl::StatusOr<pb::StageGpus> ParseStageGpus(const std::string& text) {
   if (text == "any") return pb::STAGE_GPUS_ANY;
   if (text == "divisors") return pb::STAGE_GPUS_DIVISORS;
   if (text == "equal-halves") return pb::STAGE_GPUS_EQUAL_HALVES;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--stage-gpus must be any, divisors or equal-halves (got \"", text, "\")"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--stage-gpus must be any, divisors or equal-halves (got \"", text, "\")"));
 }
 
 absl::StatusOr<pb::AllreduceKey> ParseAllreduceKey(const std::string& text) {

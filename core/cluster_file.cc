@@ -272,8 +272,7 @@ absl::Status ParseJob(const Json& root, ClusterFile& file) {
     file.microbatches_per_pipeline = m;
   }
   if (!root.contains("inter_node_bytes_per_s")) return Missing("inter_node_bytes_per_s");
-  RETURN_IF_ERROR(
-      OptionalPositive(root, "inter_node_bytes_per_s", &file.inter_node_bytes_per_s));
+  RETURN_IF_ERROR(OptionalPositive(root, "inter_node_bytes_per_s", &file.inter_node_bytes_per_s));
   RETURN_IF_ERROR(
       OptionalPositive(root, "optimizer_state_multiplier", &file.optimizer_state_multiplier));
 

@@ -18,12 +18,12 @@ namespace oobleck {
 inline constexpr int kMaxClusterFileNodes = 1 << 20;
 
 struct ClusterFileGpuType {
-  std::string name;                   // key in "gpu_types"
-  double memory_bytes = 0;            // memory_gib * 2^30
+  std::string name;         // key in "gpu_types"
+  double memory_bytes = 0;  // memory_gib * 2^30
   double intra_node_bytes_per_s = 0;
-  std::string profile_dir;            // set when measured ("profile"), absolute
-  double relative_speed = 0;          // set when derived ("relative_speed")
-  double price_per_hour = 0;          // of one GPU ("price_per_hour"); 0 when not given
+  std::string profile_dir;    // set when measured ("profile"), absolute
+  double relative_speed = 0;  // set when derived ("relative_speed")
+  double price_per_hour = 0;  // of one GPU ("price_per_hour"); 0 when not given
 };
 
 struct ClusterFileNodeGroup {
@@ -42,7 +42,7 @@ struct ClusterFile {
   int microbatches_per_pipeline = 0;  // M
   double inter_node_bytes_per_s = 0;
   double optimizer_state_multiplier = kDefaultOptimizerStateMultiplier;
-  bool missing_allreduce_ring = false;  // "missing_allreduce_in_node": "ring"
+  bool missing_allreduce_ring = false;        // "missing_allreduce_in_node": "ring"
   std::vector<ClusterFileGpuType> gpu_types;  // sorted by name
   std::vector<ClusterFileNodeGroup> node_groups;
 

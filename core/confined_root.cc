@@ -34,10 +34,11 @@ bool ConfinedRoot::Contains(const fs::path& real) const {
 
 absl::StatusOr<fs::path> ConfinedRoot::Resolve(const fs::path& requested,
                                                const std::string& shown) const {
-  const absl::Status refused = absl::NotFoundError(
-      absl::StrCat(shown, " is not a readable path under the load root"));
+  const absl::Status refused =
+      absl::NotFoundError(absl::StrCat(shown, " is not a readable path under the load root"));
   if (requested.empty()) return refused;
-  const fs::path joined = (requested.is_absolute() ? requested : root_ / requested).lexically_normal();
+  const fs::path joined =
+      (requested.is_absolute() ? requested : root_ / requested).lexically_normal();
   if (!Contains(joined)) return refused;
   std::error_code error;
   const fs::path real = fs::canonical(joined, error);

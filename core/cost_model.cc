@@ -22,7 +22,8 @@ constexpr int kMaxMicrobatches = 1 << 20;
 absl::StatusOr<CostModelKind> ParseCostModelKind(std::string_view name) {
   if (name.empty() || name == "1f1b") return CostModelKind::kOneFOneB;
   if (name == "oobleck-sosp23") return CostModelKind::kOobleckSosp23;
-  return InvalidField("cost_model", absl::StrCat(" ", Quote(name), " is unknown; use \"1f1b\" "
+  return InvalidField("cost_model", absl::StrCat(" ", Quote(name),
+                                                 " is unknown; use \"1f1b\" "
                                                  "or \"oobleck-sosp23\""));
 }
 
@@ -106,9 +107,9 @@ absl::Status CheckModelCosts(const PlanningProblem& problem, int t, const WholeM
         "node type %d (%s): %s %s; check its profile's layer times and all-reduce tables, "
         "derive.relative_speed and the bandwidths",
         t, type.name, what,
-        std::isfinite(value) ? absl::StrFormat("is %g ms, more than the limit of %g ms", value,
-                                               kMaxModelTimeMs)
-                             : std::string("overflows to infinity")));
+        std::isfinite(value)
+            ? absl::StrFormat("is %g ms, more than the limit of %g ms", value, kMaxModelTimeMs)
+            : std::string("overflows to infinity")));
   };
   if (!(c.max_forward_ms + c.max_backward_ms <= kMaxModelTimeMs)) {  // also inf, NaN
     return beyond("the whole model's compute time", c.max_forward_ms + c.max_backward_ms);
@@ -329,13 +330,15 @@ double CostModel::ComputeMs(int t, int gpus, int begin, int end) const {
 
 double CostModel::TransferMs(int t, int last_layer, Link link) const {
   if (kind() != CostModelKind::kOneFOneB || link == Link::kNone) return 0;
-  const double bytes_per_s = link == Link::kIntraNode ? problem_.node_types[t].intra_node_bytes_per_s
-                                                      : problem_.inter_node_bytes_per_s;
+  const double bytes_per_s = link == Link::kIntraNode
+                                 ? problem_.node_types[t].intra_node_bytes_per_s
+                                 : problem_.inter_node_bytes_per_s;
   return boundary_bytes_[last_layer] / bytes_per_s * 1e3;
 }
 
 double CostModel::StageCostMs(int t, int gpus, int begin, int end, Link in, Link out) const {
-  return ComputeMs(t, gpus, begin, end) + TransferMs(t, begin - 1, in) + TransferMs(t, end - 1, out);
+  return ComputeMs(t, gpus, begin, end) + TransferMs(t, begin - 1, in) +
+         TransferMs(t, end - 1, out);
 }
 
 double CostModel::MemoryBytesInFlight(int t, int gpus, int begin, int end, int in_flight) const {
@@ -359,8 +362,8 @@ int CostModel::MaxMicrobatches(const PipelineTemplate& tmpl) const {
     const Stage& st = tmpl.stages[s];
     const double memory = problem_.node_types[st.node_type].gpu_memory_bytes;
     auto fits = [&](int in_flight) {
-      return MemoryBytesInFlight(st.node_type, st.gpus, st.layer_begin, st.layer_end,
-                                 in_flight) <= memory;
+      return MemoryBytesInFlight(st.node_type, st.gpus, st.layer_begin, st.layer_end, in_flight) <=
+             memory;
     };
     if (fits(S - s)) continue;  // min(x, S - s) never exceeds S - s
     if (!fits(0)) return 0;
@@ -449,15 +452,15 @@ absl::Status CostModel::CheckTemplateShape(const PipelineTemplate& tmpl) const {
     const std::string where = absl::StrCat("stages[", s, "]");
     if (st.layer_begin != next_layer || st.layer_end <= st.layer_begin ||
         st.layer_end > num_layers_) {
-      return InvalidField(where, absl::StrFormat(" has layers [%d, %d) but must start at layer %d "
-                                                 "and end after it, at most at %d",
-                                                 st.layer_begin, st.layer_end, next_layer,
-                                                 num_layers_));
+      return InvalidField(where,
+                          absl::StrFormat(" has layers [%d, %d) but must start at layer %d "
+                                          "and end after it, at most at %d",
+                                          st.layer_begin, st.layer_end, next_layer, num_layers_));
     }
     if (st.node_index < 0 || st.node_index >= n) {
-      return InvalidField(absl::StrCat(where, ".node_index"),
-                          absl::StrFormat(" = %d is not a node of the template (0 to %d)",
-                                          st.node_index, n - 1));
+      return InvalidField(
+          absl::StrCat(where, ".node_index"),
+          absl::StrFormat(" = %d is not a node of the template (0 to %d)", st.node_index, n - 1));
     }
     if (st.node_index < last_node || st.node_index > last_node + 1) {
       return InvalidField(
@@ -468,10 +471,10 @@ absl::Status CostModel::CheckTemplateShape(const PipelineTemplate& tmpl) const {
                                                           last_node, last_node + 1)));
     }
     if (st.node_type != tmpl.node_order[st.node_index]) {
-      return InvalidField(absl::StrCat(where, ".node_type"),
-                          absl::StrFormat(" %s does not match its node %d, a %s node",
-                                          TypeName(st.node_type), st.node_index,
-                                          TypeName(tmpl.node_order[st.node_index])));
+      return InvalidField(
+          absl::StrCat(where, ".node_type"),
+          absl::StrFormat(" %s does not match its node %d, a %s node", TypeName(st.node_type),
+                          st.node_index, TypeName(tmpl.node_order[st.node_index])));
     }
     if (SizeIndex(st.node_type, st.gpus) < 0) {
       return InvalidField(absl::StrCat(where, ".gpus"),
@@ -490,9 +493,9 @@ absl::Status CostModel::CheckTemplateShape(const PipelineTemplate& tmpl) const {
   for (int i = 0; i < n; ++i) {
     const int gpus = problem_.node_types[tmpl.node_order[i]].gpus_per_node;
     if (gpus_used[i] != gpus) {
-      return InvalidField("stages", absl::StrFormat(" on node %d use %d GPUs but a %s node has %d",
-                                                    i, gpus_used[i],
-                                                    TypeName(tmpl.node_order[i]), gpus));
+      return InvalidField(
+          "stages", absl::StrFormat(" on node %d use %d GPUs but a %s node has %d", i, gpus_used[i],
+                                    TypeName(tmpl.node_order[i]), gpus));
     }
   }
   if (kind() == CostModelKind::kOobleckSosp23 && problem_.microbatches > 0 &&
@@ -511,12 +514,12 @@ absl::StatusOr<PipelineTemplate> CostModel::Evaluate(PipelineTemplate tmpl) cons
   std::vector<double> costs(S);
   for (int s = 0; s < S; ++s) {
     Stage& st = tmpl.stages[s];
-    const Link in = s == 0 ? Link::kNone
+    const Link in = s == 0                                           ? Link::kNone
                     : tmpl.stages[s - 1].node_index == st.node_index ? Link::kIntraNode
-                                                                      : Link::kInterNode;
-    const Link out = s == S - 1 ? Link::kNone
+                                                                     : Link::kInterNode;
+    const Link out = s == S - 1                                       ? Link::kNone
                      : tmpl.stages[s + 1].node_index == st.node_index ? Link::kIntraNode
-                                                                       : Link::kInterNode;
+                                                                      : Link::kInterNode;
     st.forward_ms = ForwardMs(st.node_type, st.gpus, st.layer_begin, st.layer_end);
     st.backward_ms = BackwardMs(st.node_type, st.gpus, st.layer_begin, st.layer_end);
     st.cost_ms = StageCostMs(st.node_type, st.gpus, st.layer_begin, st.layer_end, in, out);

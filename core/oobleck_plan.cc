@@ -99,7 +99,8 @@ absl::Status ValidateOobleckPlan(const NodeMix& counts, const PlanOptions& optio
   }
   // Oobleck's own f (a cap on pipeline sizes) fits its instantiation; ours (f + 1
   // pipelines at least) is not part of Oobleck's semantics.
-  if (options.fault_tolerance != 0 && options.fault_tolerance_rule != FaultToleranceRule::kOobleck) {
+  if (options.fault_tolerance != 0 &&
+      options.fault_tolerance_rule != FaultToleranceRule::kOobleck) {
     return InvalidField("fault_tolerance",
                         absl::StrCat(" must be 0 with objective ", kObjective,
                                      ", which uses every node as Oobleck does, unless "

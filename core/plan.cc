@@ -500,11 +500,10 @@ absl::Status PlaceNodes(const CostModel& model, const std::vector<ClusterNode>& 
     }
     const int type = nodes[it->second].type;
     if (type != p.tmpl.node_order[j]) {
-      return InvalidField(where(), absl::StrCat(" ", Quote(id), " is a ",
-                                                model.node_type(type).name,
-                                                " node but the template has a ",
-                                                model.node_type(p.tmpl.node_order[j]).name,
-                                                " node there"));
+      return InvalidField(where(),
+                          absl::StrCat(" ", Quote(id), " is a ", model.node_type(type).name,
+                                       " node but the template has a ",
+                                       model.node_type(p.tmpl.node_order[j]).name, " node there"));
     }
     std::pair<int, int>& prev = placed[it->second];
     if (prev.first >= 0) {
@@ -563,9 +562,9 @@ absl::Status ValidateGlobalBatches(const std::vector<int>& global_batches) {
     return InvalidField("global_batch", " must list at least one size");
   }
   if (global_batches.size() > static_cast<size_t>(kMaxGlobalBatchSizes)) {
-    return InvalidField("global_batch", absl::StrFormat(" must list at most %d sizes (got %d)",
-                                                        kMaxGlobalBatchSizes,
-                                                        global_batches.size()));
+    return InvalidField("global_batch",
+                        absl::StrFormat(" must list at most %d sizes (got %d)",
+                                        kMaxGlobalBatchSizes, global_batches.size()));
   }
   for (size_t i = 0; i < global_batches.size(); ++i) {
     if (global_batches[i] < 1 || global_batches[i] > kMaxGlobalBatch) {
@@ -589,10 +588,10 @@ absl::StatusOr<PipelineSizeLimits> CapForOobleckFaultTolerance(PipelineSizeLimit
                                                                int fault_tolerance) {
   const int cap = total_nodes - fault_tolerance;
   if (cap < limits.min_nodes) {
-    return FieldError(absl::StatusCode::kFailedPrecondition, "fault_tolerance",
-                      absl::StrCat(" = ", fault_tolerance, ": ",
-                                   OobleckCapText(total_nodes, fault_tolerance),
-                                   ", fewer than min_nodes_per_pipeline = ", limits.min_nodes));
+    return FieldError(
+        absl::StatusCode::kFailedPrecondition, "fault_tolerance",
+        absl::StrCat(" = ", fault_tolerance, ": ", OobleckCapText(total_nodes, fault_tolerance),
+                     ", fewer than min_nodes_per_pipeline = ", limits.min_nodes));
   }
   limits.max_nodes = std::min(limits.max_nodes, cap);
   return limits;
@@ -673,9 +672,10 @@ std::string NoShapeReason(const std::vector<std::string>& type_reasons) {
 
 }  // namespace
 
-absl::StatusOr<ClusterPlan> EvaluatePlanOnValidNodes(
-    const CostModel& model, const NodeSet& node_set, ClusterPlan plan,
-    const std::vector<double>& allreduce_ms, std::vector<std::pair<int, int>>* placement) {
+absl::StatusOr<ClusterPlan> EvaluatePlanOnValidNodes(const CostModel& model,
+                                                     const NodeSet& node_set, ClusterPlan plan,
+                                                     const std::vector<double>& allreduce_ms,
+                                                     std::vector<std::pair<int, int>>* placement) {
   RETURN_IF_ERROR(CheckNodeSetFits(model, node_set));
   const std::vector<ClusterNode>& nodes = node_set.nodes();
   const NodeIndex& node_index = node_set.index();
@@ -782,15 +782,15 @@ absl::StatusOr<PlanResult> ClusterPlanner::Plan(const CostModel& model, const No
     absl::StatusOr<PipelineSetSolution> solution = SolvePipelineSet(
         FreshPlanProblem(model, counts, shapes, allreduce_ms, options, out.global_batch));
     if (!solution.ok()) {
-      std::string why = shapes.empty() ? NoShapeReason(type_reasons)
-                                       : std::string(solution.status().message());
+      std::string why =
+          shapes.empty() ? NoShapeReason(type_reasons) : std::string(solution.status().message());
       if (oobleck_cap && solution.status().code() == absl::StatusCode::kFailedPrecondition) {
         absl::StrAppend(&why, " (", OobleckCapText(N, options.fault_tolerance), ")");
       }
       out.status = absl::Status(solution.status().code(), why);
     } else {
-      out.plan = BindFreshPlan(model, nodes, shapes, *solution, out.global_batch, type_reasons,
-                               options);
+      out.plan =
+          BindFreshPlan(model, nodes, shapes, *solution, out.global_batch, type_reasons, options);
       out.optimality_gap = solution->optimality_gap;
       if (absl::Status times = CheckPlanTimes(out.plan); !times.ok()) {
         out.status = std::move(times);

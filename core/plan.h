@@ -17,10 +17,9 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
-#include <string_view>
-#include <utility>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -261,8 +260,7 @@ class NodeSet {
 // the check looked up, so that Replan does not look every id up again).
 absl::StatusOr<ClusterPlan> EvaluatePlanOnValidNodes(
     const CostModel& model, const NodeSet& nodes, ClusterPlan plan,
-    const std::vector<double>& allreduce_ms,
-    std::vector<std::pair<int, int>>* placement = nullptr);
+    const std::vector<double>& allreduce_ms, std::vector<std::pair<int, int>>* placement = nullptr);
 
 // INVALID_ARGUMENT unless `nodes` was checked against the model's node types.
 absl::Status CheckNodeSetFits(const CostModel& model, const NodeSet& nodes);

@@ -139,14 +139,14 @@ absl::Status CheckLayerValues(const std::string& name, size_t i, const LayerProf
                                                    {"activation_bytes", l.activation_bytes}};
   for (const auto& [field, v] : values) {
     if (!std::isfinite(v) || v < 0) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "profile %s: layer %d %s must be a finite number >= 0 (got %s)", name, i, field,
-          ShowNumber(v)));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("profile %s: layer %d %s must be a finite number >= 0 (got %s)", name, i,
+                          field, ShowNumber(v)));
     }
     if (TooSmall(v)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "profile %s: layer %d %s must be 0 or at least %g (got %s)", name, i, field,
-          kMinPositiveProfileValue, ShowNumber(v)));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("profile %s: layer %d %s must be 0 or at least %g (got %s)", name, i,
+                          field, kMinPositiveProfileValue, ShowNumber(v)));
     }
   }
   for (const auto* m : {&l.allreduce_in_node_ms, &l.allreduce_across_nodes_ms}) {
@@ -247,8 +247,9 @@ absl::Status ValidateProfile(const ModelProfile& profile) {
   if (profile.key.model.empty()) return absl::InvalidArgumentError("profile model is empty");
   if (profile.key.gpu_type.empty()) return absl::InvalidArgumentError("profile gpu_type is empty");
   if (profile.key.microbatch_size < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "profile ", name, ": microbatch_size must be >= 1 (got ", profile.key.microbatch_size, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("profile ", name,
+                                                   ": microbatch_size must be >= 1 (got ",
+                                                   profile.key.microbatch_size, ")"));
   }
   if (profile.layers.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("profile ", name, " has no layers"));
@@ -264,8 +265,8 @@ absl::Status ValidateProfile(const ModelProfile& profile) {
     for (int k : in_keys) {
       if (!l.allreduce_in_node_ms.count(k)) {
         return absl::InvalidArgumentError(absl::StrFormat(
-            "profile %s: layer %d lacks allreduce_in_node key \"%d\" that other layers have",
-            name, i, k));
+            "profile %s: layer %d lacks allreduce_in_node key \"%d\" that other layers have", name,
+            i, k));
       }
     }
     for (int k : across_keys) {
@@ -288,8 +289,8 @@ absl::Status ValidateProfile(const ModelProfile& profile) {
       sums[k] += values[k];
       if (!std::isfinite(sums[k])) {
         return absl::InvalidArgumentError(absl::StrFormat(
-            "profile %s: the layers' %s add up to more than a double can hold (at layer %d)",
-            name, kSummed[k], i));
+            "profile %s: the layers' %s add up to more than a double can hold (at layer %d)", name,
+            kSummed[k], i));
       }
     }
   }
@@ -317,7 +318,8 @@ absl::StatusOr<std::vector<LayerProfile>> ParseOobleckProfile(
     if (ParseStopped(interrupt, static_cast<int64_t>(l))) return Interrupt::Status(kParseWhat);
     const json& entry = (mb)[l];
     if (!entry.is_object()) {
-      return absl::InvalidArgumentError(absl::StrFormat("%s: layer %d must be an object", mb_file, l));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: layer %d must be an object", mb_file, l));
     }
     for (const char* key : {"forward", "backward", "mem_required"}) {
       if (!entry.contains(key)) {
@@ -353,10 +355,9 @@ absl::StatusOr<std::vector<LayerProfile>> ParseOobleckProfile(
   RETURN_IF_ERROR(NormalizeAllreduceInNode(
       convention, [&](int l) { return absl::StrFormat("%s: layer %d", in_node_file, l); },
       &layers));
-  RETURN_IF_ERROR(ParseAllreduce(allreduce_across_nodes_json,
-                                 absl::StrCat(source, "/allreduce_across_nodes.json"),
-                                 layers.size(), &LayerProfile::allreduce_across_nodes_ms, layers,
-                                 interrupt));
+  RETURN_IF_ERROR(ParseAllreduce(
+      allreduce_across_nodes_json, absl::StrCat(source, "/allreduce_across_nodes.json"),
+      layers.size(), &LayerProfile::allreduce_across_nodes_ms, layers, interrupt));
   return layers;
 }
 

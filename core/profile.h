@@ -20,7 +20,7 @@ struct LayerProfile {
   double backward_ms = 0;
   double param_bytes = 0;       // mem_required[0]
   double activation_bytes = 0;  // mem_required[1], retained per in-flight micro-batch
-  std::map<int, double> allreduce_in_node_ms;      // GPUs -> ms
+  std::map<int, double> allreduce_in_node_ms;       // GPUs -> ms
   std::map<int, double> allreduce_across_nodes_ms;  // nodes -> ms
 };
 

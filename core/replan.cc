@@ -117,8 +117,7 @@ int LargestPipeline(const Candidate& c) {
 
 // Why a plan gives less than Oobleck's cap asks: a pipeline past the cap, or the f the
 // survivors allow (ctx.size_cap_degraded); "" when neither.
-std::string OverCapReason(const ReplanContext& ctx, const ClusterPlan& plan,
-                          const char* what) {
+std::string OverCapReason(const ReplanContext& ctx, const ClusterPlan& plan, const char* what) {
   int largest = 0;
   for (const PlannedPipeline& p : plan.pipelines) largest = std::max(largest, p.tmpl.num_nodes());
   if (largest <= ctx.size_cap) return ctx.size_cap_degraded;

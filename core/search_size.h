@@ -21,14 +21,14 @@ struct TemplateSearchSize {
   // Node multisets are encoded in the box of the mixes, prod over types of (cap_t + 1);
   // setting up the state space walks it once per node type.
   int64_t box = 0;
-  int64_t box_work = 0;      // box x node types
-  int64_t mix_entries = 0;   // sum over mixes of their sub-multisets: per-state mix lists
+  int64_t box_work = 0;     // box x node types
+  int64_t mix_entries = 0;  // sum over mixes of their sub-multisets: per-state mix lists
   // States exist only on multisets inside some mix: counted exactly by one walk over the
   // box when the box passes its limit (the search walks it the same way), else the upper
   // bound min(box, mix_entries).
   int64_t useful = 0;
-  int64_t node_states = 0;   // boundary + partial states of every node type's GPUs
-  int64_t states = 0;        // (layers + 1) x useful x node_states: one Pareto front each
+  int64_t node_states = 0;  // boundary + partial states of every node type's GPUs
+  int64_t states = 0;       // (layers + 1) x useful x node_states: one Pareto front each
 };
 
 // Limits a search must stay within; each violation is RESOURCE_EXHAUSTED naming it.
@@ -47,16 +47,14 @@ inline constexpr int64_t kBoxWalkPollStride = int64_t{1} << 14;
 // request whose box is too large is still estimated, and refused, in O(mixes x types).
 // The walk polls `interrupt`; when that stops it, `useful` keeps its upper bound and the
 // caller must check interrupt->stopped() before trusting the estimate.
-TemplateSearchSize EstimateTemplateSearch(const CostModel& model,
-                                          const std::vector<NodeMix>& mixes,
+TemplateSearchSize EstimateTemplateSearch(const CostModel& model, const std::vector<NodeMix>& mixes,
                                           const TemplateSearchLimits& limits = {},
                                           Interrupt* interrupt = nullptr);
 
 // How many multisets of the box `caps` (prod (cap_t + 1) of them) are inside at least one
 // of `mixes` (each mix within the box): the multisets a template search keeps states for.
 // -1 if `interrupt` stopped the walk.
-int64_t CountMultisetsInsideMixes(const std::vector<int>& caps,
-                                  const std::vector<NodeMix>& mixes,
+int64_t CountMultisetsInsideMixes(const std::vector<int>& caps, const std::vector<NodeMix>& mixes,
                                   Interrupt* interrupt = nullptr);
 
 // OK, or RESOURCE_EXHAUSTED naming the first limit the search would pass, its value and

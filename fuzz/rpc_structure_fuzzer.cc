@@ -23,8 +23,8 @@
 #include <grpcpp/grpcpp.h>
 #include <sys/resource.h>
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -72,9 +72,9 @@ struct Harness {
   oobleck::server::RunningServer fresh_running;
   std::unique_ptr<pb::Planner::Stub> stub;
   std::unique_ptr<pb::Planner::Stub> fresh;  // the same catalog, never a cache hit
-  pb::PlanResponse plan;  // a real plan of a 4-node cluster, for Replan requests
-  pb::OobleckProfileFiles files;  // the harness profile's files, for inline profiles
-  std::string fingerprint;        // and its fingerprint
+  pb::PlanResponse plan;                     // a real plan of a 4-node cluster, for Replan requests
+  pb::OobleckProfileFiles files;             // the harness profile's files, for inline profiles
+  std::string fingerprint;                   // and its fingerprint
 
   Harness() {
     const std::string dir = OOBLECK_SOURCE_DIR "/examples/profiles/gpt2-xl/rtx4090";
@@ -125,15 +125,15 @@ Harness& Get() {
 
 double Special(FuzzedDataProvider& in) {
   static const double kValues[] = {24e9,
-                                    1e10,
-                                    1e9,
-                                    0,
-                                    -1,
-                                    5e-324,
-                                    1e308,
-                                    std::numeric_limits<double>::infinity(),
-                                    std::numeric_limits<double>::quiet_NaN(),
-                                    1};
+                                   1e10,
+                                   1e9,
+                                   0,
+                                   -1,
+                                   5e-324,
+                                   1e308,
+                                   std::numeric_limits<double>::infinity(),
+                                   std::numeric_limits<double>::quiet_NaN(),
+                                   1};
   if (in.ConsumeBool()) return kValues[in.ConsumeIntegralInRange<size_t>(0, 9)];
   return in.ConsumeFloatingPoint<double>();
 }
@@ -153,10 +153,27 @@ std::string SeparatorName(FuzzedDataProvider& in, const char* prefix, int i) {
   // The last two are what an unescaped key wrote after a one-GPU node type's name (GPUs,
   // memory 1e308 or 1e9 bytes, bandwidth 1e10, the harness profile's fingerprint), so a
   // collision of such keys is reachable (seeded by make_rpc_structure_seeds.py).
-  static const char* kPieces[] = {
-      "|", ":", "#", ",", "=", "|mix=", "1", "8", "0x1p+34", "0x1.4p+36", "-", "x", "y", "t0",
-      "t1", "3#", "|1#t", "%", "+mb1", "1:0x1.1ccf385ebc8ap+1023:0x1.2a05f2p+33:ef313a9fc96365a5",
-      "1:0x1.dcd65p+29:0x1.2a05f2p+33:ef313a9fc96365a5"};
+  static const char* kPieces[] = {"|",
+                                  ":",
+                                  "#",
+                                  ",",
+                                  "=",
+                                  "|mix=",
+                                  "1",
+                                  "8",
+                                  "0x1p+34",
+                                  "0x1.4p+36",
+                                  "-",
+                                  "x",
+                                  "y",
+                                  "t0",
+                                  "t1",
+                                  "3#",
+                                  "|1#t",
+                                  "%",
+                                  "+mb1",
+                                  "1:0x1.1ccf385ebc8ap+1023:0x1.2a05f2p+33:ef313a9fc96365a5",
+                                  "1:0x1.dcd65p+29:0x1.2a05f2p+33:ef313a9fc96365a5"};
   constexpr size_t kCount = sizeof(kPieces) / sizeof(kPieces[0]);
   std::string name = absl::StrCat(prefix, i);
   const int pieces = in.ConsumeIntegralInRange(1, 8);
@@ -168,16 +185,20 @@ std::string SeparatorName(FuzzedDataProvider& in, const char* prefix, int i) {
 
 std::string Name(FuzzedDataProvider& in, const char* prefix, int i) {
   switch (in.ConsumeIntegralInRange(0, 4)) {
-    case 0: return "";
-    case 1: return Text(in, 12);
-    case 4: return SeparatorName(in, prefix, i);
-    default: return absl::StrCat(prefix, i);
+    case 0:
+      return "";
+    case 1:
+      return Text(in, 12);
+    case 4:
+      return SeparatorName(in, prefix, i);
+    default:
+      return absl::StrCat(prefix, i);
   }
 }
 
 void FillCluster(FuzzedDataProvider& in, pb::Cluster* cluster) {
-  const int types = in.ConsumeBool() ? in.ConsumeIntegralInRange(0, 300)
-                                     : in.ConsumeIntegralInRange(0, 6);
+  const int types =
+      in.ConsumeBool() ? in.ConsumeIntegralInRange(0, 300) : in.ConsumeIntegralInRange(0, 6);
   cluster->set_inter_node_bytes_per_s(Special(in));
   for (int i = 0; i < types && in.remaining_bytes() > 0; ++i) {
     pb::NodeType* t = cluster->add_node_types();
@@ -254,8 +275,7 @@ void FillInlineProfile(FuzzedDataProvider& in, pb::InlineProfile* profile) {
         layer->set_activation_bytes(in.ConsumeBool() ? Special(in) : 1e6);
         const int keys = in.ConsumeIntegralInRange(0, 3);
         for (int k = 0; k < keys; ++k) {
-          (*layer->mutable_allreduce_in_node_ms())[in.ConsumeIntegralInRange(-1, 9)] =
-              Special(in);
+          (*layer->mutable_allreduce_in_node_ms())[in.ConsumeIntegralInRange(-1, 9)] = Special(in);
           (*layer->mutable_allreduce_across_nodes_ms())[in.ConsumeIntegralInRange(-1, 9)] =
               Special(in);
         }
@@ -317,8 +337,7 @@ pb::PlanRequest PlanRequest(FuzzedDataProvider& in) {
     }
   }
   DropInFields(in, &r);
-  r.set_fault_tolerance_rule(
-      static_cast<pb::FaultToleranceRule>(in.ConsumeIntegralInRange(0, 2)));
+  r.set_fault_tolerance_rule(static_cast<pb::FaultToleranceRule>(in.ConsumeIntegralInRange(0, 2)));
   r.set_fault_tolerance(r.fault_tolerance() + in.ConsumeIntegralInRange(0, 3));
   if (in.ConsumeBool()) r.set_objective("oobleck-instantiation");
   return r;
@@ -332,11 +351,12 @@ pb::ReplanRequest ReplanRequest(FuzzedDataProvider& in) {
   *r.mutable_plan() = planned.plan();
   const int failures = in.ConsumeIntegralInRange(0, 5);
   for (int j = 0; j < failures; ++j) {
-    r.add_failed_node_ids(in.ConsumeBool() && planned.request().nodes_size() > 0
-                              ? planned.request().nodes(in.ConsumeIntegralInRange(
-                                                             0, planned.request().nodes_size() - 1))
-                                    .id()
-                              : Name(in, "x", j));
+    r.add_failed_node_ids(
+        in.ConsumeBool() && planned.request().nodes_size() > 0
+            ? planned.request()
+                  .nodes(in.ConsumeIntegralInRange(0, planned.request().nodes_size() - 1))
+                  .id()
+            : Name(in, "x", j));
   }
   const int joins = in.ConsumeIntegralInRange(0, 3);
   for (int j = 0; j < joins; ++j) {
@@ -402,14 +422,14 @@ bool Documented(grpc::StatusCode code) {
 double CpuMs() {
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_utime.tv_sec * 1e3 + usage.ru_utime.tv_usec / 1e3 +
-         usage.ru_stime.tv_sec * 1e3 + usage.ru_stime.tv_usec / 1e3;
+  return usage.ru_utime.tv_sec * 1e3 + usage.ru_utime.tv_usec / 1e3 + usage.ru_stime.tv_sec * 1e3 +
+         usage.ru_stime.tv_usec / 1e3;
 }
 
 // One call, checked as the header says; its status, and the response in *out when given.
 template <typename Request, typename Response>
-grpc::Status Call(grpc::Status (pb::Planner::Stub::*method)(grpc::ClientContext*,
-                                                            const Request&, Response*),
+grpc::Status Call(grpc::Status (pb::Planner::Stub::*method)(grpc::ClientContext*, const Request&,
+                                                            Response*),
                   const Request& request, const char* name, Response* out = nullptr,
                   std::chrono::milliseconds deadline = kDeadline) {
   grpc::ClientContext context;
@@ -430,10 +450,10 @@ grpc::Status Call(grpc::Status (pb::Planner::Stub::*method)(grpc::ClientContext*
     fail();
   }
   if (took > deadline + kLateness) {
-    std::fprintf(stderr, "%s took %lld ms against a %lld ms deadline\n", name,
-                 static_cast<long long>(
-                     std::chrono::duration_cast<std::chrono::milliseconds>(took).count()),
-                 static_cast<long long>(deadline.count()));
+    std::fprintf(
+        stderr, "%s took %lld ms against a %lld ms deadline\n", name,
+        static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()),
+        static_cast<long long>(deadline.count()));
     fail();
   }
   if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
@@ -681,13 +701,12 @@ void ManyTypeReplan(FuzzedDataProvider& in) {
   pb::ReplanRequest replan;
   *replan.mutable_request() = planned.request();
   *replan.mutable_plan() = planned.plan();
-  const pb::PlannedPipeline& victim = planned.plan().pipelines(
-      in.ConsumeIntegralInRange(0, planned.plan().pipelines_size() - 1));
+  const pb::PlannedPipeline& victim =
+      planned.plan().pipelines(in.ConsumeIntegralInRange(0, planned.plan().pipelines_size() - 1));
   const std::string failed = victim.node_ids(0);
   replan.add_failed_node_ids(failed);
   pb::ReplanResponse replanned;
-  const grpc::Status status =
-      Call(&pb::Planner::Stub::Replan, replan, "Replan", &replanned, kLong);
+  const grpc::Status status = Call(&pb::Planner::Stub::Replan, replan, "Replan", &replanned, kLong);
   if (status.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED) return;
   pb::PlanRequest survivors = planned.request();
   survivors.clear_nodes();
@@ -707,8 +726,8 @@ void ManyTypeReplan(FuzzedDataProvider& in) {
 // with one count per used template, and its times add up and are finite.
 pb::InstantiateRequest InstantiateRequest(FuzzedDataProvider& in) {
   pb::InstantiateRequest r;
-  const int templates = in.ConsumeBool() ? in.ConsumeIntegralInRange(0, 1100)
-                                         : in.ConsumeIntegralInRange(0, 5);
+  const int templates =
+      in.ConsumeBool() ? in.ConsumeIntegralInRange(0, 1100) : in.ConsumeIntegralInRange(0, 5);
   for (int t = 0; t < templates && in.remaining_bytes() > 0; ++t) {
     pb::TemplateShape* shape = r.add_templates();
     shape->set_num_nodes(in.ConsumeBool() ? in.ConsumeIntegralInRange(1, 8)
@@ -724,8 +743,7 @@ pb::InstantiateRequest InstantiateRequest(FuzzedDataProvider& in) {
   const int entries = in.ConsumeIntegralInRange(0, 40);
   for (int e = 0; e < entries; ++e) {
     const int pipelines = in.ConsumeBool() ? e + 1 : in.ConsumeIntegralInRange(-1, 70000);
-    (*r.mutable_allreduce_across_pipelines_ms())[pipelines] =
-        in.ConsumeBool() ? e : Special(in);
+    (*r.mutable_allreduce_across_pipelines_ms())[pipelines] = in.ConsumeBool() ? e : Special(in);
   }
   if (in.ConsumeBool()) {
     for (int t = 0; t < r.templates_size(); ++t) {
@@ -746,7 +764,8 @@ void CheckInstantiateAnswer(const pb::InstantiateRequest& r, const pb::Instantia
   for (int t = 0; t < r.templates_size(); ++t) {
     if (a.instances(t) < 0 || (a.instances(t) > 0) != (a.microbatches(t) > 0)) {
       Finding(absl::StrCat("template ", t, ": instances ", a.instances(t), ", microbatches ",
-                           a.microbatches(t)), r);
+                           a.microbatches(t)),
+              r);
     }
     nodes += int64_t{a.instances(t)} * r.templates(t).num_nodes();
     batch += int64_t{a.instances(t)} * a.microbatches(t);
@@ -757,14 +776,15 @@ void CheckInstantiateAnswer(const pb::InstantiateRequest& r, const pb::Instantia
   }
   const int64_t want_nodes = r.num_nodes() > 0 ? r.num_nodes() : nodes;
   if (nodes != want_nodes || batch != r.global_batch() || pipelines != a.num_pipelines()) {
-    Finding(absl::StrCat("an answer of ", nodes, " nodes, ", batch, " micro-batches, ",
-                         pipelines, " pipelines (num_pipelines ", a.num_pipelines(), ")"), r);
+    Finding(absl::StrCat("an answer of ", nodes, " nodes, ", batch, " micro-batches, ", pipelines,
+                         " pipelines (num_pipelines ", a.num_pipelines(), ")"),
+            r);
   }
   if (!std::isfinite(a.iteration_time_ms()) || a.pipeline_time_ms() != slowest ||
       a.iteration_time_ms() != a.pipeline_time_ms() + a.allreduce_ms()) {
     Finding(absl::StrFormat("times %.17g = %.17g + %.17g (slowest pipeline %.17g)",
-                            a.iteration_time_ms(), a.pipeline_time_ms(), a.allreduce_ms(),
-                            slowest), r);
+                            a.iteration_time_ms(), a.pipeline_time_ms(), a.allreduce_ms(), slowest),
+            r);
   }
 }
 

@@ -60,12 +60,11 @@ absl::Status ToNodes(const pb::PlanRequest& request, const std::vector<NodeType>
   for (int i = 0; i < T; ++i) {
     const int count = cluster.node_types(i).count();
     if (count != 0 && count != counts[i]) {
-      return InvalidField(
-          absl::StrCat(NodeTypeField(i), ".count"),
-          absl::StrCat(" is ", count, " but nodes lists ", counts[i], " node(s) of type ",
-                       Quote(types[i].name), "; set it to ",
-                       counts[i] == 0 ? "0 or list its nodes"
-                                      : absl::StrCat(counts[i], " or to 0")));
+      return InvalidField(absl::StrCat(NodeTypeField(i), ".count"),
+                          absl::StrCat(" is ", count, " but nodes lists ", counts[i],
+                                       " node(s) of type ", Quote(types[i].name), "; set it to ",
+                                       counts[i] == 0 ? "0 or list its nodes"
+                                                      : absl::StrCat(counts[i], " or to 0")));
     }
   }
   return absl::OkStatus();

@@ -29,10 +29,10 @@ namespace oobleck::server {
 struct PlanRpcContext {
   const ProfileCatalog* catalog = nullptr;
   const ClusterPlanner* planner = nullptr;
-  SearchGate* search_gate = nullptr;       // optional admission control
-  CostModelCache* models = nullptr;        // optional: cost models shared across requests
-  const ShutdownFlag* shutdown = nullptr;  // optional: set while the server drains
-  ArenaBlockPool* arena_blocks = nullptr;  // optional: Replan's arena memory across calls
+  SearchGate* search_gate = nullptr;              // optional admission control
+  CostModelCache* models = nullptr;               // optional: cost models shared across requests
+  const ShutdownFlag* shutdown = nullptr;         // optional: set while the server drains
+  ArenaBlockPool* arena_blocks = nullptr;         // optional: Replan's arena memory across calls
   InlineProfileCache* inline_profiles = nullptr;  // optional: without it `profiles` is refused
 };
 

@@ -86,8 +86,8 @@ class PlannerService final : public ::oobleck::planner::v1::Planner::WithStreame
   const ServiceOptions options_;
   TemplateCache* cache_;
   TemplatePlanner planner_;
-  ClusterPlanner cluster_planner_;  // uses planner_ (and so the shared cache)
-  CostModelCache models_;           // Plan and Replan's cost models, across requests
+  ClusterPlanner cluster_planner_;      // uses planner_ (and so the shared cache)
+  CostModelCache models_;               // Plan and Replan's cost models, across requests
   InlineProfileCache inline_profiles_;  // profiles sent with planning requests
   // Replan's arena memory, kept resident across calls: a fleet's call uses about 4.5 MiB;
   // up to 4 calls at once keep theirs (at most 16 MiB each).

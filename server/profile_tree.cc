@@ -59,7 +59,8 @@ void LoadGpuDir(const fs::path& dir, const std::string& model, const std::string
   }
   std::sort(sizes.begin(), sizes.end());
   for (int m : sizes) {
-    absl::StatusOr<ModelProfile> profile = LoadOobleckProfileDir(dir.string(), model, gpu_type, m, &root);
+    absl::StatusOr<ModelProfile> profile =
+        LoadOobleckProfileDir(dir.string(), model, gpu_type, m, &root);
     if (!profile.ok()) {
       report->errors.push_back(
           absl::StrCat(dir.string(), " (mb", m, "): ", profile.status().ToString()));

@@ -200,8 +200,8 @@ bool SameTemplate(const PipelineTemplate& a, const PipelineTemplate& b) {
     const Stage &x = a.stages[k], &y = b.stages[k];
     if (x.layer_begin != y.layer_begin || x.layer_end != y.layer_end ||
         x.node_index != y.node_index || x.node_type != y.node_type || x.gpus != y.gpus ||
-        x.forward_ms != y.forward_ms || x.backward_ms != y.backward_ms ||
-        x.cost_ms != y.cost_ms || x.memory_bytes_per_gpu != y.memory_bytes_per_gpu) {
+        x.forward_ms != y.forward_ms || x.backward_ms != y.backward_ms || x.cost_ms != y.cost_ms ||
+        x.memory_bytes_per_gpu != y.memory_bytes_per_gpu) {
       return false;
     }
   }
@@ -229,9 +229,8 @@ void FillProtoPlan(Plan& plan, const PlanningProblem& problem, pb::ClusterPlan* 
     auto& p = plan.pipelines[i];
     pb::PlannedPipeline* pp = out->add_pipelines();
     std::vector<int>& same_mix = converted[p.tmpl.mix];
-    auto same = std::find_if(same_mix.begin(), same_mix.end(), [&](int j) {
-      return SameTemplate(plan.pipelines[j].tmpl, p.tmpl);
-    });
+    auto same = std::find_if(same_mix.begin(), same_mix.end(),
+                             [&](int j) { return SameTemplate(plan.pipelines[j].tmpl, p.tmpl); });
     if (same != same_mix.end()) {
       pp->mutable_template_()->CopyFrom(out->pipelines(*same).template_());
     } else {
@@ -352,8 +351,8 @@ absl::StatusOr<ClusterPlan> ReadProtoPlan(Message& plan, const PlanningProblem& 
       out.idle.push_back({idle.node_id(), type, idle.reason()});
     } else {
       pb::IdleNode& taken = *plan.mutable_idle_nodes(i);
-      out.idle.push_back({std::move(*taken.mutable_node_id()), type,
-                          std::move(*taken.mutable_reason())});
+      out.idle.push_back(
+          {std::move(*taken.mutable_node_id()), type, std::move(*taken.mutable_reason())});
     }
   }
   return out;

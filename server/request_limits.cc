@@ -47,21 +47,21 @@ absl::Status CheckPlanLimits(const ::oobleck::planner::v1::PlanRequest& request,
                              const std::string& prefix) {
   const int types = request.cluster().node_types_size();
   if (types > kMaxPlanNodeTypes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        prefix, "cluster.node_types has ", types, " entries, more than the limit of ",
-        kMaxPlanNodeTypes, " node types per Plan or Replan"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat(prefix, "cluster.node_types has ", types, " entries, more than the limit of ",
+                     kMaxPlanNodeTypes, " node types per Plan or Replan"));
   }
   if (request.nodes_size() > kMaxPlanNodes) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(prefix, "nodes has ", request.nodes_size(), " entries, more than the limit of ",
-                     kMaxPlanNodes, " nodes per Plan or Replan"));
+    return absl::ResourceExhaustedError(absl::StrCat(prefix, "nodes has ", request.nodes_size(),
+                                                     " entries, more than the limit of ",
+                                                     kMaxPlanNodes, " nodes per Plan or Replan"));
   }
   int64_t counted = 0;
   for (const auto& type : request.cluster().node_types()) counted += std::max(0, type.count());
   if (request.nodes().empty() && counted > kMaxPlanNodes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        prefix, "cluster.node_types counts add up to ", counted, " nodes, more than the limit of ",
-        kMaxPlanNodes, " nodes per Plan or Replan"));
+    return absl::ResourceExhaustedError(absl::StrCat(prefix, "cluster.node_types counts add up to ",
+                                                     counted, " nodes, more than the limit of ",
+                                                     kMaxPlanNodes, " nodes per Plan or Replan"));
   }
   return absl::OkStatus();
 }

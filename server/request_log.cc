@@ -125,7 +125,8 @@ class RequestLogInterceptor final : public grpc::experimental::Interceptor {
     if (auto* context = info_->server_context(); context != nullptr) {
       absl::StrAppend(&line, " peer=", context->peer());
     }
-    if (!previous_attempts_.empty()) absl::StrAppend(&line, " previous_attempts=", previous_attempts_);
+    if (!previous_attempts_.empty())
+      absl::StrAppend(&line, " previous_attempts=", previous_attempts_);
     if (status_seen_ && !status_.ok())
       absl::StrAppend(&line, " message=", Quoted(status_.error_message()));
     log_->Write(line);

@@ -20,7 +20,7 @@ inline constexpr int kMaxMixesPerRequest = 4096;
 
 struct TemplateRequest {
   PlanningProblem problem;
-  std::vector<NodeMix> mixes;  // ordered by size, then counts
+  std::vector<NodeMix> mixes;      // ordered by size, then counts
   InlineProfiles inline_profiles;  // the request's `profiles`, as resolved
 };
 

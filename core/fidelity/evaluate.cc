@@ -22,12 +22,12 @@ std::string ReplicaField(int stage, int replica) {
 // What one stage replica runs, looked up once.
 struct ReplicaCosts {
   const StageReplica* where = nullptr;
-  double compute_s = 0;   // forward + backward of one micro-batch
-  double update_s = 0;    // its share of the optimizer step
+  double compute_s = 0;  // forward + backward of one micro-batch
+  double update_s = 0;   // its share of the optimizer step
   double params_bytes = 0;
-  double act_mem_bytes = 0;      // kept per micro-batch in flight
+  double act_mem_bytes = 0;  // kept per micro-batch in flight
   double max_layer_act_bytes = 0;
-  double out_bytes = 0;          // sent to the next stage per micro-batch
+  double out_bytes = 0;  // sent to the next stage per micro-batch
 };
 
 absl::StatusOr<std::string> ChooseModel(const SailorData& data, const SailorPlan& plan,
@@ -43,9 +43,9 @@ absl::StatusOr<std::string> ChooseModel(const SailorData& data, const SailorPlan
     }
   }
   if (fits.size() == 1) return fits[0];
-  return Missing("model", absl::StrCat(": the plan names no model and ", fits.size(),
-                                       " models of the data have ", layers,
-                                       " layers; name it (--model)"));
+  return Missing("model",
+                 absl::StrCat(": the plan names no model and ", fits.size(),
+                              " models of the data have ", layers, " layers; name it (--model)"));
 }
 
 absl::StatusOr<const std::vector<LayerTimes>*> TimesFor(const ModelProfile& profile,
@@ -57,8 +57,8 @@ absl::StatusOr<const std::vector<LayerTimes>*> TimesFor(const ModelProfile& prof
   }
   auto batch = gpu->second.find(mbs);
   if (batch == gpu->second.end()) {
-    return Missing(field, absl::StrCat(": the profile of ", r.gpu_type,
-                                       " has no micro-batch size ", mbs));
+    return Missing(field,
+                   absl::StrCat(": the profile of ", r.gpu_type, " has no micro-batch size ", mbs));
   }
   auto tp = batch->second.find(r.tp);
   if (tp == batch->second.end()) {
@@ -77,15 +77,15 @@ absl::StatusOr<ReplicaCosts> CostsOf(const SailorData& data, const std::string& 
   const auto& sizes_by_tp = data.layer_sizes.at(model);
   auto sizes = sizes_by_tp.find(r.tp);
   if (sizes == sizes_by_tp.end()) {
-    return Missing(field, absl::StrCat(": llm_info.json has no layer sizes of ", model,
-                                       " at tp ", r.tp));
+    return Missing(field,
+                   absl::StrCat(": llm_info.json has no layer sizes of ", model, " at tp ", r.tp));
   }
   const std::vector<int>& layers = plan.layers_per_stage[stage];
   if (times->size() != sizes->second.size() ||
       static_cast<size_t>(layers.back()) >= times->size()) {
-    return Missing(field, absl::StrCat(": the profile has ", times->size(), " layers, llm_info ",
-                                       sizes->second.size(), ", the plan needs layer ",
-                                       layers.back()));
+    return Missing(field,
+                   absl::StrCat(": the profile has ", times->size(), " layers, llm_info ",
+                                sizes->second.size(), ", the plan needs layer ", layers.back()));
   }
   double model_params = 0;
   for (const LayerSizes& s : sizes->second) model_params += s.params_bytes;
@@ -157,9 +157,9 @@ absl::StatusOr<double> TransferSeconds(const SailorData& data, const StageReplic
   }
   const BandwidthCurve* curve = InterNodeCurve(data, a, b);
   if (curve == nullptr) {
-    return Missing(field, absl::StrCat(": no measured bandwidth from ", a.tp, " ", a.gpu_type,
-                                       " in ", a.zone, " to ", b.tp, " ", b.gpu_type, " in ",
-                                       b.zone));
+    return Missing(
+        field, absl::StrCat(": no measured bandwidth from ", a.tp, " ", a.gpu_type, " in ", a.zone,
+                            " to ", b.tp, " ", b.gpu_type, " in ", b.zone));
   }
   const double total = bytes * a.tp;
   return total / curve->At(total);
@@ -179,9 +179,9 @@ absl::StatusOr<PipelineTime> TimePipeline(const SailorData& data,
   const int s_count = static_cast<int>(stages.size());
   std::vector<double> boundary(s_count, 0.0);  // after stage s, one direction
   for (int s = 0; s + 1 < s_count; ++s) {
-    ASSIGN_OR_RETURN(boundary[s], TransferSeconds(data, *stages[s].where, *stages[s + 1].where,
-                                                  stages[s].out_bytes, one_node,
-                                                  ReplicaField(s, r)));
+    ASSIGN_OR_RETURN(boundary[s],
+                     TransferSeconds(data, *stages[s].where, *stages[s + 1].where,
+                                     stages[s].out_bytes, one_node, ReplicaField(s, r)));
   }
   double sum = 0, sum_p2p = 0, slowest = -1, slowest_p2p = 0;
   for (int s = 0; s < s_count; ++s) {
@@ -213,9 +213,8 @@ absl::StatusOr<double> SyncSeconds(const SailorData& data,
     for (int r = 0; r < dp; ++r) {
       const ReplicaCosts& a = costs[s][r];
       const ReplicaCosts& b = costs[s][(r + 1) % dp];
-      ASSIGN_OR_RETURN(const double link, TransferSeconds(data, *a.where, *b.where,
-                                                          a.params_bytes, one_node,
-                                                          ReplicaField(s, r)));
+      ASSIGN_OR_RETURN(const double link, TransferSeconds(data, *a.where, *b.where, a.params_bytes,
+                                                          one_node, ReplicaField(s, r)));
       slowest = std::max(slowest, 2.0 * (dp - 1) / dp * link / kAllReduceEfficiency);
     }
   }
@@ -238,7 +237,7 @@ absl::StatusOr<GpuMemory> MemoryOf(const ReplicaCosts& c, int in_flight, absl::s
 
 absl::StatusOr<double> GpuMemoryBytes(absl::string_view gpu_type) {
   static constexpr std::pair<absl::string_view, double> kGiB[] = {
-      {"V100-16", 16}, {"A100-40", 40},   {"A100-80", 80},  {"GH-96", 96},
+      {"V100-16", 16},   {"A100-40", 40}, {"A100-80", 80}, {"GH-96", 96},
       {"Titan-RTX", 24}, {"RTX-2080", 8}, {"RTX-3090", 24}};
   for (const auto& [name, gib] : kGiB) {
     if (name == gpu_type) return gib * double(int64_t{1} << 30);
@@ -289,9 +288,9 @@ absl::StatusOr<Evaluation> EvaluateSailorPlan(const SailorData& data, const Sail
   for (int s = 0; s < stages; ++s) {
     auto& row = e.memory.emplace_back();
     for (int r = 0; r < dp; ++r) {
-      ASSIGN_OR_RETURN(row.emplace_back(), MemoryOf(costs[s][r], std::min(e.microbatches,
-                                                                          stages - s),
-                                                    ReplicaField(s, r)));
+      ASSIGN_OR_RETURN(
+          row.emplace_back(),
+          MemoryOf(costs[s][r], std::min(e.microbatches, stages - s), ReplicaField(s, r)));
       e.peak_memory_bytes = std::max(e.peak_memory_bytes, row.back().total());
     }
   }

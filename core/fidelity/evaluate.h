@@ -5,10 +5,10 @@
 #define OOBLECK_CORE_FIDELITY_EVALUATE_H_
 
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/fidelity/sailor_data.h"
 
 namespace oobleck::fidelity {

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include "absl/strings/string_view.h"
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "core/field_path.h"
 #include "core/file_reader.h"
 #include "core/json_document.h"
@@ -142,31 +142,33 @@ absl::Status ForEachNamed(const json& v, absl::string_view path, Visit visit) {
 }
 
 absl::Status ReadProfiles(const json& doc, SailorData& data) {
-  return ForEachNamed(doc, "profiles_tmp.json", [&](const std::string& model, const json& m,
-                                                    const std::string& mp) {
-    return ForEachNamed(m, mp, [&](const std::string& gpu, const json& g, const std::string& gp) {
-      return ForEachNumbered(g, gp, [&](int mbs, const json& b, const std::string& bp) {
-        return ForEachNumbered(b, bp, [&](int tp, const json& t, const std::string& tpp) {
-          if (mbs < 1 || tp < 1) return InvalidField(tpp, ": mbs and tp must be >= 1");
-          ASSIGN_OR_RETURN(data.profiles[model][gpu][mbs][tp],
-                           LayerList<LayerTimes>(t, tpp, ReadLayerTimes));
-          return absl::OkStatus();
-        });
+  return ForEachNamed(
+      doc, "profiles_tmp.json",
+      [&](const std::string& model, const json& m, const std::string& mp) {
+        return ForEachNamed(
+            m, mp, [&](const std::string& gpu, const json& g, const std::string& gp) {
+              return ForEachNumbered(g, gp, [&](int mbs, const json& b, const std::string& bp) {
+                return ForEachNumbered(b, bp, [&](int tp, const json& t, const std::string& tpp) {
+                  if (mbs < 1 || tp < 1) return InvalidField(tpp, ": mbs and tp must be >= 1");
+                  ASSIGN_OR_RETURN(data.profiles[model][gpu][mbs][tp],
+                                   LayerList<LayerTimes>(t, tpp, ReadLayerTimes));
+                  return absl::OkStatus();
+                });
+              });
+            });
       });
-    });
-  });
 }
 
 absl::Status ReadLayerInfo(const json& doc, SailorData& data) {
-  return ForEachNamed(doc, "llm_info.json", [&](const std::string& model, const json& m,
-                                                const std::string& mp) {
-    return ForEachNumbered(m, mp, [&](int tp, const json& t, const std::string& tp_path) {
-      if (tp < 1) return InvalidField(tp_path, ": tp must be >= 1");
-      ASSIGN_OR_RETURN(data.layer_sizes[model][tp],
-                       LayerList<LayerSizes>(t, tp_path, ReadLayerSizes));
-      return absl::OkStatus();
-    });
-  });
+  return ForEachNamed(
+      doc, "llm_info.json", [&](const std::string& model, const json& m, const std::string& mp) {
+        return ForEachNumbered(m, mp, [&](int tp, const json& t, const std::string& tp_path) {
+          if (tp < 1) return InvalidField(tp_path, ": tp must be >= 1");
+          ASSIGN_OR_RETURN(data.layer_sizes[model][tp],
+                           LayerList<LayerSizes>(t, tp_path, ReadLayerSizes));
+          return absl::OkStatus();
+        });
+      });
 }
 
 // [zone][gpu][n][zone][gpu][n] = curve.
@@ -174,17 +176,18 @@ absl::Status ReadInterNode(const json& doc, const std::string& file, SailorData&
   return ForEachNamed(doc, file, [&](const std::string& za, const json& a1, const std::string& p1) {
     return ForEachNamed(a1, p1, [&](const std::string& ga, const json& a2, const std::string& p2) {
       return ForEachNumbered(a2, p2, [&](int na, const json& a3, const std::string& p3) {
-        return ForEachNamed(a3, p3, [&](const std::string& zb, const json& b1,
-                                        const std::string& q1) {
-          return ForEachNamed(b1, q1, [&](const std::string& gb, const json& b2,
-                                          const std::string& q2) {
-            return ForEachNumbered(b2, q2, [&](int nb, const json& c, const std::string& q3) {
-              ASSIGN_OR_RETURN(BandwidthCurve curve, ReadCurve(c, q3));
-              data.inter_node[{Endpoint{za, ga, na}, Endpoint{zb, gb, nb}}] = curve;
-              return absl::OkStatus();
+        return ForEachNamed(
+            a3, p3, [&](const std::string& zb, const json& b1, const std::string& q1) {
+              return ForEachNamed(
+                  b1, q1, [&](const std::string& gb, const json& b2, const std::string& q2) {
+                    return ForEachNumbered(
+                        b2, q2, [&](int nb, const json& c, const std::string& q3) {
+                          ASSIGN_OR_RETURN(BandwidthCurve curve, ReadCurve(c, q3));
+                          data.inter_node[{Endpoint{za, ga, na}, Endpoint{zb, gb, nb}}] = curve;
+                          return absl::OkStatus();
+                        });
+                  });
             });
-          });
-        });
       });
     });
   });
@@ -216,8 +219,10 @@ absl::Status CheckLayerCounts(const SailorData& data) {
     for (const auto& [tp, layers] : by_tp) {
       if (want != data.num_all_layers.end() && static_cast<int>(layers.size()) != want->second) {
         return InvalidField(absl::StrCat("llm_info.json/", model, "/", tp),
-                            absl::StrCat(" has ", layers.size(), " layers but the training "
-                                         "config says num_all_layers ", want->second));
+                            absl::StrCat(" has ", layers.size(),
+                                         " layers but the training "
+                                         "config says num_all_layers ",
+                                         want->second));
       }
     }
   }
@@ -231,13 +236,12 @@ absl::StatusOr<json> ReadJson(const std::filesystem::path& path, const std::stri
   return *std::move(doc);
 }
 
-
 absl::StatusOr<const json*> ArrayOf(const json& v, absl::string_view path, const char* key,
                                     size_t size) {
   ASSIGN_OR_RETURN(const json* a, Member(v, path, key));
   if (!a->is_array() || a->size() != size) {
-    return InvalidField(Sub(path, key), absl::StrCat(" must be an array of ", size,
-                                                     " entries (one per stage)"));
+    return InvalidField(Sub(path, key),
+                        absl::StrCat(" must be an array of ", size, " entries (one per stage)"));
   }
   return a;
 }
@@ -248,8 +252,9 @@ absl::StatusOr<StageReplica> ReadReplica(const json& v, const std::string& path)
     return InvalidField(path, " must be [[[gpu_type, gpus_per_node, zone]], tp]");
   }
   if (v[0].size() != 1) {
-    return InvalidField(Sub(path, "0"), " must name exactly one node (a replica runs on one "
-                                        "node)");
+    return InvalidField(Sub(path, "0"),
+                        " must name exactly one node (a replica runs on one "
+                        "node)");
   }
   const json& node = v[0][0];
   const std::string node_path = Sub(Sub(path, "0"), "0");
@@ -262,8 +267,10 @@ absl::StatusOr<StageReplica> ReadReplica(const json& v, const std::string& path)
   ASSIGN_OR_RETURN(r.gpus_per_node, PositiveInt(node[1], Sub(node_path, "1")));
   ASSIGN_OR_RETURN(r.tp, PositiveInt(v[1], Sub(path, "1")));
   if (r.tp > r.gpus_per_node) {
-    return InvalidField(Sub(path, "1"), absl::StrCat(" (tp ", r.tp, ") must be at most the "
-                                                     "node's GPUs (", r.gpus_per_node, ")"));
+    return InvalidField(Sub(path, "1"), absl::StrCat(" (tp ", r.tp,
+                                                     ") must be at most the "
+                                                     "node's GPUs (",
+                                                     r.gpus_per_node, ")"));
   }
   return r;
 }
@@ -278,9 +285,10 @@ absl::StatusOr<std::vector<int>> ReadStageLayers(const json& v, const std::strin
     if (!v[i].is_number_integer()) return InvalidField(at, " must be an integer");
     const int64_t layer = v[i].get<int64_t>();
     if (layer != first + static_cast<int64_t>(i)) {
-      return InvalidField(at, absl::StrCat(" must be layer ", first + static_cast<int64_t>(i),
-                                           " (got ", layer, "): layers_per_stage must list "
-                                           "0 … n-1 in order, each layer once"));
+      return InvalidField(
+          at, absl::StrCat(" must be layer ", first + static_cast<int64_t>(i), " (got ", layer,
+                           "): layers_per_stage must list "
+                           "0 … n-1 in order, each layer once"));
     }
     layers.push_back(static_cast<int>(layer));
   }
@@ -296,9 +304,9 @@ absl::Status ReadStages(const json& pipeline, const std::string& path, SailorPla
   int next_layer = 0;
   for (int s = 0; s < stages; ++s) {
     const std::string at = std::to_string(s);
-    ASSIGN_OR_RETURN(plan.layers_per_stage.emplace_back(),
-                     ReadStageLayers((*layers)[s], Sub(Sub(path, "layers_per_stage"), at),
-                                     next_layer));
+    ASSIGN_OR_RETURN(
+        plan.layers_per_stage.emplace_back(),
+        ReadStageLayers((*layers)[s], Sub(Sub(path, "layers_per_stage"), at), next_layer));
     next_layer += static_cast<int>(plan.layers_per_stage.back().size());
     const std::string dp_path = Sub(Sub(path, "dp"), at);
     ASSIGN_OR_RETURN(const int replicas, PositiveInt((*dp)[s], dp_path));
@@ -392,8 +400,10 @@ absl::StatusOr<SailorPlan> SailorPlanFromJson(const json& doc) {
   RETURN_IF_ERROR(ReadStages((*list)[0], "pipeline_list/0", plan));
   const int64_t per_step = int64_t{plan.microbatch_size} * plan.replicas[0].size();
   if (plan.global_batch % per_step != 0) {
-    return InvalidField("gbs", absl::StrCat(" (", plan.global_batch, ") must be a multiple of "
-                                            "mbs × dp = ", per_step));
+    return InvalidField("gbs", absl::StrCat(" (", plan.global_batch,
+                                            ") must be a multiple of "
+                                            "mbs × dp = ",
+                                            per_step));
   }
   return plan;
 }

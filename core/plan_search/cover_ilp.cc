@@ -255,8 +255,7 @@ void OnSearchEvent(glp_tree* tree, void* info) {
     bound = std::min(bound, glp_ios_node_bound(tree, curr));
   }
   if (std::isfinite(bound)) s.lower_bound = std::max(s.lower_bound, CeilBound(bound));
-  if (glp_mip_status(lp) == GLP_FEAS &&
-      std::llround(glp_mip_obj_val(lp)) <= s.lower_bound) {
+  if (glp_mip_status(lp) == GLP_FEAS && std::llround(glp_mip_obj_val(lp)) <= s.lower_bound) {
     s.proved = true;
     glp_ios_terminate(tree);
   } else if (s.lower_bound >= s.limits->stop_at_bound) {
@@ -340,8 +339,7 @@ std::optional<std::vector<int64_t>> GlpkIncumbent(const CoverIlp& p, glp_prob* l
 // Branch and cut from the solved relaxation (state holds its bound and the rounding as a
 // heuristic), then the answer: the better of GLPK's incumbent and the rounding, optimal
 // when it meets the proven bound.
-absl::StatusOr<CoverIlpSolution> BranchAndCut(const CoverIlp& p, glp_prob* lp,
-                                              SearchState& state,
+absl::StatusOr<CoverIlpSolution> BranchAndCut(const CoverIlp& p, glp_prob* lp, SearchState& state,
                                               std::optional<std::vector<int64_t>> rounded) {
   const size_t items = p.usage.size();
   if (state.limits->goal == CoverIlpGoal::kFirstFeasible) {

@@ -25,9 +25,9 @@
 namespace oobleck {
 
 struct CoverIlp {
-  std::vector<int64_t> capacity;          // per row, >= 0
-  std::vector<std::vector<int>> usage;    // per item: per row, >= 0
-  std::vector<int64_t> gain;              // per item, >= 0
+  std::vector<int64_t> capacity;        // per row, >= 0
+  std::vector<std::vector<int>> usage;  // per item: per row, >= 0
+  std::vector<int64_t> gain;            // per item, >= 0
   int64_t need = 0;
   int64_t min_items = 0;
   int64_t max_items = INT64_MAX;

@@ -27,8 +27,7 @@ constexpr double kHintMaxStepDown = 0.999;
 
 }  // namespace
 
-absl::Status MakespanBracket::Narrow(bool from_lp, MakespanTest exact, double& bad,
-                                     double& good) {
+absl::Status MakespanBracket::Narrow(bool from_lp, MakespanTest exact, double& bad, double& good) {
   const double hint = shapes_.problem().makespan_hint_ms;
   const std::vector<LoadCurve>& all = shapes_.all();
   // The LP relaxation bounds what the pipelines absorb from above, so no tau below its
@@ -61,8 +60,7 @@ absl::Status MakespanBracket::Narrow(bool from_lp, MakespanTest exact, double& b
   return absl::OkStatus();
 }
 
-absl::Status MakespanBracket::AroundHint(MakespanTest feasible, double& bad,
-                                         double& good) const {
+absl::Status MakespanBracket::AroundHint(MakespanTest feasible, double& bad, double& good) const {
   const double hint = shapes_.problem().makespan_hint_ms;
   const std::vector<LoadCurve>& all = shapes_.all();
   double probe = AtOrBelow(all, hint);

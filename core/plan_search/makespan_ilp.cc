@@ -98,10 +98,10 @@ absl::StatusOr<IlpAnswer> MakespanIlp::Run(double tau, bool by_price, int64_t ma
     return answer;
   }
   // (Below kOptimal an unproven count was asked for; a yes/no question left open is not.)
-  const bool open = goal == CoverIlpGoal::kOptimal ? answer.status == CoverIlpStatus::kBounded ||
-                                                        answer.status == CoverIlpStatus::kUnknown
-                                                  : goal == CoverIlpGoal::kFirstFeasible &&
-                                                        answer.status == CoverIlpStatus::kUnknown;
+  const bool open =
+      goal == CoverIlpGoal::kOptimal
+          ? answer.status == CoverIlpStatus::kBounded || answer.status == CoverIlpStatus::kUnknown
+          : goal == CoverIlpGoal::kFirstFeasible && answer.status == CoverIlpStatus::kUnknown;
   if (open) progress_.inexact = true;
   return answer;
 }

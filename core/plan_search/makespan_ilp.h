@@ -18,10 +18,10 @@ namespace oobleck::plan_search {
 struct IlpAnswer {
   CoverIlpStatus status = CoverIlpStatus::kInfeasible;
   int64_t items = 0;
-  int64_t objective = 0;        // items, or price when by price
-  int64_t lower_bound = 0;      // on the objective
-  int64_t price = 0;            // of the free pipelines' nodes, in price steps
-  std::vector<int64_t> counts;  // per shape
+  int64_t objective = 0;                       // items, or price when by price
+  int64_t lower_bound = 0;                     // on the objective
+  int64_t price = 0;                           // of the free pipelines' nodes, in price steps
+  std::vector<int64_t> counts;                 // per shape
   CoverIlpGoal goal = CoverIlpGoal::kOptimal;  // how far it was solved
 };
 

@@ -231,7 +231,7 @@ absl::StatusOr<int> NodeCountDp::MinPipelines(double tau, int pcap) {
 }
 
 absl::StatusOr<NodeCountDp::Unconstrained> NodeCountDp::FreeAbsorbUnconstrained(double tau,
-                                                                               int cap) {
+                                                                                int cap) {
   RETURN_IF_ERROR(progress_.Cancelled());
   ++progress_.evaluations;
   const std::vector<Usable> usable = shapes_.UsableShapes(tau);

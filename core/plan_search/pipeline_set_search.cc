@@ -68,7 +68,8 @@ bool UsesIlp(const PipelineSetProblem& problem) {
   if (AsksMorePipelines(problem)) return true;
   // Prices are rows and weights of the integer program; the DP knows none.
   if (problem.objective == PlanObjective::kCost || problem.max_price_steps >= 0) return true;
-  return DpStateCount(problem) * static_cast<int64_t>(std::max<size_t>(problem.Shapes().size(), 1)) >
+  return DpStateCount(problem) *
+             static_cast<int64_t>(std::max<size_t>(problem.Shapes().size(), 1)) >
          kMaxAutoDpWork;
 }
 
@@ -113,9 +114,8 @@ class PlanSearch {
     double bad = -kInf, good = top;
     // (Small clusters skip the LP: there the exact DP costs less than the LP's bisection.)
     const bool from_lp =
-        use_ilp_ ||
-        dp_->num_states() * static_cast<int64_t>(shapes_.shapes().size()) >
-            MakespanBracket::kSmallSearch;
+        use_ilp_ || dp_->num_states() * static_cast<int64_t>(shapes_.shapes().size()) >
+                        MakespanBracket::kSmallSearch;
     RETURN_IF_ERROR(bracket_.Narrow(from_lp, exact, bad, good));
     ASSIGN_OR_RETURN(const double tau_inf, SmallestFeasible(shapes_.all(), bad, good, exact));
     if (!use_ilp_) RETURN_IF_ERROR(dp_->CheckTableSize(pipelines_bound));

@@ -132,10 +132,10 @@ struct SearchProgress {
   // Polled between table rows too: one table of a big one-type cluster is seconds of work
   // in a sanitizer build, and the search must stop with its call.
   Interrupt interrupt;
-  int evaluations = 0;                // DP passes and integer programs
-  bool inexact = false;               // some integer program stopped at its node limit
-  double proven_infeasible = -kInf;   // every tau <= this is proven infeasible
-  double cost_open_bound = kInf;      // kCost: proven bound on plans not looked at
+  int evaluations = 0;               // DP passes and integer programs
+  bool inexact = false;              // some integer program stopped at its node limit
+  double proven_infeasible = -kInf;  // every tau <= this is proven infeasible
+  double cost_open_bound = kInf;     // kCost: proven bound on plans not looked at
 };
 
 // The best plan found so far: its value (iteration time, or price x time for kCost), its

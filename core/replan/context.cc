@@ -82,10 +82,10 @@ absl::Status ReadJoins(const CostModel& model, const std::vector<ClusterNode>& n
     if (it != node_at.end()) {
       const int type = nodes[it->second].type;
       if (type != node.type) {
-        return InvalidField(field, absl::StrCat(" ", Quote(node.id), " is a ",
-                                                model.node_type(node.type).name,
-                                                " node but the cluster already has it as a ",
-                                                model.node_type(type).name, " node"));
+        return InvalidField(
+            field, absl::StrCat(" ", Quote(node.id), " is a ", model.node_type(node.type).name,
+                                " node but the cluster already has it as a ",
+                                model.node_type(type).name, " node"));
       }
       ctx->ignored_joined.push_back(node.id);  // already joined by an earlier replan
       continue;
@@ -99,8 +99,8 @@ absl::Status ReadJoins(const CostModel& model, const std::vector<ClusterNode>& n
 // its survivors by position. placed[n]: the (pipeline, position) of the old plan that runs
 // node n, {-1, -1} if none (EvaluatePlanOnValidNodes).
 absl::Status PlaceSurvivors(const std::vector<ClusterNode>& nodes,
-                            const std::vector<std::pair<int, int>>& placed,
-                            const EventNodes& event, ReplanContext* ctx) {
+                            const std::vector<std::pair<int, int>>& placed, const EventNodes& event,
+                            ReplanContext* ctx) {
   std::vector<LayerRange> held_by(nodes.size());
   for (size_t n = 0; n < nodes.size(); ++n) {
     const auto [i, j] = placed[n];
@@ -135,8 +135,8 @@ absl::Status PlaceSurvivors(const std::vector<ClusterNode>& nodes,
     if (i >= 0) ctx->old_positions[i][j] = survivor_of[n];
   }
   for (const std::vector<int>& positions : ctx->old_positions) {
-    ctx->intact.push_back(std::all_of(positions.begin(), positions.end(),
-                                      [](int s) { return s >= 0; }));
+    ctx->intact.push_back(
+        std::all_of(positions.begin(), positions.end(), [](int s) { return s >= 0; }));
   }
   return absl::OkStatus();
 }

@@ -30,12 +30,12 @@ struct ReplanContext {
   const CostModel* model = nullptr;
   ClusterPlan old;  // evaluated on the old cluster
   std::vector<ClusterNode> survivors;
-  std::vector<LayerRange> held;                   // per survivor: layers it holds now
-  std::vector<bool> joined;                       // per survivor
-  std::vector<std::vector<int>> old_positions;    // per old pipeline: survivor index or -1
-  std::vector<bool> intact;                       // per old pipeline: every node survived
-  std::vector<double> allreduce_ms;               // P = 0..survivors
-  PipelineSizeLimits limits;                      // resolved for the survivors
+  std::vector<LayerRange> held;                 // per survivor: layers it holds now
+  std::vector<bool> joined;                     // per survivor
+  std::vector<std::vector<int>> old_positions;  // per old pipeline: survivor index or -1
+  std::vector<bool> intact;                     // per old pipeline: every node survived
+  std::vector<double> allreduce_ms;             // P = 0..survivors
+  PipelineSizeLimits limits;                    // resolved for the survivors
   // Oobleck's fault-tolerance rule: no pipeline of more than size_cap nodes (0: no cap),
   // and why the cap is looser than N - f when it is.
   int size_cap = 0;

@@ -121,8 +121,7 @@ void PrefixMaxBound::Tabulate(Interrupt& interrupt) {
 
 int PrefixMaxBound::NodeReach(int t, int gpus, int p, double cap,
                               std::vector<int>& memo_table) const {
-  int* memo =
-      &memo_table[(static_cast<size_t>(t) * (model_.num_layers() + 1) + p) * memo_stride_];
+  int* memo = &memo_table[(static_cast<size_t>(t) * (model_.num_layers() + 1) + p) * memo_stride_];
   if (memo[gpus] >= 0) return memo[gpus];
   const int G = model_.node_type(t).gpus_per_node;
   memo[0] = p;
@@ -150,9 +149,9 @@ std::vector<int> PrefixMaxBound::Reach(double cap, std::vector<int>& memo,
     const int u = space_.Code(d);
     for (int t = 0; t < model_.num_types(); ++t) {
       if (space_.count(u, t) == 0) continue;
-      reach[d] = std::max(reach[d], NodeReach(t, model_.node_type(t).gpus_per_node,
-                                              reach[space_.Dense(u - space_.stride(t))], cap,
-                                              memo));
+      reach[d] =
+          std::max(reach[d], NodeReach(t, model_.node_type(t).gpus_per_node,
+                                       reach[space_.Dense(u - space_.stride(t))], cap, memo));
     }
   }
   return reach;

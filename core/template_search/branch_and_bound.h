@@ -67,8 +67,8 @@ template <SearchObjective Objective>
 absl::StatusOr<std::vector<double>> FindIncumbents(const StageCosts& costs,
                                                    const std::vector<NodeMix>& mixes,
                                                    const Objective& objective,
-                                                   const PrefixMaxBound& prefix_max,
-                                                   bool guess, Interrupt& interrupt,
+                                                   const PrefixMaxBound& prefix_max, bool guess,
+                                                   Interrupt& interrupt,
                                                    const SearchOptions& options) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   // The guessed rounds (if any), then one unbounded round (slack -1) for the mixes left.
@@ -105,8 +105,8 @@ absl::StatusOr<std::vector<double>> FindIncumbents(const StageCosts& costs,
     const PrefixMaxBound* round_max = PrefixMaxFor(
         costs, round_mixes, pending.size() == mixes.size(), prefix_max, interrupt, own);
     if (round_max == nullptr) return Interrupt::Status("template search");
-    LabelSearch<Objective> beam(costs, round_mixes, objective, kBeamWidth, round_bounds,
-                                *round_max, interrupt);
+    LabelSearch<Objective> beam(costs, round_mixes, objective, kBeamWidth, round_bounds, *round_max,
+                                interrupt);
     ASSIGN_OR_RETURN(auto incumbents, beam.Run(options));
     for (size_t j = 0; j < pending.size(); ++j) {
       if (incumbents[j].feasible) {

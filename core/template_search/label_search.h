@@ -64,10 +64,10 @@ class LabelSearch {
         space_(model_, mixes, &interrupt),
         prefix_max_(prefix_max),
         prefix_cost_(model_, space_, objective.CommonPrefixCoefficient(), interrupt),
-        split_(model_, prefix_cost_, space_,
-               kSplit ? objective.CommonPrefixCoefficient()
-                      : std::numeric_limits<double>::quiet_NaN(),
-               interrupt),
+        split_(
+            model_, prefix_cost_, space_,
+            kSplit ? objective.CommonPrefixCoefficient() : std::numeric_limits<double>::quiet_NaN(),
+            interrupt),
         interrupt_(interrupt),
         beam_width_(beam_width) {
     const CostModel& model = model_;
@@ -371,8 +371,7 @@ class LabelSearch {
     if (!sentinels.have || objective_.Final(label) < objective_.Final(sentinels.best_final)) {
       sentinels.best_final = label;
     }
-    if (!sentinels.have ||
-        Objective::Primary(label) < Objective::Primary(sentinels.best_primary)) {
+    if (!sentinels.have || Objective::Primary(label) < Objective::Primary(sentinels.best_primary)) {
       sentinels.best_primary = label;
     }
     sentinels.have = true;
@@ -500,7 +499,7 @@ class LabelSearch {
   int64_t max_labels_ = kMaxTemplateSearchLabels;  // SearchOptions::max_labels of Run
   std::atomic<bool> over_budget_{false};           // labels_ passed max_labels_
   std::vector<std::vector<std::vector<double>>>
-      compute_prefix_;  // [t][g][l]: ComputeMs(t, g, 0, l)
+      compute_prefix_;                           // [t][g][l]: ComputeMs(t, g, 0, l)
   std::vector<std::vector<TargetMix>> targets_;  // per multiset u
   std::vector<LayerBound> layer_;                // per (free multiset, ns) at the current a
   std::vector<ServeTest> serve_tests_;           // the same, by ServeTestIndex

@@ -21,9 +21,8 @@ namespace oobleck::template_search {
 // What the label DP and branch and bound need from an objective, with PrefixCost
 // (core/template_search/prefix_cost_bound.h) bounding what the stages still to place cost.
 template <typename O>
-concept SearchObjective = requires(const O& o, const typename O::Label& x,
-                                   typename O::Label& y, double c, const PrefixCost& prefix,
-                                   int n, bool flag) {
+concept SearchObjective = requires(const O& o, const typename O::Label& x, typename O::Label& y,
+                                   double c, const PrefixCost& prefix, int n, bool flag) {
   // The label of the suffix with a stage of cost c prepended.
   { o.Extend(x, c) } -> std::same_as<typename O::Label>;
   // The time of a complete pipeline: the cost model's formula.
@@ -43,7 +42,7 @@ concept SearchObjective = requires(const O& o, const typename O::Label& x,
   { o.StageCoefficient(n, n, flag) } -> std::same_as<double>;
   { o.PrimaryBound(c, c, n) } -> std::same_as<double>;
   // Canonicalises a label given the least max of the stages still to place.
-  { o.Clamp(y, c) };
+  {o.Clamp(y, c)};
   // LowerBound is Primary + a nondecreasing function of the label's max (MaxOnly keeps
   // only what that function reads).
   { O::kSumPlusMaxBound } -> std::convertible_to<bool>;
@@ -98,8 +97,8 @@ struct OneFOneBObjective {
   // The coefficient k of every prefix.SumPlus(k, ...) this objective asks for.
   double CommonPrefixCoefficient() const { return microbatches - 1; }
   template <typename Prefix>
-  double LowerBound(const Label& x, const Prefix& prefix, double rest_max_ms,
-                    int /*max_stages*/, bool /*complete*/) const {
+  double LowerBound(const Label& x, const Prefix& prefix, double rest_max_ms, int /*max_stages*/,
+                    bool /*complete*/) const {
     return x.sum + prefix.SumPlus(microbatches - 1, std::max(x.max, rest_max_ms));
   }
   // A bound on every pipeline holding a stage of this compute here, nondecreasing in it.

@@ -52,8 +52,8 @@ std::pair<double, double> PrefixCost::MinAt(double k, int index) const {
   return {cap, SumAt(cap) + k * cap};
 }
 
-PrefixCostBound::PrefixCostBound(const CostModel& model, const StateSpace& space,
-                                 double common_k, Interrupt& interrupt)
+PrefixCostBound::PrefixCostBound(const CostModel& model, const StateSpace& space, double common_k,
+                                 Interrupt& interrupt)
     : space_(space), common_k_(common_k) {
   const int T = model.num_types();
   const int L = model.num_layers();

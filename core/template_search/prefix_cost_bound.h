@@ -42,8 +42,8 @@ class PrefixCost {
   PrefixCost(double work, const std::vector<HullSegment>* segments, double floor_ms)
       : work_(work), segments_(segments), floor_ms_(floor_ms) {}
   static constexpr int kArgMinUnknown = -3;
-  // `argmin` is ArgMinOver(common_k) (or kArgMinUnknown) of these segments at some other amount of work: the
-  // minimising breakpoint does not depend on the work (every cap there is work / end of a
+  // `argmin` is ArgMinOver(common_k) (or kArgMinUnknown) of these segments at some other amount of
+  // work: the minimising breakpoint does not depend on the work (every cap there is work / end of a
   // segment, and Sum(C) + k C scales with the work), so SumPlus(common_k, ...) needs to
   // evaluate only that one breakpoint instead of all of them.
   PrefixCost(double work, const std::vector<HullSegment>* segments, double floor_ms,
@@ -63,8 +63,8 @@ class PrefixCost {
         // Sum(C) + k C is convex in C: remember its minimum over all feasible caps; above
         // that cap the function only grows.
         memo_k_ = k;
-        memo_ = MinAt(k, k == common_k_ && common_argmin_ != kArgMinUnknown ? common_argmin_
-                                                                            : ArgMinOver(k));
+        memo_ = MinAt(
+            k, k == common_k_ && common_argmin_ != kArgMinUnknown ? common_argmin_ : ArgMinOver(k));
       }
       best = cap_floor <= memo_.first ? memo_.second : SumAt(cap_floor) + k * cap_floor;
     }
@@ -148,7 +148,7 @@ class PrefixCostBound {
   const double common_k_;
   std::vector<double> work_prefix_, floor_prefix_;
   std::vector<std::vector<HullSegment>> segments_;  // per (free multiset, ns), by slope
-  std::vector<int> common_argmin_;                   // per (free multiset, ns)
+  std::vector<int> common_argmin_;                  // per (free multiset, ns)
 };
 
 }  // namespace oobleck::template_search

@@ -5,8 +5,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "core/search.h"
 #include "core/interrupt.h"
+#include "core/search.h"
 #include "core/search_size.h"
 #include "core/status_macros.h"
 #include "core/template_search/branch_and_bound.h"
@@ -33,7 +33,8 @@ absl::StatusOr<std::vector<MixResult>> SearchTemplates(const CostModel& model,
   absl::StatusOr<std::vector<MixResult>> results;
   if (model.kind() == CostModelKind::kOneFOneB) {
     results = template_search::BranchAndBound(
-        model, mixes, template_search::OneFOneBObjective{model.problem().microbatches, model.memory_can_bind()},
+        model, mixes,
+        template_search::OneFOneBObjective{model.problem().microbatches, model.memory_can_bind()},
         options);
   } else {
     const int m = model.problem().microbatches;
@@ -43,7 +44,8 @@ absl::StatusOr<std::vector<MixResult>> SearchTemplates(const CostModel& model,
       for (int t = 0; t < model.num_types(); ++t) gpus += mix[t] * model.node_type(t).gpus_per_node;
       most_stages = std::max(most_stages, std::min(gpus, model.num_layers()));
     }
-    results = template_search::BranchAndBound(model, mixes, template_search::Sosp23Objective{m, m > 0 && most_stages > m}, options);
+    results = template_search::BranchAndBound(
+        model, mixes, template_search::Sosp23Objective{m, m > 0 && most_stages > m}, options);
   }
   if (!results.ok()) return results;
   for (MixResult& r : *results) {

@@ -22,10 +22,10 @@ namespace oobleck::template_search {
 
 // A requested mix as seen from the states on one multiset u.
 struct TargetMix {
-  int free;          // the mix minus u: the nodes left for the layers before the state
-  int dense_free;    // StateSpace::Dense(free), read for every state on u
-  double bound;      // its incumbent, with the slack (may be +inf)
-  int min_stages;    // fewest and most stages a pipeline over it can have
+  int free;        // the mix minus u: the nodes left for the layers before the state
+  int dense_free;  // StateSpace::Dense(free), read for every state on u
+  double bound;    // its incumbent, with the slack (may be +inf)
+  int min_stages;  // fewest and most stages a pipeline over it can have
   int max_stages;
 };
 
@@ -93,8 +93,8 @@ class ServedMixes {
   // Serves `mix` unless the bounds `b` on its free nodes plus the cheapest compute of the
   // layers after a (`suffix_floor_ms`), or the split bound of `b` and the state's own nodes
   // (`suffix`), already exceed its incumbent (`test` holds those parts of `b`).
-  void Add(const TargetMix& mix, const ServeTest& test, const LayerBound& b,
-           double suffix_floor_ms, const SplitParts& suffix) {
+  void Add(const TargetMix& mix, const ServeTest& test, const LayerBound& b, double suffix_floor_ms,
+           const SplitParts& suffix) {
     if (std::isinf(test.rest_max_ms)) return;  // no node left for the layers before a
     if (test.empty_stage_bound + suffix_floor_ms > mix.bound) return;
     if (SplitBound::Combined(test.split, suffix) > mix.bound) return;
@@ -196,8 +196,8 @@ class ServedMixes {
     for (size_t k = 0, i = stage_fit_; k < all.size(); ++k, i = i + 1 == all.size() ? 0 : i + 1) {
       const Target& target = all[i];
       if (target.break_coeff < 0 ||
-          objective_.StageBound(compute, target.break_coeff, target.prefix,
-                                target.rest_max_ms) <= target.mix->bound) {
+          objective_.StageBound(compute, target.break_coeff, target.prefix, target.rest_max_ms) <=
+              target.mix->bound) {
         stage_fit_ = i;
         return false;
       }
@@ -227,9 +227,9 @@ class ServedMixes {
     const Label probe = Objective::MaxOnly(label);
     double limit = -std::numeric_limits<double>::infinity();
     for (const Target& target : targets()) {
-      limit = std::max(limit, target.mix->bound -
-                                  objective_.LowerBound(probe, target.prefix, target.rest_max_ms,
-                                                        target.mix->max_stages, a_ == 0));
+      limit = std::max(
+          limit, target.mix->bound - objective_.LowerBound(probe, target.prefix, target.rest_max_ms,
+                                                           target.mix->max_stages, a_ == 0));
     }
     return limit;
   }

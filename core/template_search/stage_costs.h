@@ -59,7 +59,7 @@ class StageCosts {
     std::vector<double> forward, backward;  // [l]: ForwardMs / BackwardMs(t, g, 0, l)
   };
   const CostModel& model_;
-  std::vector<std::vector<Prefix>> prefix_;                // [t][g]
+  std::vector<std::vector<Prefix>> prefix_;                   // [t][g]
   std::vector<std::array<std::vector<double>, 3>> transfer_;  // [t][link][last layer + 1]
 };
 

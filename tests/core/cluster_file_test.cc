@@ -271,17 +271,17 @@ TEST(ClusterFileErrorsTest, BadValuesNameTheKey) {
 }
 
 TEST(ClusterFileTest, PricePerHourIsPerGpuAndOptional) {
-  absl::StatusOr<ClusterFile> file = ParseClusterFile(
-      MinimalFile(R"({
+  absl::StatusOr<ClusterFile> file =
+      ParseClusterFile(MinimalFile(R"({
         "a": {"memory_gib": 24, "intra_node_bytes_per_s": 2e10, "profile": "a_prof",
               "price_per_hour": 0.75},
         "b": {"memory_gib": 8, "intra_node_bytes_per_s": 1e10, "relative_speed": 2}})",
-                  R"([{"gpu": "a", "nodes": 2, "gpus_per_node": 4},
+                                   R"([{"gpu": "a", "nodes": 2, "gpus_per_node": 4},
                       {"gpu": "b", "nodes": 1, "gpus_per_node": 2}])"),
-      "/d");
+                       "/d");
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_DOUBLE_EQ(file->FindGpuType("a")->price_per_hour, 0.75);
-  EXPECT_DOUBLE_EQ(file->FindGpuType("b")->price_per_hour, 0);  // absent: no price
+  EXPECT_DOUBLE_EQ(file->FindGpuType("b")->price_per_hour, 0);    // absent: no price
   EXPECT_THAT(file->NodePricesPerHour(), ElementsAre(3.0, 0.0));  // per node: 4 GPUs x 0.75
   const std::string groups = R"([{"gpu": "a", "nodes": 1, "gpus_per_node": 1}])";
   EXPECT_EQ(ErrorOf(MinimalFile(R"({"a": {"memory_gib": 16, "intra_node_bytes_per_s": 1e9,

@@ -12,7 +12,8 @@ namespace oobleck {
 namespace {
 
 // Calls visit(y) for every y within the rows' capacities.
-void ForEachPacking(const CoverIlp& p, const std::function<void(const std::vector<int64_t>&)>& visit) {
+void ForEachPacking(const CoverIlp& p,
+                    const std::function<void(const std::vector<int64_t>&)>& visit) {
   const size_t items = p.usage.size();
   std::vector<int64_t> y(items, 0);
   std::function<void(size_t)> rec = [&](size_t j) {

@@ -36,10 +36,9 @@ json ReadJsonFile(const std::filesystem::path& path) {
 std::map<std::string, json> DataDocs() {
   static const std::map<std::string, json>* parsed = [] {
     auto* docs = new std::map<std::string, json>;
-    for (const char* name :
-         {"profiles_tmp.json", "llm_info.json", "intra_node_bandwidths.json",
-          "multizone_bandwidths.json", "multizone_bandwidths_het.json",
-          "training_config_opt_350.json", "training_config_gpt_neo27.json"}) {
+    for (const char* name : {"profiles_tmp.json", "llm_info.json", "intra_node_bandwidths.json",
+                             "multizone_bandwidths.json", "multizone_bandwidths_het.json",
+                             "training_config_opt_350.json", "training_config_gpt_neo27.json"}) {
       (*docs)[name] = ReadJsonFile(kData / name);
     }
     return docs;
@@ -127,8 +126,8 @@ TEST(FidelityTest, Opt350RunsWithinBounds) {
     EXPECT_EQ(e->model, "OPT-350");
     EXPECT_NEAR(e->iteration_s, e->pipeline_s + e->sync_s + e->update_s, 1e-12);
     time_errors.push_back(std::abs(e->iteration_s / *plan->real_iteration_s - 1) * 100);
-    memory_errors.push_back(
-        std::abs(e->peak_memory_bytes / *plan->real_max_memory_bytes - 1) * 100);
+    memory_errors.push_back(std::abs(e->peak_memory_bytes / *plan->real_max_memory_bytes - 1) *
+                            100);
   }
   ASSERT_EQ(time_errors.size(), 15u);
   EXPECT_LE(Median(time_errors), 5.0);
@@ -211,19 +210,19 @@ TEST(FidelityTest, PlanNeedsWhatTheProfilesLack) {
               "pipeline_list/0/tmp_per_stage/1/0", "GPU type \"H100-80\" has no profile");
   doc = RunDoc("N2_D1");
   doc["pipeline_list"][0]["tmp_per_stage"][0][0][1] = 3;
-  ExpectError(EvaluateDoc(doc).status(), absl::StatusCode::kFailedPrecondition,
-              "tmp_per_stage/0/0", "has no tp 3");
+  ExpectError(EvaluateDoc(doc).status(), absl::StatusCode::kFailedPrecondition, "tmp_per_stage/0/0",
+              "has no tp 3");
   doc = RunDoc("N2_D1");
   doc["mbs"] = 3;
   doc["gbs"] = 30;
-  ExpectError(EvaluateDoc(doc).status(), absl::StatusCode::kFailedPrecondition,
-              "tmp_per_stage/0/0", "has no micro-batch size 3");
+  ExpectError(EvaluateDoc(doc).status(), absl::StatusCode::kFailedPrecondition, "tmp_per_stage/0/0",
+              "has no micro-batch size 3");
   // 27 layers: a layer the model (and its profiles) lack.
   doc = RunDoc("N2_D1");
   doc["pipeline_list"][0]["layers_per_stage"][1].push_back(26);
   doc["model"] = "OPT-350";  // else no model of the data has 27 layers
-  ExpectError(EvaluateDoc(doc).status(), absl::StatusCode::kInvalidArgument,
-              "layers_per_stage", "covers 27 layers but OPT-350 has 26");
+  ExpectError(EvaluateDoc(doc).status(), absl::StatusCode::kInvalidArgument, "layers_per_stage",
+              "covers 27 layers but OPT-350 has 26");
   // The plan names a model the data do not have.
   doc = RunDoc("N2_D1");
   doc["model"] = "OPT-13B";
@@ -233,8 +232,7 @@ TEST(FidelityTest, PlanNeedsWhatTheProfilesLack) {
 
 TEST(FidelityTest, RejectsMalformedPlans) {
   const auto expect_invalid = [](json doc, const std::string& field, const std::string& text) {
-    ExpectError(SailorPlanFromJson(doc).status(), absl::StatusCode::kInvalidArgument, field,
-                text);
+    ExpectError(SailorPlanFromJson(doc).status(), absl::StatusCode::kInvalidArgument, field, text);
   };
   json doc = RunDoc("N2_D1");
   doc["pipeline_list"][0]["layers_per_stage"][1].erase(0);  // layer 12 in no stage
@@ -272,10 +270,9 @@ TEST(FidelityTest, RejectsMalformedPlans) {
 }
 
 TEST(FidelityTest, RejectsMalformedData) {
-  const auto expect_invalid = [](const std::map<std::string, json>& docs,
-                                 const std::string& field, const std::string& text) {
-    ExpectError(SailorDataFromJson(docs).status(), absl::StatusCode::kInvalidArgument, field,
-                text);
+  const auto expect_invalid = [](const std::map<std::string, json>& docs, const std::string& field,
+                                 const std::string& text) {
+    ExpectError(SailorDataFromJson(docs).status(), absl::StatusCode::kInvalidArgument, field, text);
   };
   auto docs = DataDocs();
   docs["profiles_tmp.json"]["OPT-350"]["GH-96"]["8"]["4"]["3"][0] = "fast";

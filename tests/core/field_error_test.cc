@@ -17,8 +17,8 @@ TEST(FieldErrorTest, ThePayloadKeyNamesWhatItHolds) {
   // Not a protobuf message, so not a type.googleapis.com URL of one (the key once named
   // oobleck.planner.FieldPath, a message that does not exist).
   EXPECT_NE(kFieldPathPayloadUrl.rfind("type.googleapis.com/", 0), 0u);
-  const absl::Status error = FieldError(absl::StatusCode::kFailedPrecondition, "objective",
-                                        " = \"cost\" needs prices");
+  const absl::Status error =
+      FieldError(absl::StatusCode::kFailedPrecondition, "objective", " = \"cost\" needs prices");
   EXPECT_EQ(error.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(error.message(), "objective = \"cost\" needs prices");
   const auto payload = error.GetPayload(kFieldPathPayloadUrl);  // absl::optional here

@@ -26,13 +26,12 @@ absl::StatusOr<bench::SearchCase> LongModelCase(const NodeMix& nodes, int min_no
   auto memory = [](double gib) { return gib * kGiB * kLayers / bench::kGpt2XlLayers; };
   const std::vector<bench::NodeTypeSpec> types = {
       {NodeType{"v100", "v100", 2, memory(16), 12e9}, 1.0 / 2.94, nodes[0]},
-      {NodeType{"rtx3090", "rtx3090", 2, memory(24), bench::kPcie4BytesPerS}, 1.8 / 2.94,
-       nodes[1]},
+      {NodeType{"rtx3090", "rtx3090", 2, memory(24), bench::kPcie4BytesPerS}, 1.8 / 2.94, nodes[1]},
       {NodeType{"rtx4090", "rtx4090", 2, memory(24), bench::kPcie4BytesPerS}, 1.0, nodes[2]},
   };
   const int size = nodes[0] + nodes[1] + nodes[2];
-  return bench::MakeCase(*std::move(synthetic), types, bench::kOneFOneBM50,
-                         MissingAllreduce::kRing, min_nodes > 0 ? min_nodes : size, size);
+  return bench::MakeCase(*std::move(synthetic), types, bench::kOneFOneBM50, MissingAllreduce::kRing,
+                         min_nodes > 0 ? min_nodes : size, size);
 }
 
 // The optimum of `mix` by the previous search (tests/reference_search), the oracle.
@@ -78,8 +77,7 @@ TEST(LongModelSearchTest, EveryMixInOneRequestEqualsEachMixAlone) {
     ASSERT_EQ(a.feasible, b.feasible) << "mix " << i;
     if (!a.feasible) continue;
     ++feasible;
-    EXPECT_NEAR(a.best.iteration_time_ms, b.best.iteration_time_ms,
-                1e-9 * b.best.iteration_time_ms)
+    EXPECT_NEAR(a.best.iteration_time_ms, b.best.iteration_time_ms, 1e-9 * b.best.iteration_time_ms)
         << "mix " << i;
   }
   EXPECT_GE(feasible, 20);

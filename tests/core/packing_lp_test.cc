@@ -25,7 +25,8 @@ Lp RandomLp(std::mt19937& rng, int rows) {
   for (int r = 0; r < rows; ++r) lp.b.push_back(uniform(0, 20));
   for (int j = 0; j < J; ++j) {
     std::vector<double> a(rows);
-    for (double& x : a) x = std::uniform_int_distribution<int>(0, 2)(rng) == 0 ? 0 : uniform(0.1, 5);
+    for (double& x : a)
+      x = std::uniform_int_distribution<int>(0, 2)(rng) == 0 ? 0 : uniform(0.1, 5);
     if (*std::max_element(a.begin(), a.end()) == 0) a[j % rows] = uniform(0.1, 5);
     lp.columns.push_back(a);
     lp.c.push_back(uniform(0, 10));

@@ -171,8 +171,8 @@ TEST(PlanPriceTest, MatchesBruteForceOnTinyClusters) {
         PlanTemplateSet(*p.templates, *p.model, inst.available, *limits, {});
     ASSERT_TRUE(set.ok());
     const std::vector<double> allreduce = CrossPipelineAllreduceMs(*p.model, N);
-    const std::vector<Candidate> all = BruteForcePlans(*p.model, *set, nodes, *limits, B,
-                                                       allreduce, options.price_per_hour);
+    const std::vector<Candidate> all =
+        BruteForcePlans(*p.model, *set, nodes, *limits, B, allreduce, options.price_per_hour);
     double total_price = 0, least_price = kInf;
     for (const ClusterNode& n : nodes) total_price += options.price_per_hour[n.type];
     for (const Candidate& c : all) {
@@ -221,11 +221,11 @@ TEST(PlanPriceTest, MatchesBruteForceOnTinyClusters) {
         absl::StatusOr<ClusterPlan> evaluated = EvaluatePlan(*p.model, nodes, size.plan);
         ASSERT_TRUE(evaluated.ok()) << evaluated.status() << " " << where;
         EXPECT_TRUE(Near(evaluated->iteration_time_ms, size.plan.iteration_time_ms)) << where;
-        EXPECT_TRUE(Near(PlanPricePerHour(size.plan, options.price_per_hour),
-                         size.plan.price_per_hour))
+        EXPECT_TRUE(
+            Near(PlanPricePerHour(size.plan, options.price_per_hour), size.plan.price_per_hour))
             << where;
-        EXPECT_TRUE(Near(PriceOfIds(size.plan, nodes, options.price_per_hour),
-                         size.plan.price_per_hour))
+        EXPECT_TRUE(
+            Near(PriceOfIds(size.plan, nodes, options.price_per_hour), size.plan.price_per_hour))
             << where;
         if (budget > 0 && objective == PlanObjective::kTime &&
             expected > Best(all, objective, 0, options.fault_tolerance + 1) * (1 + 1e-9)) {
@@ -270,8 +270,8 @@ Enumerated EnumerateShapeSets(const PipelineSetProblem& problem, double budget_s
       if (!split.ok()) return;
       double makespan = 0;
       for (size_t i = 0; i < loads.size(); ++i) {
-        makespan = std::max(makespan,
-                            problem.model->PipelineTimeMs(*loads[i].stage_costs, (*split)[i]));
+        makespan =
+            std::max(makespan, problem.model->PipelineTimeMs(*loads[i].stage_costs, (*split)[i]));
       }
       const double time = makespan + (*problem.allreduce_ms)[loads.size()];
       out.best_cost = std::min(out.best_cost, static_cast<double>(price) * time);
@@ -304,14 +304,15 @@ Enumerated EnumerateShapeSets(const PipelineSetProblem& problem, double budget_s
 TEST(PlanPriceTest, MatchesShapeEnumerationOnRandomSmallClusters) {
   int compared = 0;
   for (uint32_t seed = 0; seed < 80; ++seed) {
-    testing::RandomInstance inst = testing::MakeRandomInstance(8000 + seed, CostModelKind::kOneFOneB,
-                                                               8, 12);
+    testing::RandomInstance inst =
+        testing::MakeRandomInstance(8000 + seed, CostModelKind::kOneFOneB, 8, 12);
     std::mt19937 rng(seed);
     // Up to 12 nodes over the instance's 2-3 types.
     const int T = static_cast<int>(inst.available.size());
     inst.available.assign(T, 0);
     const int nodes = std::uniform_int_distribution<int>(T, 12)(rng);
-    for (int k = 0; k < nodes; ++k) ++inst.available[std::uniform_int_distribution<int>(0, T - 1)(rng)];
+    for (int k = 0; k < nodes; ++k)
+      ++inst.available[std::uniform_int_distribution<int>(0, T - 1)(rng)];
     if (seed % 2 == 0) inst.problem.inter_node_bytes_per_s *= 100;
     auto p = MakePlanner(inst.problem);
     PipelineSizeLimits limits;
@@ -343,8 +344,8 @@ TEST(PlanPriceTest, MatchesShapeEnumerationOnRandomSmallClusters) {
     }
     ASSERT_TRUE(cost.ok()) << cost.status() << " " << where;
     ++compared;
-    EXPECT_TRUE(Near(static_cast<double>(cost->price_steps) * cost->iteration_time_ms,
-                     expected.best_cost))
+    EXPECT_TRUE(
+        Near(static_cast<double>(cost->price_steps) * cost->iteration_time_ms, expected.best_cost))
         << static_cast<double>(cost->price_steps) * cost->iteration_time_ms << " vs "
         << expected.best_cost << " " << where;
     EXPECT_EQ(cost->optimality_gap, 0) << where;
@@ -421,8 +422,8 @@ TEST(PlanPriceTest, RejectsBadPricesBudgetsAndObjectives) {
     options.price_per_hour[T - 1] = bad;
     const absl::Status s = plan(options);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
-    EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("cluster.node_types[", T - 1,
-                                                    "].price_per_hour")));
+    EXPECT_THAT(s.message(),
+                HasSubstr(absl::StrCat("cluster.node_types[", T - 1, "].price_per_hour")));
   }
   options.price_per_hour.assign(T, 1.0);
   for (double bad : {-1.0, std::nan(""), kInf}) {

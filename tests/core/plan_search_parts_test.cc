@@ -88,8 +88,7 @@ TEST(PlanSearchPartsTest, DpAndIntegerProgramAgreeOnTheFewestPipelines) {
     for (double tau : {top, top * 0.75, top * 0.5}) {
       const std::string where = absl::StrCat("seed ", seed, ", tau ", tau);
       absl::StatusOr<int> by_dp = dp.MinPipelines(tau, shapes.MaxFreePipelines());
-      absl::StatusOr<const plan_search::IlpAnswer*> by_ilp =
-          ilp.Solve(tau, CoverIlpGoal::kOptimal);
+      absl::StatusOr<const plan_search::IlpAnswer*> by_ilp = ilp.Solve(tau, CoverIlpGoal::kOptimal);
       ASSERT_TRUE(by_dp.ok()) << by_dp.status() << " " << where;
       ASSERT_TRUE(by_ilp.ok()) << by_ilp.status() << " " << where;
       const int ilp_count =

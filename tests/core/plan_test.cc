@@ -295,8 +295,8 @@ TEST(PlanTest, ManyNodeCountStatesPlanWithTheIntegerProgram) {
   ASSERT_TRUE(result->sizes[0].status.ok()) << result->sizes[0].status;
   ExpectValidPlan(*p.model, nodes, result->sizes[0].plan);
   // The DP alone refuses that many states.
-  absl::StatusOr<TemplateSet> set = PlanTemplateSet(*p.templates, *p.model, available,
-                                                    result->limits, {});
+  absl::StatusOr<TemplateSet> set =
+      PlanTemplateSet(*p.templates, *p.model, available, result->limits, {});
   ASSERT_TRUE(set.ok());
   const std::vector<double> allreduce = CrossPipelineAllreduceMs(*p.model, 120);
   PipelineSetProblem dp = ProblemOf(p, *set, available, result->limits, 64, allreduce);
@@ -449,7 +449,8 @@ testing::RandomInstance MidsizeInstance(uint32_t seed, int max_nodes) {
   problem.derived_from.assign(types, "");
   inst.available.assign(types, 0);
   const int nodes = std::uniform_int_distribution<int>(types, max_nodes)(rng);
-  for (int k = 0; k < nodes; ++k) ++inst.available[std::uniform_int_distribution<int>(0, types - 1)(rng)];
+  for (int k = 0; k < nodes; ++k)
+    ++inst.available[std::uniform_int_distribution<int>(0, types - 1)(rng)];
   return inst;
 }
 

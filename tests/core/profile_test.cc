@@ -34,18 +34,17 @@ TEST(ProfileTest, ErrorsNameFileLayerAndKey) {
   EXPECT_EQ(missing_key.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(missing_key.status().message(), HasSubstr("layer 1 lacks key \"backward\""));
 
-  auto negative = ParseOobleckProfile(
-      R"([{"forward": -1, "backward": 2, "mem_required": [1, 1]}])", R"([{"1": 0}])",
-      R"([{"1": 0}])", "dir");
+  auto negative = ParseOobleckProfile(R"([{"forward": -1, "backward": 2, "mem_required": [1, 1]}])",
+                                      R"([{"1": 0}])", R"([{"1": 0}])", "dir");
   EXPECT_THAT(negative.status().message(), HasSubstr("layer 0 \"forward\""));
 
   auto bad_key = ParseOobleckProfile(kMb, R"([{"x": 0}, {"1": 0}])", kAcross, "dir");
   EXPECT_THAT(bad_key.status().message(),
               HasSubstr("allreduce_in_node.json: layer 0 has a key that is not an integer"));
   // File content is never echoed (a server-side file may hold anything).
-  auto secret = ParseOobleckProfile(
-      R"([{"forward": "s3cr3t", "backward": 2, "mem_required": [1, 1]}])", R"([{"1": 0}])",
-      R"([{"1": 0}])", "dir");
+  auto secret =
+      ParseOobleckProfile(R"([{"forward": "s3cr3t", "backward": 2, "mem_required": [1, 1]}])",
+                          R"([{"1": 0}])", R"([{"1": 0}])", "dir");
   EXPECT_THAT(secret.status().message(), HasSubstr("must be a number (got a JSON string)"));
   EXPECT_THAT(secret.status().message(), Not(HasSubstr("s3cr3t")));
   auto secret_key = ParseOobleckProfile(kMb, R"([{"s3cr3t": 0}, {"1": 0}])", kAcross, "dir");

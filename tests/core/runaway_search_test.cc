@@ -123,8 +123,7 @@ TEST(RunawaySearchTest, OneMixOfManyTypesIsEnumeratedAtOnce) {
   // The order and the mixes themselves are as before, bounds or not.
   EXPECT_EQ(EnumerateMixes({2, 1, 1}, 3, 3),
             (std::vector<NodeMix>{{2, 1, 0}, {2, 0, 1}, {1, 1, 1}}));
-  EXPECT_EQ(EnumerateMixes({1, 2}, 1, 2),
-            (std::vector<NodeMix>{{1, 0}, {0, 1}, {1, 1}, {0, 2}}));
+  EXPECT_EQ(EnumerateMixes({1, 2}, 1, 2), (std::vector<NodeMix>{{1, 0}, {0, 1}, {1, 1}, {0, 2}}));
 }
 
 // A search the size estimate admits stops within ~100 ms of its cancellation, set-up

@@ -1,14 +1,13 @@
 // Every objective's Final (the time the search optimises) against the cost model's own
 // pipeline time, on random stage sequences: a formula changed on one side only fails here,
 // naming the objective.
-#include "core/template_search/objectives.h"
-
 #include <cmath>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "core/cost_model.h"
+#include "core/template_search/objectives.h"
 #include "gtest/gtest.h"
 #include "tests/core/test_problems.h"
 
@@ -52,20 +51,19 @@ TEST(SearchObjectivesTest, FinalEqualsCostModelPipelineTime) {
   std::mt19937 rng(20261125);
   for (int m : {1, 4, 16, 50}) {
     for (bool track_stages : {false, true}) {
-      auto model = CostModel::Create(
-          testing::Homogeneous(profile, 1, CostModelKind::kOneFOneB, m));
+      auto model = CostModel::Create(testing::Homogeneous(profile, 1, CostModelKind::kOneFOneB, m));
       ASSERT_TRUE(model.ok()) << model.status();
       ExpectFinalIsPipelineTime("OneFOneBObjective M=" + std::to_string(m),
                                 OneFOneBObjective{m, track_stages}, *model, rng, 60);
     }
   }
   for (int m : {0, 4, 16, 50}) {
-    auto model = CostModel::Create(
-        testing::Homogeneous(profile, 1, CostModelKind::kOobleckSosp23, m));
+    auto model =
+        CostModel::Create(testing::Homogeneous(profile, 1, CostModelKind::kOobleckSosp23, m));
     ASSERT_TRUE(model.ok()) << model.status();
     // With M, Oobleck's formula is defined for at most M stages.
-    ExpectFinalIsPipelineTime("Sosp23Objective M=" + std::to_string(m),
-                              Sosp23Objective{m, m > 0}, *model, rng, m > 0 ? m : 60);
+    ExpectFinalIsPipelineTime("Sosp23Objective M=" + std::to_string(m), Sosp23Objective{m, m > 0},
+                              *model, rng, m > 0 ? m : 60);
   }
 }
 

@@ -91,8 +91,8 @@ TEST_P(SearchOracleTest, SameOptimaAsThePreviousSearch) {
       const MixResult& a = (*got)[i];
       const MixResult& b = (*want)[i];
       const std::string where = "seed " + std::to_string(seed) + " " +
-                                std::string(CostModelName(kind)) + " M=" +
-                                std::to_string(inst.problem.microbatches) + " mix " +
+                                std::string(CostModelName(kind)) +
+                                " M=" + std::to_string(inst.problem.microbatches) + " mix " +
                                 MixLabel(a.mix, inst.problem.node_types);
       ASSERT_EQ(a.feasible, b.feasible) << where;
       if (!a.feasible) continue;
@@ -103,11 +103,10 @@ TEST_P(SearchOracleTest, SameOptimaAsThePreviousSearch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    BothModels, SearchOracleTest,
-    ::testing::Combine(::testing::Values(CostModelKind::kOneFOneB,
-                                         CostModelKind::kOobleckSosp23),
-                       ::testing::Values(1, 101, 201)));
+INSTANTIATE_TEST_SUITE_P(BothModels, SearchOracleTest,
+                         ::testing::Combine(::testing::Values(CostModelKind::kOneFOneB,
+                                                              CostModelKind::kOobleckSosp23),
+                                            ::testing::Values(1, 101, 201)));
 
 }  // namespace
 }  // namespace oobleck

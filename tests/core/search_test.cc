@@ -38,9 +38,9 @@ TEST(SearchTest, ReproducesOobleckPublishedTemplatesForGpt2Xl) {
 TEST(SearchTest, Gpt2XlHomogeneousMatchesExhaustiveOnBothModels) {
   auto profile = LoadGpt2Xl();
   ASSERT_NE(profile, nullptr);
-  for (auto [kind, m] : {std::pair{CostModelKind::kOobleckSosp23, 0},
-                         std::pair{CostModelKind::kOobleckSosp23, 16},
-                         std::pair{CostModelKind::kOneFOneB, 16}}) {
+  for (auto [kind, m] :
+       {std::pair{CostModelKind::kOobleckSosp23, 0}, std::pair{CostModelKind::kOobleckSosp23, 16},
+        std::pair{CostModelKind::kOneFOneB, 16}}) {
     auto model = CostModel::Create(Homogeneous(profile, 1, kind, m));
     ASSERT_TRUE(model.ok()) << model.status();
     auto results = SearchTemplates(*model, EnumerateMixes({3}, 1, 3));
@@ -78,8 +78,8 @@ TEST_P(RandomInstanceTest, SearchEqualsExhaustiveEnumeration) {
       for (int c : r.mix) types_used += c > 0;
       multi_type += types_used > 1;
       const MixResult ref = ExhaustiveSearch(*model, r.mix);
-      const std::string where = "seed " + std::to_string(seed) + " mix " +
-                                MixLabel(r.mix, model->problem().node_types);
+      const std::string where =
+          "seed " + std::to_string(seed) + " mix " + MixLabel(r.mix, model->problem().node_types);
       ASSERT_EQ(r.feasible, ref.feasible) << where << ": " << r.infeasible_reason;
       if (!r.feasible) {
         EXPECT_FALSE(r.infeasible_reason.empty()) << where;
@@ -104,15 +104,16 @@ TEST_P(RandomInstanceTest, SearchEqualsExhaustiveEnumeration) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Seeds, RandomInstanceTest,
-    ::testing::Combine(::testing::Values(CostModelKind::kOneFOneB, CostModelKind::kOobleckSosp23),
-                       ::testing::Values(1000, 2000, 3000, 4000, 5000, 6000)),
-    [](const auto& info) {
-      return std::string(std::get<0>(info.param) == CostModelKind::kOneFOneB ? "OneFOneB"
-                                                                             : "Sosp23") +
-             "_seeds" + std::to_string(std::get<1>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(Seeds, RandomInstanceTest,
+                         ::testing::Combine(::testing::Values(CostModelKind::kOneFOneB,
+                                                              CostModelKind::kOobleckSosp23),
+                                            ::testing::Values(1000, 2000, 3000, 4000, 5000, 6000)),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param) == CostModelKind::kOneFOneB
+                                                  ? "OneFOneB"
+                                                  : "Sosp23") +
+                                  "_seeds" + std::to_string(std::get<1>(info.param));
+                         });
 
 // One request for many mixes shares states between them, and each state serves only the
 // mixes whose bounds it can still meet: the answers must be those of each mix searched alone,
@@ -243,8 +244,7 @@ TEST(SearchTest, RejectsMalformedMixes) {
   ASSERT_NE(profile, nullptr);
   auto model = CostModel::Create(Homogeneous(profile, 1, CostModelKind::kOneFOneB, 8));
   ASSERT_TRUE(model.ok());
-  EXPECT_EQ(SearchTemplates(*model, {{1, 1}}).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SearchTemplates(*model, {{1, 1}}).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(SearchTemplates(*model, {{0}}).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(SearchTemplates(*model, {{-1}}).status().code(), absl::StatusCode::kInvalidArgument);
 }

@@ -29,12 +29,12 @@ TEST(LowerBoundNear, MatchesStdLowerBoundFromEveryHint) {
     std::sort(keyed.begin(), keyed.end());
     for (int probe = -1; probe <= 31; ++probe) {
       const double k = probe + (trial % 2 == 0 ? 0.0 : 0.5);
-      const size_t expected = static_cast<size_t>(
-          std::lower_bound(keyed.begin(), keyed.end(), k,
-                           [](const std::pair<double, double>& p, double x) {
-                             return p.first < x;
-                           }) -
-          keyed.begin());
+      const size_t expected =
+          static_cast<size_t>(std::lower_bound(keyed.begin(), keyed.end(), k,
+                                               [](const std::pair<double, double>& p, double x) {
+                                                 return p.first < x;
+                                               }) -
+                              keyed.begin());
       for (size_t hint = 0; hint <= keyed.size() + 2; ++hint) {
         ASSERT_EQ(LowerBoundNear(keyed, hint, k), expected)
             << "size " << keyed.size() << " key " << k << " hint " << hint;

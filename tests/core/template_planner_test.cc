@@ -126,11 +126,11 @@ TEST(TemplatePlannerTest, SharedResultThatDoesNotFitTheModelIsSearchedAgain) {
   const auto& [key, good] = *shared.entries.begin();
   ASSERT_TRUE(good->feasible);
   std::vector<MixResult> bad(5, *good);
-  bad[0].best.stages.back().layer_end -= 1;                 // does not cover every layer
-  bad[1].best.stages[0].node_type = 7;                      // no such node type
-  bad[2].best.node_order = {0};                             // fewer nodes than the mix
-  bad[3].best.stages.back().node_index = 9;                 // no such node
-  bad[4].best.stages[0].gpus = 2;                           // more GPUs than a node has
+  bad[0].best.stages.back().layer_end -= 1;  // does not cover every layer
+  bad[1].best.stages[0].node_type = 7;       // no such node type
+  bad[2].best.node_order = {0};              // fewer nodes than the mix
+  bad[3].best.stages.back().node_index = 9;  // no such node
+  bad[4].best.stages[0].gpus = 2;            // more GPUs than a node has
   for (const MixResult& damaged : bad) {
     shared.entries[key] = std::make_shared<const MixResult>(damaged);
     TemplateCache cache_b(1 << 20);

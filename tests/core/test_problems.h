@@ -18,8 +18,8 @@ inline constexpr char kGpt2XlProfile[] = "profiles/gpt2-xl/rtx4090";
 inline constexpr char kGpt2XlRingProfile[] = "profiles-ring/gpt2-xl/rtx4090";
 
 inline std::shared_ptr<const ModelProfile> LoadGpt2Xl(const std::string& dir = kGpt2XlProfile) {
-  auto p = LoadOobleckProfileDir(std::string(OOBLECK_EXAMPLE_DATA) + "/" + dir, "gpt2-xl",
-                                 "rtx4090", 1);
+  auto p =
+      LoadOobleckProfileDir(std::string(OOBLECK_EXAMPLE_DATA) + "/" + dir, "gpt2-xl", "rtx4090", 1);
   if (!p.ok()) return nullptr;
   return std::make_shared<const ModelProfile>(*std::move(p));
 }

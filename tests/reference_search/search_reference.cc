@@ -760,10 +760,10 @@ class PrefixCostBound {
   // The layers [0, a) on the free nodes `free` and the unused GPUs of partial node ns.
   PrefixCost At(int a, int free, int ns) const {
     if (segments_.empty()) return PrefixCost(0, nullptr, floor_prefix_[a]);
-    return PrefixCost(work_prefix_[a],
-                      &segments_[static_cast<size_t>(space_.Dense(free)) *
-                                     space_.num_node_states() + ns],
-                      floor_prefix_[a]);
+    return PrefixCost(
+        work_prefix_[a],
+        &segments_[static_cast<size_t>(space_.Dense(free)) * space_.num_node_states() + ns],
+        floor_prefix_[a]);
   }
   // The cheapest compute of layers [0, a) on any type and stage size: a lower bound on the
   // cost sum of whatever stages hold them.
@@ -880,8 +880,8 @@ class LabelSearch {
       std::vector<int> counts(model.num_types(), 0);
       for (int u = 0;;) {
         // Relative slack so that rounding never prunes a label that ties the incumbent.
-        targets_[space_.Dense(u)].push_back({code - u, ub + 1e-9 * std::abs(ub) + 1e-9, MixSize(mix),
-                               std::min(L, gpus)});
+        targets_[space_.Dense(u)].push_back(
+            {code - u, ub + 1e-9 * std::abs(ub) + 1e-9, MixSize(mix), std::min(L, gpus)});
         int t = 0;
         while (t < model.num_types() && counts[t] == mix[t]) {
           u -= counts[t] * space_.stride(t);
@@ -1014,8 +1014,8 @@ class LabelSearch {
            ++k, i = i + 1 == targets.size() ? 0 : i + 1) {
         const Target& target = targets[i];
         if (target.break_coeff < 0 ||
-            objective_.StageBound(compute, target.break_coeff, target.prefix,
-                                  target.rest_max_ms) <= target.mix->bound) {
+            objective_.StageBound(compute, target.break_coeff, target.prefix, target.rest_max_ms) <=
+                target.mix->bound) {
           stage_fit = i;
           return false;
         }
@@ -1048,10 +1048,9 @@ class LabelSearch {
       double limit = -std::numeric_limits<double>::infinity();
       for (const Target& target : targets) {
         const TargetMix& mix = *target.mix;
-        limit = std::max(limit, mix.bound - objective_.LowerBound(probe, target.prefix,
-                                                                  target.rest_max_ms,
-                                                                  mix.min_stages,
-                                                                  mix.max_stages, a == 0));
+        limit = std::max(limit,
+                         mix.bound - objective_.LowerBound(probe, target.prefix, target.rest_max_ms,
+                                                           mix.min_stages, mix.max_stages, a == 0));
       }
       return limit;
     };
@@ -1260,9 +1259,9 @@ class LabelSearch {
       compute_prefix_;  // [t][g][l]: ComputeMs(t, g, 0, l)
   // A requested mix as seen from the states on one multiset u.
   struct TargetMix {
-    int free;          // the mix minus u: the nodes left for the layers before the state
-    double bound;      // its incumbent, with a little slack (may be +inf)
-    int min_stages;    // fewest and most stages a pipeline over it can have
+    int free;        // the mix minus u: the nodes left for the layers before the state
+    double bound;    // its incumbent, with a little slack (may be +inf)
+    int min_stages;  // fewest and most stages a pipeline over it can have
     int max_stages;
   };
   // The bounds on the layers [0, a) for one (free multiset, partial node state).

@@ -23,9 +23,9 @@
 #include "oobleck/planner/v1/planner.grpc.pb.h"
 #include "server/planner_server.h"
 #include "server/planner_service.h"
-#include "tests/service/served_planner.h"
 #include "server/request_limits.h"
 #include "server/status_conversion.h"
+#include "tests/service/served_planner.h"
 #include "tests/service/three_type_request.h"
 
 namespace oobleck::server {

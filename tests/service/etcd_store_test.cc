@@ -71,8 +71,7 @@ TEST(SharedTemplateTest, RejectsAnotherKeyAndDamagedValuesNamingTheField) {
   std::string damaged = text;
   damaged.replace(damaged.find("\"gpus\":2"), 8, "\"gpus\":\"2\"");
   auto status = ParseSharedTemplate(damaged, "k1").status();
-  EXPECT_NE(status.message().find("value.result.best.stages[0].gpus"), std::string::npos)
-      << status;
+  EXPECT_NE(status.message().find("value.result.best.stages[0].gpus"), std::string::npos) << status;
 }
 
 TEST(EtcdStoresTest, UnreachableEtcdFailsFastWithUnavailableNamingEtcd) {

@@ -25,10 +25,10 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "oobleck/planner/v1/planner.grpc.pb.h"
-#include "tests/service/call_budget.h"
-#include "tests/service/temp_dir.h"
 #include "server/planner_server.h"
 #include "server/planner_service.h"
+#include "tests/service/call_budget.h"
+#include "tests/service/temp_dir.h"
 
 namespace oobleck::server {
 namespace {
@@ -46,7 +46,6 @@ std::string ReadText(const std::string& path) {
   EXPECT_TRUE(text.ok()) << text.status();
   return text.ok() ? *text : "";
 }
-
 
 class HostileInputTest : public ::testing::Test {
  protected:
@@ -117,7 +116,8 @@ class HostileInputTest : public ::testing::Test {
     return cluster;
   }
   // PlanTemplates with a deadline; also returns how long the call took.
-  grpc::Status Templates(const pb::PlanTemplatesRequest& request, std::chrono::milliseconds deadline,
+  grpc::Status Templates(const pb::PlanTemplatesRequest& request,
+                         std::chrono::milliseconds deadline,
                          std::chrono::milliseconds* took = nullptr) {
     grpc::ClientContext context;
     const auto start = std::chrono::steady_clock::now();
@@ -226,8 +226,7 @@ TEST_F(HostileInputTest, APlanSearchStopsUsingCpuWithItsCall) {
     // the template search as well as in the plan search.
     request.mutable_cluster()->mutable_node_types(0)->set_gpu_memory_bytes(24e9 + deadline_ms);
     grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() +
-                         std::chrono::milliseconds(deadline_ms));
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
     pb::PlanResponse response;
     const grpc::Status status = stub_->Plan(&context, request, &response);
     if (status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
@@ -263,8 +262,9 @@ TEST_F(HostileInputTest, ServerSideDirectoriesStayInsideTheLoadRoot) {
     SCOPED_TRACE(dir);
     const grpc::Status status = LoadProfile(DirectoryLoad(dir));
     EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
-    EXPECT_EQ(status.error_message(), absl::StrCat("profile directory \"", dir,
-                                                   "\" is not a readable path under the load root"));
+    EXPECT_EQ(
+        status.error_message(),
+        absl::StrCat("profile directory \"", dir, "\" is not a readable path under the load root"));
   }
   // Without --load_root no directory is read at all.
   Start(/*with_root=*/false);
@@ -276,7 +276,8 @@ TEST_F(HostileInputTest, ServerSideDirectoriesStayInsideTheLoadRoot) {
 TEST_F(HostileInputTest, FileContentIsNeverEchoed) {
   const fs::path dir = root_dir_.path() / "secret";
   fs::create_directories(dir);
-  std::ofstream(dir / "mb1.json") << R"([{"forward": "s3cr3t-token", "backward": 1, "mem_required": [1, 1]}])";
+  std::ofstream(dir / "mb1.json")
+      << R"([{"forward": "s3cr3t-token", "backward": 1, "mem_required": [1, 1]}])";
   std::ofstream(dir / "allreduce_in_node.json") << R"([{"s3cr3t-key": 1}])";
   std::ofstream(dir / "allreduce_across_nodes.json") << "[{}]";
   const grpc::Status status = LoadProfile(DirectoryLoad("secret"));
@@ -309,9 +310,8 @@ TEST_F(HostileInputTest, OnlyRegularFilesOfBoundedSizeAreRead) {
 
 // Row 5: values that overflow were accepted and reported as a false infeasibility.
 TEST_F(HostileInputTest, OverflowingValuesAreInvalidArguments) {
-  const std::string big =
-      R"([{"forward": 1e308, "backward": 1, "mem_required": [1, 1]},)"
-      R"( {"forward": 1e308, "backward": 1, "mem_required": [1, 1]}])";
+  const std::string big = R"([{"forward": 1e308, "backward": 1, "mem_required": [1, 1]},)"
+                          R"( {"forward": 1e308, "backward": 1, "mem_required": [1, 1]}])";
   pb::LoadProfileRequest load = InlineProfile(big);
   load.mutable_files()->set_allreduce_in_node_json("[{}, {}]");
   load.mutable_files()->set_allreduce_across_nodes_json("[{}, {}]");

@@ -63,8 +63,8 @@ double CostOf(const pb::ClusterPlan& plan) {
 class PlanPriceServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    service_ = std::make_unique<PlannerService>(&catalog_, &cache_, /*threads=*/2,
-                                                WithTestLoadRoot());
+    service_ =
+        std::make_unique<PlannerService>(&catalog_, &cache_, /*threads=*/2, WithTestLoadRoot());
     absl::StatusOr<RunningServer> running = StartPlannerServer("127.0.0.1:0", service_.get());
     ASSERT_TRUE(running.ok()) << running.status();
     running_ = *std::move(running);
@@ -134,8 +134,7 @@ TEST_F(PlanPriceServiceTest, ObjectivesAndBudgetOverTheWire) {
 
   // A budget between the two: the fastest plan within it, no faster than the fastest.
   pb::PlanRequest budgeted = request;
-  const double budget =
-      (cheapest.plan().price_per_hour() + fastest.plan().price_per_hour()) / 2;
+  const double budget = (cheapest.plan().price_per_hour() + fastest.plan().price_per_hour()) / 2;
   budgeted.set_budget_per_hour(budget);
   const pb::PlanResponse within = PlanOk(budgeted);
   EXPECT_LE(within.plan().price_per_hour(), budget + 1e-9);

@@ -70,8 +70,8 @@ void ExpectPlanOver(const pb::PlanRequest& request, const pb::ClusterPlan& plan)
 class PlanServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    service_ = std::make_unique<PlannerService>(&catalog_, &cache_, /*threads=*/2,
-                                                WithTestLoadRoot());
+    service_ =
+        std::make_unique<PlannerService>(&catalog_, &cache_, /*threads=*/2, WithTestLoadRoot());
     absl::StatusOr<RunningServer> running = StartPlannerServer("127.0.0.1:0", service_.get());
     ASSERT_TRUE(running.ok()) << running.status();
     running_ = *std::move(running);
@@ -260,8 +260,8 @@ TEST_F(PlanServiceTest, ReplanChainCopiesLayersAndReplaysAsNoOp) {
 // the cluster after the event: every other field carried over.
 TEST_F(PlanServiceTest, ReplanOnItsArenaAnswersBadBytesAndEchoesTheRequest) {
   auto raw_replan = [&](const std::string* bytes) {
-    grpc::GenericStub stub(grpc::CreateChannel(running_.address,
-                                               grpc::InsecureChannelCredentials()));
+    grpc::GenericStub stub(
+        grpc::CreateChannel(running_.address, grpc::InsecureChannelCredentials()));
     grpc::CompletionQueue cq;
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));

@@ -59,7 +59,6 @@ void WriteFile(const fs::path& path, const std::string& text) {
   out << text;
 }
 
-
 std::vector<std::string> Keys(const ProfileCatalog& catalog) {
   std::vector<std::string> keys;
   for (const auto& profile : catalog.List("")) keys.push_back(profile->key.ToString());

@@ -31,9 +31,9 @@
 namespace oobleck::server {
 namespace {
 
+using ::oobleck::bench::ScrapeMetrics;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using ::oobleck::bench::ScrapeMetrics;
 
 constexpr char kMethod[] = "/oobleck.planner.v1.Planner/PlanTemplates";
 

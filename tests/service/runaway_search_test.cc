@@ -19,8 +19,8 @@
 #include "oobleck/planner/v1/planner.grpc.pb.h"
 #include "server/planner_server.h"
 #include "server/planner_service.h"
-#include "tests/service/served_planner.h"
 #include "tests/service/call_budget.h"
+#include "tests/service/served_planner.h"
 
 namespace oobleck::server {
 namespace {

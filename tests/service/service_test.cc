@@ -213,8 +213,8 @@ std::string ReflectionExchange(const std::shared_ptr<grpc::Channel>& channel, in
 class PlannerServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    service_ = std::make_unique<PlannerService>(&catalog_, &cache_, /*threads=*/2,
-                                                WithTestLoadRoot());
+    service_ =
+        std::make_unique<PlannerService>(&catalog_, &cache_, /*threads=*/2, WithTestLoadRoot());
     absl::StatusOr<RunningServer> running = StartPlannerServer("127.0.0.1:0", service_.get());
     ASSERT_TRUE(running.ok()) << running.status();
     running_ = *std::move(running);

@@ -22,10 +22,9 @@ std::string Sub(absl::string_view path, absl::string_view key) {
   return path.empty() ? std::string(key) : absl::StrCat(path, "/", key);
 }
 
-// The same error with `file: ` before its message.
+// The same error (code, field path) with `file: ` before its message.
 absl::Status InFile(const absl::Status& status, absl::string_view file) {
-  if (status.ok()) return status;
-  return absl::Status(status.code(), absl::StrCat(file, ": ", status.message()));
+  return WithMessagePrefix(status, absl::StrCat(file, ": "));
 }
 
 absl::Status RequireObject(const json& v, absl::string_view path) {

@@ -9,16 +9,13 @@
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "tests/service/asan.h"
 
 namespace oobleck::server {
 
-#if defined(__SANITIZE_ADDRESS__)
 // Sanitized code runs several times slower; the poll interval is the same, the work
 // between two polls is not.
-inline constexpr auto kDeadlineSlack = std::chrono::milliseconds(600);
-#else
-inline constexpr auto kDeadlineSlack = std::chrono::milliseconds(100);
-#endif
+inline constexpr auto kDeadlineSlack = std::chrono::milliseconds(kAddressSanitizer ? 600 : 100);
 
 // CPU time of the whole process (every thread) so far.
 inline double ProcessCpuMs() {

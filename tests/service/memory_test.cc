@@ -3,6 +3,9 @@
 // memory past its threshold.
 #include "server/memory.h"
 
+#include <dlfcn.h>
+
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -12,6 +15,8 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/service/asan.h"
+#include "tests/service/call_budget.h"
 
 namespace oobleck::server {
 namespace {
@@ -20,17 +25,15 @@ using ::testing::HasSubstr;
 
 // AddressSanitizer replaces malloc (the sanitizer CI build): mallopt then fails, which
 // CapMallocArenas reports, and glibc's mallinfo2 sees no heap, so nothing is trimmed.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kGlibcMalloc = false;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kGlibcMalloc = false;
-#else
-constexpr bool kGlibcMalloc = true;
-#endif
-#else
-constexpr bool kGlibcMalloc = true;
-#endif
+constexpr bool kGlibcMalloc = !kAddressSanitizer;
+
+// The sanitized build's allowances follow the runtime actually linked in: clang's
+// sanitizer build defines no __SANITIZE_ADDRESS__ (it once got the release build's 100 ms).
+TEST(SanitizerBuildTest, AllowancesFollowTheAsanRuntime) {
+  const bool asan_runtime = dlsym(RTLD_DEFAULT, "__asan_init") != nullptr;
+  EXPECT_EQ(kDeadlineSlack, std::chrono::milliseconds(asan_runtime ? 600 : 100));
+  EXPECT_EQ(kGlibcMalloc, !asan_runtime);
+}
 
 // Sets MALLOC_ARENA_MAX for one test and restores what was there.
 class ScopedArenaEnv {

@@ -1,6 +1,7 @@
-// A diagnostic of the fuzz build only (fuzz/CMakeLists.txt defines
-// OOBLECK_POLL_GAP_REPORT_MS): it reports every stretch of more than that many ms of one
-// thread's CPU between two polls of one search's Interrupt, with where each poll was.
+// A diagnostic of the sanitizer build only (build-asan/, whose fuzz/CMakeLists.txt defines
+// OOBLECK_POLL_GAP_REPORT_MS for the fuzz targets and the sanitized tests that share its
+// core): it reports every stretch of more than that many ms of one thread's CPU between two
+// polls of one search's Interrupt, with where each poll was.
 //
 // Why: a search must stop within its deadline's slack, so no loop may run long between two
 // polls. rpc_structure_fuzzer notices a long gap only when a deadline happens to fall in

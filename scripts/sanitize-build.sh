@@ -25,8 +25,8 @@ if [ -f build-asan/CMakeCache.txt ] &&
     ! grep -q "^OOBLECK_SANITIZE:BOOL=ON" build-asan/CMakeCache.txt; then
   rm -rf build-asan
 fi
-# -O2: the fuzzers' deadlines and the poll-gap threshold are set against its speed, and the
-# sanitized tests' brute-force checks need no less. Line tables only: a report's stack trace
+# -O2: the fuzzers' deadlines and the poll-gap threshold are set against its speed (the
+# sanitized tests ran at GCC's -O1 before). Line tables only: a report's stack trace
 # needs no more, and full -g costs CPU in every file. No -DNDEBUG: library asserts (JSON,
 # absl) stay checked.
 cmake -S . -B build-asan -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \

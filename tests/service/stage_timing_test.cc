@@ -91,6 +91,7 @@ TEST(StageTimingTest, PlanReplanAndTemplatesAnswersCarryCoresStageTiming) {
   templates.set_microbatches(request.microbatches());
   templates.set_missing_allreduce_in_node(request.missing_allreduce_in_node());
   *templates.mutable_cluster() = request.cluster();
+  for (pb::NodeType& t : *templates.mutable_cluster()->mutable_node_types()) t.set_count(3);
   for (const std::vector<int>& counts : {std::vector<int>{0, 0, 2}, std::vector<int>{1, 0, 1}}) {
     pb::NodeMix* mix = templates.add_mixes();
     for (int c : counts) mix->add_counts(c);

@@ -12,7 +12,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/bench_problems.h"
-#include "core/plan.h"
+#include "core/plan/cluster_plan.h"
+#include "core/plan/cluster_planner.h"
+#include "core/plan/node_set.h"
+#include "core/plan/objective.h"
+#include "core/plan/plan_options.h"
+#include "core/plan/plan_result.h"
 #include "core/replan.h"
 
 namespace oobleck::bench {

@@ -316,7 +316,8 @@ absl::Status Templates(const CommandLine& cl, PlannerConnection& server) {
   for (const pb::NodeType& t : request.cluster().node_types()) {
     picture.gpu_types.push_back(GpuTypeOf(t));
   }
-  return WriteSvgFile(o.svg, svg::DrawTemplatesSvg(response, picture));
+  ASSIGN_OR_RETURN(const std::string svg, svg::DrawTemplatesSvg(response, picture));
+  return WriteSvgFile(o.svg, svg);
 }
 
 absl::Status Stats(const CommandLine& cl, PlannerConnection& server) {

@@ -10,6 +10,7 @@
 #include "client/requests.h"
 #include "client/svg/plan_picture.h"
 #include "client/svg/schedule_picture.h"
+#include "core/field_path.h"
 #include "core/status_macros.h"
 #include "google/protobuf/struct.pb.h"
 
@@ -64,7 +65,9 @@ absl::StatusOr<std::string> RenderAnswer(const std::string& answer_json, const s
     RETURN_IF_ERROR(ParseAnswerJson(answer_json, source, &templates));
     svg::ScheduleOptions options;
     options.microbatches = microbatches;
-    return svg::DrawTemplatesSvg(templates, options);
+    absl::StatusOr<std::string> svg = svg::DrawTemplatesSvg(templates, options);
+    if (!svg.ok()) return WithMessagePrefix(svg.status(), absl::StrCat(source, ": "));
+    return svg;
   }
   if (kind == "plan") {
     pb::PlanResponse plan;

@@ -14,7 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "core/file_reader.h"
 #include "core/json_document.h"
-#include "core/plan.h"
+#include "core/plan/limits.h"
 #include "core/status_macros.h"
 #include "nlohmann/json.hpp"
 

@@ -14,7 +14,7 @@ namespace oobleck {
 
 // The most nodes a cluster file may have in all: the most any RPC takes (PlanTemplates'
 // kMaxNodesPerRequest, server/request_limits.h; Plan and Replan take kMaxClusterNodes,
-// core/plan.h). Checked before a node id is made: `"nodes": 1e9` is refused, not allocated.
+// core/plan/limits.h). Checked before a node id is made: `"nodes": 1e9` is refused, not allocated.
 inline constexpr int kMaxClusterFileNodes = 1 << 20;
 
 struct ClusterFileGpuType {

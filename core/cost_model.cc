@@ -523,6 +523,7 @@ absl::StatusOr<PipelineTemplate> CostModel::Evaluate(PipelineTemplate tmpl) cons
     st.forward_ms = ForwardMs(st.node_type, st.gpus, st.layer_begin, st.layer_end);
     st.backward_ms = BackwardMs(st.node_type, st.gpus, st.layer_begin, st.layer_end);
     st.cost_ms = StageCostMs(st.node_type, st.gpus, st.layer_begin, st.layer_end, in, out);
+    st.p2p_out_ms = TransferMs(st.node_type, st.layer_end - 1, out);
     st.memory_bytes_per_gpu =
         MemoryBytesPerGpu(st.node_type, st.gpus, st.layer_begin, st.layer_end, S - s);
     if (!Fits(st.node_type, st.gpus, st.layer_begin, st.layer_end, S - s)) {

@@ -188,7 +188,8 @@ class CostModel {
   // Pipeline time of stage costs in pipeline order under the selected model.
   double PipelineTimeMs(const std::vector<double>& stage_costs) const;
   // The same for `microbatches` in place of the problem's M: a plan gives every pipeline
-  // its own share of the global batch (core/plan.h). 0 = oobleck-sosp23's no-M formula.
+  // its own share of the global batch (core/plan/cluster_plan.h). 0 = oobleck-sosp23's no-M
+  // formula.
   double PipelineTimeMs(const std::vector<double>& stage_costs, int microbatches) const;
 
   // The most micro-batches per iteration the evaluated template `tmpl` can run with every

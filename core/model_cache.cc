@@ -3,7 +3,7 @@
 #include <cstring>
 #include <utility>
 
-#include "core/plan.h"
+#include "core/plan/limits.h"
 #include "core/status_macros.h"
 
 namespace oobleck {

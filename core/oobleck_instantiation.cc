@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/field_path.h"
-#include "core/plan.h"
+#include "core/plan/limits.h"
 #include "core/status_macros.h"
 
 namespace oobleck {

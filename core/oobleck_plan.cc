@@ -7,6 +7,14 @@
 #include "absl/strings/str_cat.h"
 #include "core/field_path.h"
 #include "core/oobleck_instantiation.h"
+#include "core/plan/cluster_plan.h"
+#include "core/plan/fault_tolerance.h"
+#include "core/plan/node_set.h"
+#include "core/plan/pipeline_shape.h"
+#include "core/plan/plan_options.h"
+#include "core/plan/plan_result.h"
+#include "core/plan/price.h"
+#include "core/plan/template_set.h"
 #include "core/shown_value.h"
 
 namespace oobleck {

@@ -2,7 +2,7 @@
 // templates (the optimal one of every pipeline size min..max) instantiated in Oobleck's
 // semantics by core/oobleck_instantiation.h: every node used, one micro-batch count per
 // template, iteration time max_t T_t b_t + layer 0's allreduce_across_nodes_ms[P], exact.
-// Called by ClusterPlanner::Plan (core/plan.cc) for that objective.
+// Called by ClusterPlanner::Plan (core/plan/cluster_planner.cc) for that objective.
 #ifndef OOBLECK_CORE_OOBLECK_PLAN_H_
 #define OOBLECK_CORE_OOBLECK_PLAN_H_
 
@@ -11,7 +11,11 @@
 
 #include "absl/status/status.h"
 #include "core/cost_model.h"
-#include "core/plan.h"
+#include "core/plan/node_set.h"
+#include "core/plan/pipeline_shape.h"
+#include "core/plan/plan_options.h"
+#include "core/plan/plan_result.h"
+#include "core/plan/template_set.h"
 
 namespace oobleck {
 

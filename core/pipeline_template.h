@@ -21,6 +21,10 @@ struct Stage {
   double backward_ms = 0;  // B
   double cost_ms = 0;      // stage cost c of the cost model
   double memory_bytes_per_gpu = 0;
+  // X: the point-to-point transfer to the next stage that cost_ms includes (1f1b: c = F + B
+  // + X_in + X_out; 0 for the last stage and under oobleck-sosp23), kept so that an answer
+  // reports it instead of a client recovering it from cost_ms.
+  double p2p_out_ms = 0;
 };
 
 struct PipelineTemplate {

@@ -12,7 +12,11 @@
 
 #include "absl/status/statusor.h"
 #include "core/cost_model.h"
-#include "core/plan.h"
+#include "core/plan/cluster_plan.h"
+#include "core/plan/cluster_planner.h"
+#include "core/plan/fault_tolerance.h"
+#include "core/plan/limits.h"
+#include "core/plan/node_set.h"
 
 namespace oobleck {
 

@@ -16,7 +16,7 @@ namespace {
 using json = nlohmann::json;
 
 constexpr char kFormat[] = "oobleck-planner-template";
-constexpr int kVersion = 1;
+constexpr int kVersion = 2;  // 2: stages carry p2p_out_ms
 // A new lease once the current one has lived this share of its TTL.
 constexpr double kLeaseRenewShare = 0.9;
 
@@ -73,7 +73,8 @@ absl::StatusOr<Stage> ParseStage(const json& in, const std::string& where) {
   for (auto [name, field] :
        {std::pair{"forward_ms", &Stage::forward_ms}, std::pair{"backward_ms", &Stage::backward_ms},
         std::pair{"cost_ms", &Stage::cost_ms},
-        std::pair{"memory_bytes_per_gpu", &Stage::memory_bytes_per_gpu}}) {
+        std::pair{"memory_bytes_per_gpu", &Stage::memory_bytes_per_gpu},
+        std::pair{"p2p_out_ms", &Stage::p2p_out_ms}}) {
     ASSIGN_OR_RETURN(double value, NumberField(in, name, where));
     stage.*field = value;
   }
@@ -93,7 +94,8 @@ std::string SerializeSharedTemplate(const std::string& key, const MixResult& res
                       {"forward_ms", s.forward_ms},
                       {"backward_ms", s.backward_ms},
                       {"cost_ms", s.cost_ms},
-                      {"memory_bytes_per_gpu", s.memory_bytes_per_gpu}});
+                      {"memory_bytes_per_gpu", s.memory_bytes_per_gpu},
+                      {"p2p_out_ms", s.p2p_out_ms}});
   }
   json out = {{"format", kFormat},
               {"version", kVersion},

@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "core/cost_model.h"
 #include "core/model_cache.h"
-#include "core/plan.h"
+#include "core/plan/cluster_planner.h"
 #include "core/profile_catalog.h"
 #include "oobleck/planner/v1/planner.grpc.pb.h"  // ServerUnaryStreamer of these messages
 #include "oobleck/planner/v1/planner.pb.h"

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "core/model_cache.h"
-#include "core/plan.h"
+#include "core/plan/cluster_planner.h"
 #include "core/profile_catalog.h"
 #include "core/template_planner.h"
 #include "oobleck/planner/v1/planner.grpc.pb.h"

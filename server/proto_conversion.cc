@@ -130,6 +130,7 @@ void ToProtoTemplate(const PipelineTemplate& tmpl, const PlanningProblem& proble
   const std::vector<NodeType>& types = problem.node_types;
   out->set_num_nodes(tmpl.num_nodes());
   out->set_iteration_time_ms(tmpl.iteration_time_ms);
+  out->set_microbatches(problem.microbatches);  // the M CostModel::Evaluate computed it for
   int num_gpus = 0;
   for (const Stage& stage : tmpl.stages) {
     pb::Stage* s = out->add_stages();
@@ -142,6 +143,7 @@ void ToProtoTemplate(const PipelineTemplate& tmpl, const PlanningProblem& proble
     s->set_backward_ms(stage.backward_ms);
     s->set_cost_ms(stage.cost_ms);
     s->set_memory_bytes_per_gpu(stage.memory_bytes_per_gpu);
+    s->set_p2p_out_ms(stage.p2p_out_ms);
     num_gpus += stage.gpus;
   }
   ToProtoMix(tmpl.mix, out->mutable_mix());
@@ -201,7 +203,7 @@ bool SameTemplate(const PipelineTemplate& a, const PipelineTemplate& b) {
     if (x.layer_begin != y.layer_begin || x.layer_end != y.layer_end ||
         x.node_index != y.node_index || x.node_type != y.node_type || x.gpus != y.gpus ||
         x.forward_ms != y.forward_ms || x.backward_ms != y.backward_ms || x.cost_ms != y.cost_ms ||
-        x.memory_bytes_per_gpu != y.memory_bytes_per_gpu) {
+        x.memory_bytes_per_gpu != y.memory_bytes_per_gpu || x.p2p_out_ms != y.p2p_out_ms) {
       return false;
     }
   }

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "core/plan.h"
+#include "core/plan/limits.h"
 #include "core/profile.h"
 #include "oobleck/planner/v1/planner.pb.h"
 
@@ -30,7 +30,7 @@ inline constexpr int64_t kMaxNodesPerRequest = 1 << 20;
 // Plan and Replan: the fleet sizes whose plan search is benchmarked to answer in under a
 // second once the templates are cached (bench/README.md#plan-at-fleet-scale).
 inline constexpr int kMaxPlanNodeTypes = 8;
-inline constexpr int kMaxPlanNodes = kMaxClusterNodes;  // core/plan.h
+inline constexpr int kMaxPlanNodes = kMaxClusterNodes;  // core/plan/limits.h
 
 absl::Status CheckProfileLimits(const ModelProfile& profile);
 // The cluster of a PlanRequest (also inside a ReplanRequest; `prefix` names where).

@@ -102,7 +102,7 @@ Canvas DrawSchedule(const pb::MixTemplate& result, const std::string& cost_model
                     int max_passes, TypeColours& colours, int* passes_drawn) {
   const pb::PipelineTemplate& tmpl = result.template_();
   const int stages = tmpl.stages_size();
-  const std::vector<double> transfer = TransferMs(tmpl, cost_model);
+  const std::vector<double> transfer = TransferMs(tmpl);
   const int drawn_microbatches =
       std::min(microbatches, std::max(1, max_passes / (2 * std::max(stages, 1))));
   const bool all_drawn = drawn_microbatches == microbatches;
@@ -146,19 +146,26 @@ Canvas DrawSchedule(const pb::MixTemplate& result, const std::string& cost_model
   return c;
 }
 
+// OK when every feasible template carries the stage timing the schedule is drawn from.
+absl::Status CheckStageTiming(const pb::PlanTemplatesResponse& response) {
+  for (int i = 0; i < response.results_size(); ++i) {
+    const pb::MixTemplate& r = response.results(i);
+    if (!r.feasible() || r.template_().has_microbatches()) continue;
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "results[%d].template (%s) has no microbatches and stages[].p2p_out_ms, which its "
+        "schedule is drawn from: the answer comes from a server older than this client; ask "
+        "for the templates again",
+        i, r.mix_label()));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
-std::vector<double> TransferMs(const pb::PipelineTemplate& tmpl, const std::string& cost_model) {
-  const int stages = tmpl.stages_size();
-  std::vector<double> x(stages, 0.0);
-  if (cost_model == "oobleck-sosp23") return x;
-  // c_s - F_s - B_s = X_{s-1} + X_s, so X_s follows from X_{s-1} stage by stage.
-  double before = 0;
-  for (int s = 0; s + 1 < stages; ++s) {
-    const pb::Stage& st = tmpl.stages(s);
-    x[s] = std::max(0.0, st.cost_ms() - st.forward_ms() - st.backward_ms() - before);
-    before = x[s];
-  }
+std::vector<double> TransferMs(const pb::PipelineTemplate& tmpl) {
+  std::vector<double> x;
+  x.reserve(tmpl.stages_size());
+  for (const pb::Stage& s : tmpl.stages()) x.push_back(s.p2p_out_ms());
   return x;
 }
 
@@ -220,22 +227,9 @@ std::vector<ScheduledPass> Schedule1F1B(const pb::PipelineTemplate& tmpl,
   return passes;
 }
 
-int InferMicrobatches(const pb::PipelineTemplate& tmpl, const std::string& cost_model) {
-  if (cost_model != "1f1b" && !cost_model.empty()) return 0;
-  double sum = 0, max = 0;
-  for (const pb::Stage& s : tmpl.stages()) {
-    sum += s.cost_ms();
-    max = std::max(max, s.cost_ms());
-  }
-  if (!(max > 0)) return 0;
-  const double m = (tmpl.iteration_time_ms() - sum) / max + 1;
-  const double rounded = std::round(m);
-  if (!(rounded >= 1) || rounded > 1e6 || std::abs(m - rounded) > 1e-6 * std::max(1.0, m)) return 0;
-  return static_cast<int>(rounded);
-}
-
-std::string DrawTemplatesSvg(const pb::PlanTemplatesResponse& response,
-                             const ScheduleOptions& options) {
+absl::StatusOr<std::string> DrawTemplatesSvg(const pb::PlanTemplatesResponse& response,
+                                             const ScheduleOptions& options) {
+  if (absl::Status timing = CheckStageTiming(response); !timing.ok()) return timing;
   TypeColours colours;
   for (const std::string& gpu : options.gpu_types) colours.Of(gpu);
   Canvas doc;
@@ -272,8 +266,8 @@ std::string DrawTemplatesSvg(const pb::PlanTemplatesResponse& response,
     int m = options.microbatches;
     std::string source = "from the request";
     if (m <= 0) {
-      m = InferMicrobatches(tmpl, response.cost_model());
-      source = "inferred from the iteration time";
+      m = tmpl.microbatches();
+      source = "from the answer";
     }
     if (m <= 0) {
       m = 2 * tmpl.stages_size();

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "oobleck/planner/v1/planner.pb.h"
 
 namespace oobleck::client::svg {
@@ -23,10 +24,9 @@ struct ScheduledPass {
   double end_ms = 0;
 };
 
-// Point-to-point time X_s after each stage s (the last is 0), recovered from the stages'
-// cost_ms = F + B + X_{s-1} + X_s of the 1f1b model (docs/COST_MODEL.md); all 0 under
-// oobleck-sosp23, whose stage cost has no transfers.
-std::vector<double> TransferMs(const pb::PipelineTemplate& tmpl, const std::string& cost_model);
+// Point-to-point time X_s after each stage s, as the answer reports it (Stage.p2p_out_ms,
+// the cost model's own figure: 0 for the last stage and under oobleck-sosp23).
+std::vector<double> TransferMs(const pb::PipelineTemplate& tmpl);
 
 // The 1F1B schedule (PipeDream-flush) of `tmpl` for `microbatches` micro-batches: stage s
 // runs min(S-1-s, M) forward passes, then alternates one forward and one backward, then
@@ -37,12 +37,9 @@ std::vector<double> TransferMs(const pb::PipelineTemplate& tmpl, const std::stri
 std::vector<ScheduledPass> Schedule1F1B(const pb::PipelineTemplate& tmpl,
                                         const std::vector<double>& transfer_ms, int microbatches);
 
-// M of a template's iteration_time_ms under the 1f1b model, T(M) = Σc + (M-1)·max c, or 0
-// when it is not a whole number >= 1 (another model, or rounding).
-int InferMicrobatches(const pb::PipelineTemplate& tmpl, const std::string& cost_model);
-
 struct ScheduleOptions {
-  // M the schedules are drawn for; 0: inferred from each template (1f1b), else 2 x stages.
+  // M the schedules are drawn for; 0: each template's own (PipelineTemplate.microbatches),
+  // else (oobleck-sosp23 without M) 2 x stages.
   int microbatches = 0;
   // Node type name -> GPU type (from the request); a name not listed is its own GPU type.
   std::map<std::string, std::string> gpu_type_of;
@@ -54,9 +51,11 @@ struct ScheduleOptions {
 };
 
 // The schedule of every feasible template of `response`, one panel each, and the reasons
-// of the infeasible ones.
-std::string DrawTemplatesSvg(const pb::PlanTemplatesResponse& response,
-                             const ScheduleOptions& options);
+// of the infeasible ones. FAILED_PRECONDITION naming the template when a feasible one has
+// no stage timing (PipelineTemplate.microbatches unset: an answer of a server older than
+// Stage.p2p_out_ms), which the schedule is drawn from.
+absl::StatusOr<std::string> DrawTemplatesSvg(const pb::PlanTemplatesResponse& response,
+                                             const ScheduleOptions& options);
 
 }  // namespace oobleck::client::svg
 

@@ -1,8 +1,8 @@
-// CrossPipelineAllreduceMs (core/plan.h): the all-reduce across a plan's pipelines.
+// CrossPipelineAllreduceMs (allreduce.h): the all-reduce across a plan's pipelines.
+#include "core/plan_search/allreduce.h"
+
 #include <algorithm>
 #include <vector>
-
-#include "core/plan.h"
 
 namespace oobleck {
 

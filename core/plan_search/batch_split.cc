@@ -1,5 +1,7 @@
-// SplitBatch and StageCosts (core/plan.h): the split of a global batch over chosen
+// SplitBatch and StageCosts (batch_split.h): the split of a global batch over chosen
 // pipelines that minimises their slowest time.
+#include "core/plan_search/batch_split.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -9,7 +11,6 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "core/plan.h"
 #include "core/plan_search/load_curve.h"
 #include "core/status_macros.h"
 

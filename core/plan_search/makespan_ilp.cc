@@ -6,7 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/plan.h"
+#include "core/plan/pipeline_set.h"
+#include "core/plan/price.h"
 #include "core/shown_value.h"
 #include "core/status_macros.h"
 

@@ -14,7 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/plan.h"
+#include "core/plan/pipeline_set.h"
 #include "core/plan_search/search_shapes.h"
 
 namespace oobleck::plan_search {

@@ -15,6 +15,8 @@
 // The parts, one file each beside this driver: search_shapes (what every part reads of the
 // problem), node_count_dp (the DP over node counts), makespan_ilp (the integer program per
 // makespan), makespan_bracket (LP bound, gallop, hint) and cost_search (kCost).
+#include "core/plan_search/pipeline_set_search.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -24,7 +26,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "core/plan.h"
+#include "core/plan/objective.h"
+#include "core/plan/pipeline_set.h"
+#include "core/plan/pipeline_shape.h"
+#include "core/plan_search/batch_split.h"
 #include "core/plan_search/cost_search.h"
 #include "core/plan_search/makespan_bracket.h"
 #include "core/plan_search/makespan_ilp.h"

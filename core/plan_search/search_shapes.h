@@ -11,7 +11,8 @@
 
 #include "absl/status/status.h"
 #include "core/interrupt.h"
-#include "core/plan.h"
+#include "core/plan/pipeline_set.h"
+#include "core/plan/pipeline_shape.h"
 #include "core/plan_search/load_curve.h"
 
 namespace oobleck::plan_search {

@@ -4,6 +4,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/plan/cluster_plan.h"
+#include "core/plan_search/batch_split.h"
 #include "core/status_macros.h"
 
 namespace oobleck::replan_internal {

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/plan/cluster_plan.h"
 #include "core/replan/context.h"
 
 namespace oobleck::replan_internal {

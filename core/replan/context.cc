@@ -11,6 +11,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/field_path.h"
+#include "core/plan/cluster_plan.h"
+#include "core/plan/evaluate_plan.h"
+#include "core/plan/fault_tolerance.h"
+#include "core/plan/limits.h"
+#include "core/plan/node_set.h"
+#include "core/plan_search/allreduce.h"
 #include "core/shown_value.h"
 #include "core/status_macros.h"
 

@@ -9,7 +9,9 @@
 
 #include "absl/status/statusor.h"
 #include "core/cost_model.h"
-#include "core/plan.h"
+#include "core/plan/cluster_plan.h"
+#include "core/plan/limits.h"
+#include "core/plan/node_set.h"
 #include "core/replan.h"
 
 namespace oobleck::replan_internal {

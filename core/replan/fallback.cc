@@ -5,6 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/plan/template_set.h"
+#include "core/plan_search/batch_split.h"
 #include "core/status_macros.h"
 
 namespace oobleck::replan_internal {

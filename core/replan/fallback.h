@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/plan.h"
+#include "core/plan/template_set.h"
 #include "core/replan/candidate.h"
 
 namespace oobleck::replan_internal {

@@ -53,7 +53,10 @@ inline pb::PipelineTemplate MixedTemplate(int microbatches) {
   *t.add_stages() = MakeStage(0, 10, 0, "v100", 2, 40, 80, 40 + 80 + 5);
   *t.add_stages() = MakeStage(10, 24, 1, "h100", 1, 30, 60, 30 + 60 + 5 + 5);
   *t.add_stages() = MakeStage(24, 30, 1, "h100", 1, 20, 45, 20 + 45 + 5);
+  t.mutable_stages(0)->set_p2p_out_ms(5);
+  t.mutable_stages(1)->set_p2p_out_ms(5);
   t.set_iteration_time_ms(PipelineMs(t, microbatches));
+  t.set_microbatches(microbatches);
   return t;
 }
 
@@ -65,6 +68,7 @@ inline pb::PipelineTemplate SingleNodeTemplate(int microbatches) {
   t.add_node_order("h100");
   *t.add_stages() = MakeStage(0, 30, 0, "h100", 2, 50, 100, 150);
   t.set_iteration_time_ms(PipelineMs(t, microbatches));
+  t.set_microbatches(microbatches);
   return t;
 }
 

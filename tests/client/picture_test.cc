@@ -179,7 +179,7 @@ TEST(ReplanPicture, MarksJoinedNodes) {
 TEST(TemplatesPicture, DrawsEveryFeasibleScheduleAndTheInfeasibleReasons) {
   svg::ScheduleOptions options;
   options.microbatches = 6;
-  const std::string svg = svg::DrawTemplatesSvg(SampleTemplates(6), options);
+  const std::string svg = svg::DrawTemplatesSvg(SampleTemplates(6), options).value();
   EXPECT_THAT(svg, HasSubstr("1xv100*+1xh100"));  // the derived type marked where it stands
   EXPECT_THAT(svg, HasSubstr("1xh100:"));
   for (const char* range : {"[0,10)", "[10,24)", "[24,30)", "[0,30)"})
@@ -198,12 +198,12 @@ TEST(TemplatesPicture, DrawsEveryFeasibleScheduleAndTheInfeasibleReasons) {
   EXPECT_TRUE(png.colours.count(Colour(colours.LightOf("h100"))));  // forward passes
 }
 
-TEST(TemplatesPicture, InfersMWhenNotGivenAndBoundsHugeM) {
-  const std::string inferred = svg::DrawTemplatesSvg(SampleTemplates(7), {});
-  EXPECT_THAT(inferred, HasSubstr("M = 7 micro-batches (inferred from the iteration time)"));
+TEST(TemplatesPicture, TakesMFromTheAnswerWhenNotGivenAndBoundsHugeM) {
+  const std::string inferred = svg::DrawTemplatesSvg(SampleTemplates(7), {}).value();
+  EXPECT_THAT(inferred, HasSubstr("M = 7 micro-batches (from the answer)"));
   svg::ScheduleOptions huge;
   huge.microbatches = 1 << 20;
-  const std::string bounded = svg::DrawTemplatesSvg(SampleTemplates(1 << 20), huge);
+  const std::string bounded = svg::DrawTemplatesSvg(SampleTemplates(1 << 20), huge).value();
   EXPECT_THAT(bounded, HasSubstr("drawn for the first"));
   EXPECT_LT(bounded.size(), 20u << 20) << "the picture of a huge M must stay bounded";
 }
@@ -219,7 +219,7 @@ TEST(TemplatesPicture, BoundsThePictureOfManyLargeTemplates) {
   }
   svg::ScheduleOptions options;
   options.microbatches = 5000;
-  const std::string svg = svg::DrawTemplatesSvg(response, options);
+  const std::string svg = svg::DrawTemplatesSvg(response, options).value();
   // 3 stages: 1666 micro-batches (9996 passes) per schedule; four schedules and a fifth of
   // two micro-batches fill the picture.
   EXPECT_THAT(svg, HasSubstr("95 more feasible templates not drawn"));
@@ -238,13 +238,46 @@ TEST(TemplatesPicture, SurvivesInfiniteAndNanTimes) {
     t->mutable_stages(1)->set_cost_ms(bad);
     svg::ScheduleOptions options;
     options.microbatches = 4;
-    const std::string svg = svg::DrawTemplatesSvg(response, options);
+    const std::string svg = svg::DrawTemplatesSvg(response, options).value();
     // Coordinates stay numbers (the text may say "inf").
     EXPECT_THAT(svg, Not(HasSubstr("=\"nan")));
     EXPECT_THAT(svg, Not(HasSubstr("=\"-nan")));
     EXPECT_THAT(svg, Not(HasSubstr("=\"inf")));
     Render(svg, "bad-times");
   }
+}
+
+// The transfers and M come from the answer (Stage.p2p_out_ms, PipelineTemplate.microbatches),
+// not recovered from the stage costs and the iteration time.
+TEST(TemplatesPicture, DrawsTheAnswersTransfersAndM) {
+  pb::PlanTemplatesResponse response = SampleTemplates(6);
+  pb::PipelineTemplate* t = response.mutable_results(2)->mutable_template_();
+  t->mutable_stages(0)->set_p2p_out_ms(7.5);  // cost_ms still holds 5
+  t->set_microbatches(3);                     // iteration_time_ms is still T(6)
+  const std::string svg = svg::DrawTemplatesSvg(response, {}).value();
+  EXPECT_THAT(svg, HasSubstr("p2p 7.5 ms"));
+  EXPECT_THAT(svg, HasSubstr("M = 3 micro-batches (from the answer)"));
+  EXPECT_THAT(svg, HasSubstr("stage 1, micro-batch 0, forward: 47.50 .. 77.50"));  // not 45 .. 75
+  EXPECT_THAT(svg, Not(HasSubstr("stage 2, micro-batch 3,")));  // M = 3 on the mixed one
+}
+
+// An answer saved from a server older than the stage timing cannot be drawn truthfully: a
+// clear error naming the template, not a schedule without transfers.
+TEST(TemplatesPicture, RefusesAnAnswerWithoutStageTiming) {
+  pb::PlanTemplatesResponse response = SampleTemplates(6);
+  response.mutable_results(2)->mutable_template_()->clear_microbatches();
+  for (int m : {0, 6}) {
+    svg::ScheduleOptions options;
+    options.microbatches = m;
+    const absl::StatusOr<std::string> svg = svg::DrawTemplatesSvg(response, options);
+    EXPECT_EQ(svg.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(svg.status().message(), HasSubstr("results[2].template (1xv100+1xh100) has no "
+                                                  "microbatches and stages[].p2p_out_ms"));
+    EXPECT_THAT(svg.status().message(), HasSubstr("older than this client"));
+  }
+  // Infeasible results carry no template and need none.
+  response.mutable_results(2)->set_feasible(false);
+  EXPECT_TRUE(svg::DrawTemplatesSvg(response, {}).ok());
 }
 
 TEST(Escape, ReplacesWhatXmlCannotHold) {

@@ -23,6 +23,24 @@ std::string CamelCaseJson(const google::protobuf::Message& m) {
   return out;
 }
 
+// A templates answer saved before the answers carried the stage timing
+// (PipelineTemplate.microbatches, Stage.p2p_out_ms): a clear error naming the file and the
+// template, whatever --microbatches says, instead of a schedule without transfers.
+TEST(RenderAnswer, RefusesATemplatesAnswerOlderThanTheStageTiming) {
+  pb::PlanTemplatesResponse old = SampleTemplates(5);
+  for (pb::MixTemplate& r : *old.mutable_results()) {
+    r.mutable_template_()->clear_microbatches();
+    for (pb::Stage& s : *r.mutable_template_()->mutable_stages()) s.clear_p2p_out_ms();
+  }
+  for (int microbatches : {0, 3}) {
+    const absl::StatusOr<std::string> svg =
+        RenderAnswer(ToJson(old), "old.json", {}, "", microbatches);
+    EXPECT_EQ(svg.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(svg.status().message(),
+                HasSubstr("old.json: results[1].template (1xh100) has no microbatches"));
+  }
+}
+
 TEST(RenderAnswer, DrawsEachKindOfAnswer) {
   absl::StatusOr<std::string> plan = RenderAnswer(ToJson(SamplePlan()), "plan.json", {}, "", 0);
   ASSERT_TRUE(plan.ok()) << plan.status();
@@ -32,7 +50,7 @@ TEST(RenderAnswer, DrawsEachKindOfAnswer) {
   absl::StatusOr<std::string> templates =
       RenderAnswer(ToJson(SampleTemplates(5)), "t.json", {}, "", 0);
   ASSERT_TRUE(templates.ok()) << templates.status();
-  EXPECT_THAT(*templates, HasSubstr("M = 5 micro-batches (inferred from the iteration time)"));
+  EXPECT_THAT(*templates, HasSubstr("M = 5 micro-batches (from the answer)"));
   templates = RenderAnswer(ToJson(SampleTemplates(5)), "t.json", {}, "", 3);
   ASSERT_TRUE(templates.ok()) << templates.status();
   EXPECT_THAT(*templates, HasSubstr("M = 3 micro-batches"));

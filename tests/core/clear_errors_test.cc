@@ -9,7 +9,7 @@
 
 #include "core/cluster_file.h"
 #include "core/field_path.h"
-#include "core/plan.h"
+#include "core/plan/limits.h"
 #include "core/profile.h"
 #include "core/shown_value.h"
 #include "gmock/gmock.h"

@@ -7,7 +7,9 @@
 #include "absl/status/status.h"
 #include "core/cost_model.h"
 #include "core/field_path.h"
-#include "core/plan.h"
+#include "core/plan/fault_tolerance.h"
+#include "core/plan/limits.h"
+#include "core/plan/node_set.h"
 #include "gtest/gtest.h"
 
 namespace oobleck {

@@ -1,6 +1,7 @@
-// MaxPipelineCount (core/plan.h), the count behind Replan's f-failure guarantee: the integer
-// programs against the node-count DP and a brute force over pipeline multisets on many small
-// random instances, and a cluster of many node types whose DP state space is past its bound.
+// MaxPipelineCount (core/plan_search/pipeline_set_search.h), the count behind Replan's
+// f-failure guarantee: the integer programs against the node-count DP and a brute force over
+// pipeline multisets on many small random instances, and a cluster of many node types whose
+// DP state space is past its bound.
 #include <algorithm>
 #include <functional>
 #include <random>
@@ -8,7 +9,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/plan.h"
+#include "core/plan/limits.h"
+#include "core/plan/pipeline_set.h"
+#include "core/plan/pipeline_shape.h"
+#include "core/plan/template_set.h"
+#include "core/plan_search/allreduce.h"
+#include "core/plan_search/pipeline_set_search.h"
 #include "core/replan.h"
 #include "gtest/gtest.h"
 #include "tests/core/test_planner.h"

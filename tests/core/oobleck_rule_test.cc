@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/plan/cluster_plan.h"
+#include "core/plan/node_set.h"
 #include "core/replan.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -1,4 +1,4 @@
-// What Plan answers with extreme inputs (core/plan.h, core/cost_model.h): never a
+// What Plan answers with extreme inputs (core/plan/cluster_planner.h, core/cost_model.h): never a
 // non-finite or zero iteration time or speed-up, and never a plan over budget_per_hour.
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/plan.h"
+#include "core/plan/cluster_plan.h"
+#include "core/plan/node_set.h"
+#include "core/plan/objective.h"
+#include "core/plan/plan_options.h"
+#include "core/plan/plan_result.h"
+#include "core/plan/price.h"
 #include "core/profile.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

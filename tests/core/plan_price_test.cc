@@ -1,6 +1,6 @@
-// Cost-aware plans (core/plan.h: PlanOptions::objective, price_per_hour, budget_per_hour)
-// against brute force on tiny clusters and against an enumeration of pipeline multisets on
-// small random ones.
+// Cost-aware plans (core/plan/plan_options.h: PlanOptions::objective, price_per_hour,
+// budget_per_hour) against brute force on tiny clusters and against an enumeration of
+// pipeline multisets on small random ones.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -10,7 +10,20 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/plan.h"
+#include "core/plan/cluster_plan.h"
+#include "core/plan/evaluate_plan.h"
+#include "core/plan/limits.h"
+#include "core/plan/node_set.h"
+#include "core/plan/objective.h"
+#include "core/plan/pipeline_set.h"
+#include "core/plan/pipeline_shape.h"
+#include "core/plan/plan_options.h"
+#include "core/plan/plan_result.h"
+#include "core/plan/price.h"
+#include "core/plan/template_set.h"
+#include "core/plan_search/allreduce.h"
+#include "core/plan_search/batch_split.h"
+#include "core/plan_search/pipeline_set_search.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/core/test_planner.h"

@@ -8,7 +8,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/cost_model.h"
-#include "core/plan.h"
+#include "core/plan/limits.h"
+#include "core/plan/pipeline_set.h"
+#include "core/plan/pipeline_shape.h"
+#include "core/plan/template_set.h"
+#include "core/plan_search/allreduce.h"
 #include "core/plan_search/makespan_ilp.h"
 #include "core/plan_search/node_count_dp.h"
 #include "core/plan_search/search_shapes.h"

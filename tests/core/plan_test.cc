@@ -1,5 +1,5 @@
-// Plan and Replan (core/plan.h, core/replan.h) against brute force on small clusters.
-#include "core/plan.h"
+// Plan and Replan (core/plan/cluster_planner.h, core/replan.h) against brute force on small
+// clusters.
 
 #include <algorithm>
 #include <cmath>
@@ -14,6 +14,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/field_path.h"
+#include "core/plan/cluster_plan.h"
+#include "core/plan/evaluate_plan.h"
+#include "core/plan/limits.h"
+#include "core/plan/node_set.h"
+#include "core/plan/pipeline_set.h"
+#include "core/plan/pipeline_shape.h"
+#include "core/plan/plan_options.h"
+#include "core/plan/plan_result.h"
+#include "core/plan/template_set.h"
+#include "core/plan_search/allreduce.h"
+#include "core/plan_search/batch_split.h"
+#include "core/plan_search/pipeline_set_search.h"
 #include "core/replan.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

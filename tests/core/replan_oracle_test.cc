@@ -11,7 +11,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/plan.h"
+#include "core/plan/cluster_plan.h"
+#include "core/plan/evaluate_plan.h"
+#include "core/plan/node_set.h"
+#include "core/plan/plan_result.h"
 #include "core/replan.h"
 #include "gtest/gtest.h"
 #include "tests/core/test_planner.h"

@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/cost_model.h"
-#include "core/plan.h"
+#include "core/plan/cluster_planner.h"
 #include "core/template_planner.h"
 #include "gtest/gtest.h"
 

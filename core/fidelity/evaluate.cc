@@ -88,8 +88,7 @@ absl::StatusOr<const std::vector<LayerTimes>*> TimesFor(const ModelProfile& prof
 // The measured bandwidth between groups `a` and `b`: that pair as measured, else the other
 // direction (links are symmetric), else (groups of different sizes not measured as such) both
 // ends at the smaller size, the link the transfer cannot exceed. Null if none.
-const BandwidthCurve* InterNodeCurve(const SailorData& data, const Endpoint& a,
-                                     const Endpoint& b) {
+const BandwidthCurve* InterNodeCurve(const SailorData& data, const Endpoint& a, const Endpoint& b) {
   const int n = std::min(std::get<2>(a), std::get<2>(b));
   const Endpoint a_n{std::get<0>(a), std::get<1>(a), n}, b_n{std::get<0>(b), std::get<1>(b), n};
   const std::pair<Endpoint, Endpoint> tries[] = {{a, b}, {b, a}, {a_n, b_n}, {b_n, a_n}};
@@ -113,9 +112,8 @@ absl::StatusOr<const BandwidthCurve*> IntraNodeCurve(const SailorData& data,
   return &curve->second;
 }
 
-absl::StatusOr<double> NetworkSeconds(const SailorData& data, const Endpoint& a,
-                                      const Endpoint& b, double total_bytes,
-                                      absl::string_view field) {
+absl::StatusOr<double> NetworkSeconds(const SailorData& data, const Endpoint& a, const Endpoint& b,
+                                      double total_bytes, absl::string_view field) {
   const BandwidthCurve* curve = InterNodeCurve(data, a, b);
   if (curve == nullptr) {
     const auto& [za, ga, na] = a;
@@ -185,19 +183,34 @@ double RuntimeReserveBytes(double capacity_bytes) {
   return kRuntimeReserveFraction * capacity_bytes;
 }
 
-// Layer times of every node type of the replica (the slowest type paces a tp group).
-absl::Status AddLayerTimes(const ModelProfile& profile, const StageReplica& r,
-                           const std::vector<LayerSizes>& sizes, const std::vector<int>& layers,
-                           int mbs, absl::string_view field, ReplicaCosts& c) {
-  double model_params = 0;
-  for (const LayerSizes& s : sizes) model_params += s.params_bytes;
+// The profile of each node of the replica, in the order of NodesOf.
+absl::StatusOr<std::vector<const std::vector<LayerTimes>*>> NodeTimes(const ModelProfile& profile,
+                                                                      const StageReplica& r,
+                                                                      int mbs,
+                                                                      absl::string_view field) {
+  std::vector<const std::vector<LayerTimes>*> out;
   for (const ReplicaNode& node : NodesOf(r)) {
     StageReplica one = r;
     one.gpu_type = node.gpu_type;
-    ASSIGN_OR_RETURN(const std::vector<LayerTimes>* times, TimesFor(profile, one, mbs, field));
+    ASSIGN_OR_RETURN(out.emplace_back(), TimesFor(profile, one, mbs, field));
+  }
+  return out;
+}
+
+// Layer times of every node type of the replica (the slowest type paces a tp group).
+absl::Status AddLayerTimes(const std::vector<const std::vector<LayerTimes>*>& node_times,
+                           const StageReplica& r, const std::vector<LayerSizes>& sizes,
+                           const std::vector<int>& layers, absl::string_view field,
+                           ReplicaCosts& c) {
+  double model_params = 0;
+  for (const LayerSizes& s : sizes) model_params += s.params_bytes;
+  const std::vector<ReplicaNode> nodes = NodesOf(r);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const ReplicaNode& node = nodes[i];
+    const std::vector<LayerTimes>* times = node_times[i];
     if (times->size() != sizes.size()) {
-      return Missing(field, absl::StrCat(": the profile of ", node.gpu_type, " has ",
-                                         times->size(), " layers, llm_info ", sizes.size()));
+      return Missing(field, absl::StrCat(": the profile has ", times->size(), " layers, llm_info ",
+                                         sizes.size(), " (", node.gpu_type, ")"));
     }
     double compute = 0, update = 0;
     for (int l : layers) {
@@ -220,6 +233,8 @@ absl::StatusOr<ReplicaCosts> CostsOf(const SailorData& data, const std::string& 
                                      int stage, int replica) {
   const StageReplica& r = (*pipeline.replicas)[stage][replica];
   const std::string field = ReplicaField(pipeline.entry, stage, replica);
+  ASSIGN_OR_RETURN(const auto node_times,
+                   NodeTimes(data.profiles.at(model), r, plan.microbatch_size, field));
   const auto& sizes_by_tp = data.layer_sizes.at(model);
   auto sizes = sizes_by_tp.find(r.tp);
   if (sizes == sizes_by_tp.end()) {
@@ -230,8 +245,7 @@ absl::StatusOr<ReplicaCosts> CostsOf(const SailorData& data, const std::string& 
   ReplicaCosts c;
   c.where = &r;
   c.link_gpus = NodesOf(r)[0].gpus;
-  RETURN_IF_ERROR(AddLayerTimes(data.profiles.at(model), r, sizes->second, layers,
-                                plan.microbatch_size, field, c));
+  RETURN_IF_ERROR(AddLayerTimes(node_times, r, sizes->second, layers, field, c));
   const double mbs = plan.microbatch_size;
   ASSIGN_OR_RETURN(const double tp_network,
                    CrossNodeTpSeconds(data, r, sizes->second, layers, mbs, field));
@@ -405,8 +419,8 @@ namespace {
 std::vector<PipelineView> ViewsOf(const SailorPlan& plan) {
   std::vector<PipelineView> views = {{&plan.layers_per_stage, &plan.replicas, 0}};
   for (size_t p = 0; p < plan.other_pipelines.size(); ++p) {
-    views.push_back({&plan.other_pipelines[p].layers_per_stage,
-                     &plan.other_pipelines[p].replicas, static_cast<int>(p) + 1});
+    views.push_back({&plan.other_pipelines[p].layers_per_stage, &plan.other_pipelines[p].replicas,
+                     static_cast<int>(p) + 1});
   }
   return views;
 }

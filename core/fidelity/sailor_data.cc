@@ -342,10 +342,9 @@ absl::Status CheckBatchSplit(const SailorPlan& plan, size_t pipelines) {
     for (const auto& stage : *replicas) {
       const int64_t per_step = int64_t{plan.microbatch_size} * stage.size() * pipelines;
       if (plan.global_batch % per_step != 0) {
-        return InvalidField("gbs", absl::StrCat(" (", plan.global_batch,
-                                                ") must be a multiple of mbs × dp",
-                                                pipelines > 1 ? " × pipelines" : "", " = ",
-                                                per_step));
+        return InvalidField(
+            "gbs", absl::StrCat(" (", plan.global_batch, ") must be a multiple of mbs × dp",
+                                pipelines > 1 ? " × pipelines" : "", " = ", per_step));
       }
     }
   }

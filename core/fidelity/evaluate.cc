@@ -473,8 +473,9 @@ absl::StatusOr<Evaluation> EvaluateSailorPlan(const SailorData& data, const Sail
   e.iteration_s = e.pipeline_s + e.sync_s + e.update_s;
   for (const EntryCosts& entry : costs) {
     const int stages = static_cast<int>(entry.size());
+    auto& memory = &entry == &costs[0] ? e.memory : e.other_pipelines_memory.emplace_back();
     for (int s = 0; s < stages; ++s) {
-      auto& row = e.memory.emplace_back();
+      auto& row = memory.emplace_back();
       const int m = per_entry / static_cast<int>(entry[s].size());
       for (const ReplicaCosts& c : entry[s]) {
         row.push_back(MemoryOf(c, std::min(m, stages - s)));

@@ -47,9 +47,10 @@ struct Evaluation {
   double p2p_s = 0;
   double sync_s = 0;
   double update_s = 0;
-  // [stage][replica], one GPU of the replica; the stages of pipeline_list[0], then those of
-  // pipeline_list[1], ...
-  std::vector<std::vector<GpuMemory>> memory;
+  std::vector<std::vector<GpuMemory>> memory;  // [stage][replica] of pipeline_list[0], one GPU
+  // The same for pipeline_list[1], [2], ... (SailorPlan::other_pipelines), in order.
+  std::vector<std::vector<std::vector<GpuMemory>>> other_pipelines_memory;
+  // The largest total of all GPUs of all pipelines.
   double peak_memory_bytes = 0;
 };
 

@@ -191,7 +191,15 @@ TEST(FidelityShapesTest, SeveralPipelines) {
   EXPECT_EQ(e->slowest_pipeline_entry, 0);
   EXPECT_NEAR(e->sync_s, 0.004, 1e-9);
   EXPECT_EQ(e->microbatches, 2);
-  EXPECT_EQ(e->memory.size(), 3u);  // pipeline 0's stage, then pipeline 1's two
+  // Pipeline 0's one stage; pipeline 1's two, each holding 2 MB of parameters and up to
+  // min(2, 2 - s) micro-batches of 2 MB, plus a layer's 1 MB.
+  EXPECT_EQ(e->memory.size(), 1u);
+  ASSERT_EQ(e->other_pipelines_memory.size(), 1u);
+  ASSERT_EQ(e->other_pipelines_memory[0].size(), 2u);
+  EXPECT_DOUBLE_EQ(e->other_pipelines_memory[0][0][0].training_state, 8e6);
+  EXPECT_DOUBLE_EQ(e->other_pipelines_memory[0][0][0].activations, 5e6);
+  // Pipeline 0's GPU: 4 MB of parameters, one micro-batch of 4 MB in flight, a layer's 1 MB.
+  EXPECT_DOUBLE_EQ(e->peak_memory_bytes, 16e6 + 5e6 + kReserve);
 }
 
 TEST(FidelityShapesTest, SeveralPipelinesBadInput) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <tuple>
 #include <utility>
@@ -281,14 +282,22 @@ bool PlanFitsOneNode(const std::vector<PipelineView>& pipelines) {
 // Costs of every replica of one pipeline_list entry: [stage][replica].
 using EntryCosts = std::vector<std::vector<ReplicaCosts>>;
 
-// Replicas of the stage of size `to` that replica `r` of a stage of size `from` exchanges
-// micro-batches with: micro-batch i runs on replica i mod dp of every stage, so the partners
-// are the j ≡ r (mod gcd(from, to)).
-std::vector<int> Partners(int r, int from, int to) {
+// What prices a transfer at one end: zone, GPU type and the GPUs sharing the link.
+Endpoint LinkKind(const ReplicaCosts& c) {
+  return Endpoint{c.where->zone, c.where->gpu_type, c.link_gpus};
+}
+
+// Replica r of a stage of `from` replicas exchanges micro-batches with the replicas j ≡ r (mod
+// gcd(from, to)) of a neighbouring stage of `to` (micro-batch i runs on replica i mod dp of
+// every stage). Those partners, one per link kind, for each residue class: a transfer's time
+// depends on nothing else, and this keeps the work linear in the replicas.
+std::vector<std::map<Endpoint, const ReplicaCosts*>> PartnerKinds(
+    const std::vector<ReplicaCosts>& neighbour, int from) {
+  const int to = static_cast<int>(neighbour.size());
   const int g = std::gcd(from, to);
-  std::vector<int> out;
-  for (int j = r % g; j < to; j += g) out.push_back(j);
-  return out;
+  std::vector<std::map<Endpoint, const ReplicaCosts*>> classes(g);
+  for (int j = 0; j < to; ++j) classes[j % g].emplace(LinkKind(neighbour[j]), &neighbour[j]);
+  return classes;
 }
 
 // Per micro-batch of each replica: its compute plus its blocking transfers, the slowest
@@ -305,20 +314,22 @@ absl::StatusOr<StepCosts> StepsOf(const SailorData& data, const EntryCosts& cost
     const int dp = static_cast<int>(costs[s].size());
     auto& steps = out.step_s.emplace_back(dp, 0.0);
     auto& p2p = out.p2p_s.emplace_back(dp, 0.0);
-    for (int r = 0; r < dp; ++r) {
-      const std::string field = ReplicaField(entry, s, r);
-      for (int side : {s - 1, s + 1}) {
-        if (side < 0 || side >= stages) continue;
+    for (int side : {s - 1, s + 1}) {
+      if (side < 0 || side >= stages) continue;
+      const auto classes = PartnerKinds(costs[side], dp);
+      for (int r = 0; r < dp; ++r) {
         double slowest = 0;
-        for (int j : Partners(r, dp, static_cast<int>(costs[side].size()))) {
-          const ReplicaCosts& from = side < s ? costs[side][j] : costs[s][r];
-          const ReplicaCosts& to = side < s ? costs[s][r] : costs[side][j];
-          ASSIGN_OR_RETURN(const double t,
-                           TransferSeconds(data, from, to, from.out_bytes, one_node, field));
+        for (const auto& [kind, partner] : classes[r % classes.size()]) {
+          const ReplicaCosts& from = side < s ? *partner : costs[s][r];
+          const ReplicaCosts& to = side < s ? costs[s][r] : *partner;
+          ASSIGN_OR_RETURN(const double t, TransferSeconds(data, from, to, from.out_bytes, one_node,
+                                                           ReplicaField(entry, s, r)));
           slowest = std::max(slowest, t);
         }
         p2p[r] += 2 * slowest;  // the activation one way, its gradient back
       }
+    }
+    for (int r = 0; r < dp; ++r) {
       steps[r] = costs[s][r].compute_s + p2p[r];
     }
   }
@@ -362,29 +373,51 @@ int StageHolding(const PipelineView& p, int layer) {
   return static_cast<int>(p.layers->size()) - 1;
 }
 
-// Ring all-reduce of each stage's gradients over every replica holding its layers (in all
-// pipelines; each tensor-parallel rank reduces its own shard, all at once), paced by the
-// slowest link of the ring; the slowest stage sets the time.
+// The ring all-reducing one layer's gradients: every replica holding it in every pipeline, in
+// order, and its links, one per (sender, receiver) kind (a link's time depends on nothing else).
+struct Ring {
+  int members = 0;
+  std::map<std::pair<Endpoint, Endpoint>, std::pair<const ReplicaCosts*, const ReplicaCosts*>>
+      links;
+};
+
+Ring RingHolding(const std::vector<PipelineView>& views, const std::vector<EntryCosts>& costs,
+                 int layer) {
+  std::vector<const ReplicaCosts*> members;
+  for (size_t q = 0; q < views.size(); ++q) {
+    for (const ReplicaCosts& c : costs[q][StageHolding(views[q], layer)]) members.push_back(&c);
+  }
+  Ring ring;
+  ring.members = static_cast<int>(members.size());
+  for (size_t i = 0; i < members.size(); ++i) {
+    const ReplicaCosts* to = members[(i + 1) % members.size()];
+    ring.links.emplace(std::pair{LinkKind(*members[i]), LinkKind(*to)}, std::pair{members[i], to});
+  }
+  return ring;
+}
+
+// Ring all-reduce of each stage's gradients over every replica holding its layers (its own
+// and, with several pipelines, those holding its first layer in the others; each
+// tensor-parallel rank reduces its own shard, all at once), paced by the ring's slowest link;
+// the slowest stage sets the time.
 absl::StatusOr<double> SyncSeconds(const SailorData& data, const std::vector<PipelineView>& views,
                                    const std::vector<EntryCosts>& costs, bool one_node) {
+  std::map<int, Ring> rings;  // by first layer
   double slowest = 0;
   for (size_t p = 0; p < views.size(); ++p) {
     for (size_t s = 0; s < costs[p].size(); ++s) {
-      std::vector<const ReplicaCosts*> ring;
       const int first_layer = (*views[p].layers)[s].front();
-      for (size_t q = 0; q < views.size(); ++q) {
-        for (const ReplicaCosts& c : costs[q][StageHolding(views[q], first_layer)]) {
-          ring.push_back(&c);
-        }
-      }
-      const int n = static_cast<int>(ring.size());
+      auto it = rings.find(first_layer);
+      if (it == rings.end())
+        it = rings.emplace(first_layer, RingHolding(views, costs, first_layer)).first;
+      const int n = it->second.members;
       if (n < 2) continue;
       const double bytes = costs[p][s][0].params_bytes;
-      for (int i = 0; i < n; ++i) {
-        ASSIGN_OR_RETURN(const double link,
-                         TransferSeconds(data, *ring[i], *ring[(i + 1) % n], bytes, one_node,
+      for (const auto& [kinds, link] : it->second.links) {
+        ASSIGN_OR_RETURN(const double t,
+                         TransferSeconds(data, *link.first, *link.second, bytes, one_node,
                                          ReplicaField(views[p].entry, s, 0)));
-        slowest = std::max(slowest, 2.0 * (n - 1) / n * link / kAllReduceEfficiency);
+        slowest = std::max(slowest, 2.0 * (n - 1) / n * t / kAllReduceEfficiency);
       }
     }
   }

@@ -305,7 +305,9 @@ absl::StatusOr<std::vector<int>> ReadStageLayers(const json& v, const std::strin
   return layers;
 }
 
-absl::StatusOr<SailorPipeline> ReadPipeline(const json& pipeline, const std::string& path) {
+// `replicas` counts the stage replicas read so far over all pipelines, against kMaxPlanReplicas.
+absl::StatusOr<SailorPipeline> ReadPipeline(const json& pipeline, const std::string& path,
+                                            int& replicas_read) {
   SailorPipeline out;
   ASSIGN_OR_RETURN(const json* n, Member(pipeline, path, "num_stages"));
   ASSIGN_OR_RETURN(const int stages, PositiveInt(*n, Sub(path, "num_stages")));
@@ -325,6 +327,11 @@ absl::StatusOr<SailorPipeline> ReadPipeline(const json& pipeline, const std::str
     const std::string list_path = Sub(Sub(path, "tmp_per_stage"), at);
     if (!list.is_array() || static_cast<int>(list.size()) != replicas) {
       return InvalidField(list_path, absl::StrCat(" must list dp = ", replicas, " replicas"));
+    }
+    replicas_read += replicas;
+    if (replicas_read > kMaxPlanReplicas) {
+      return InvalidField(list_path, absl::StrCat(": the plan lists more than ", kMaxPlanReplicas,
+                                                  " stage replicas"));
     }
     auto& row = out.replicas.emplace_back();
     for (size_t r = 0; r < list.size(); ++r) {
@@ -421,9 +428,10 @@ absl::StatusOr<SailorPlan> SailorPlanFromJson(const json& doc) {
   if (!list->is_array() || list->empty()) {
     return InvalidField("pipeline_list", " must be a non-empty array");
   }
+  int replicas_read = 0;
   for (size_t p = 0; p < list->size(); ++p) {
     ASSIGN_OR_RETURN(SailorPipeline pipeline,
-                     ReadPipeline((*list)[p], absl::StrCat("pipeline_list/", p)));
+                     ReadPipeline((*list)[p], absl::StrCat("pipeline_list/", p), replicas_read));
     if (p == 0) {
       plan.layers_per_stage = std::move(pipeline.layers_per_stage);
       plan.replicas = std::move(pipeline.replicas);

@@ -112,10 +112,14 @@ struct SailorPlan {
   std::optional<double> real_max_memory_bytes;
 };
 
+// Stage replicas a plan may list over all its pipelines: far above any cluster's (16384 × tp
+// GPUs), low enough that predicting it stays well under a second.
+inline constexpr int kMaxPlanReplicas = 1 << 14;
+
 // Parses one plan_config_*.json (every pipeline_list entry). INVALID_ARGUMENT naming the
 // field for a missing or malformed field, dp that differs from the replicas listed in
-// tmp_per_stage, a replica whose nodes hold fewer GPUs than its tp, or a global batch that is
-// not a multiple of mbs × dp × pipelines for every stage.
+// tmp_per_stage, a replica whose nodes hold fewer GPUs than its tp, more than kMaxPlanReplicas
+// replicas, or a global batch that is not a multiple of mbs × dp × pipelines for every stage.
 absl::StatusOr<SailorPlan> SailorPlanFromJson(const nlohmann::json& doc);
 absl::StatusOr<SailorPlan> LoadSailorPlan(const std::filesystem::path& path);
 

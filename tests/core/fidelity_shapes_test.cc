@@ -237,5 +237,20 @@ TEST(FidelityShapesTest, ReplicasInTwoZones) {
               "GH-96 in c");
 }
 
+TEST(FidelityShapesTest, ManyReplicasStayLinear) {
+  // dp 4096 and 4095 (coprime: every replica of one stage exchanges micro-batches with every
+  // replica of the other) predict at once: partners and rings are priced per link kind.
+  const std::vector<json> big(4096, OneGpu()), odd(4095, OneGpu());
+  const json doc = Plan(4096 * 4095, {Pipeline({{0, 1}, {2, 3}}, {big, odd})});
+  auto e = Evaluate(doc);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_NEAR(e->pipeline_s, 4096 * 0.062 + 0.062, 1e-6);  // stage 1: 4096 micro-batches each
+  // One replica more than kMaxPlanReplicas is refused, naming where the count ran over.
+  const std::vector<json> over(kMaxPlanReplicas + 1 - 4096, OneGpu());
+  ExpectError(SailorPlanFromJson(Plan(4096, {Pipeline({{0, 1}, {2, 3}}, {big, over})})).status(),
+              absl::StatusCode::kInvalidArgument, "pipeline_list/0/tmp_per_stage/1",
+              "more than 16384 stage replicas");
+}
+
 }  // namespace
 }  // namespace oobleck::fidelity

@@ -52,6 +52,9 @@ absl::StatusOr<std::string> ChooseModel(const SailorData& data, const SailorPlan
                                         absl::string_view model) {
   if (!plan.model.empty()) return plan.model;
   if (!model.empty()) return std::string(model);
+  if (plan.layers_per_stage.empty() || plan.layers_per_stage.back().empty()) {
+    return InvalidField("pipeline_list/0/layers_per_stage", " must not be empty");
+  }
   const int layers = static_cast<int>(plan.layers_per_stage.back().back()) + 1;
   std::vector<std::string> fits;
   for (const auto& [name, by_tp] : data.layer_sizes) {
@@ -458,14 +461,39 @@ std::vector<PipelineView> ViewsOf(const SailorPlan& plan) {
   return views;
 }
 
-// Every pipeline's layers cover the model's.
-absl::Status CheckPartition(const SailorData& data, const std::string& model,
-                            const std::vector<PipelineView>& views) {
+// Every pipeline's stages have layers and replicas and cover the model's layers, and each
+// stage's replicas split the pipeline's micro-batches evenly (what SailorPlanFromJson checks,
+// again for plans built by other code).
+absl::Status CheckShape(const SailorData& data, const std::string& model, const SailorPlan& plan,
+                        const std::vector<PipelineView>& views) {
   const size_t model_layers = data.layer_sizes.at(model).begin()->second.size();
+  const int64_t samples = plan.microbatch_size * static_cast<int64_t>(views.size());
   for (const PipelineView& p : views) {
-    const size_t plan_layers = p.layers->back().back() + 1;
+    const std::string path = absl::StrCat("pipeline_list/", p.entry);
+    if (p.layers->empty() || p.layers->size() != p.replicas->size()) {
+      return InvalidField(path, ": needs one layer list and one replica list per stage");
+    }
+    for (size_t s = 0; s < p.layers->size(); ++s) {
+      const int64_t dp = static_cast<int64_t>((*p.replicas)[s].size());
+      if ((*p.layers)[s].empty() || dp == 0 || samples <= 0 ||
+          plan.global_batch % (samples * dp) != 0) {
+        return InvalidField(absl::StrCat(path, "/tmp_per_stage/", s),
+                            ": a stage needs layers, replicas, and gbs a multiple of mbs × dp × "
+                            "pipelines");
+      }
+    }
+    int next = 0;  // layers 0 … n−1 in order, each once
+    for (const auto& stage : *p.layers) {
+      for (int l : stage) {
+        if (l != next++) {
+          return InvalidField(absl::StrCat(path, "/layers_per_stage"),
+                              ": must list layers 0 … n-1 in order, each once");
+        }
+      }
+    }
+    const size_t plan_layers = next;
     if (plan_layers != model_layers) {
-      return InvalidField(absl::StrCat("pipeline_list/", p.entry, "/layers_per_stage"),
+      return InvalidField(absl::StrCat(path, "/layers_per_stage"),
                           absl::StrCat(" covers ", plan_layers, " layers but ", model, " has ",
                                        model_layers, ": not a partition of the model"));
     }
@@ -483,7 +511,7 @@ absl::StatusOr<Evaluation> EvaluateSailorPlan(const SailorData& data, const Sail
     return Missing("model", absl::StrCat(" \"", e.model, "\" has no profile or layer sizes"));
   }
   const std::vector<PipelineView> views = ViewsOf(plan);
-  RETURN_IF_ERROR(CheckPartition(data, e.model, views));
+  RETURN_IF_ERROR(CheckShape(data, e.model, plan, views));
   // Micro-batches of each pipeline_list entry, split over each stage's replicas.
   const int per_entry = plan.global_batch / (plan.microbatch_size * static_cast<int>(views.size()));
   e.microbatches = per_entry / static_cast<int>(plan.replicas[0].size());

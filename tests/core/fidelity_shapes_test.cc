@@ -237,6 +237,26 @@ TEST(FidelityShapesTest, ReplicasInTwoZones) {
               "GH-96 in c");
 }
 
+TEST(FidelityShapesTest, PlansBuiltInCodeAreCheckedToo) {
+  // What the parser refuses is refused again for a SailorPlan built by other code (the RPC):
+  // a stage without replicas once divided by zero.
+  auto plan = SailorPlanFromJson(Plan(4, {Pipeline({{0, 1}, {2, 3}}, {{OneGpu()}, {OneGpu()}})}));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  SailorPlan no_replicas = *plan;
+  no_replicas.replicas[1].clear();
+  ExpectError(EvaluateSailorPlan(Toy(), no_replicas).status(), absl::StatusCode::kInvalidArgument,
+              "pipeline_list/0/tmp_per_stage/1", "a stage needs layers, replicas");
+  SailorPlan out_of_order = *plan;
+  out_of_order.layers_per_stage[1] = {3, 2};
+  ExpectError(EvaluateSailorPlan(Toy(), out_of_order).status(), absl::StatusCode::kInvalidArgument,
+              "pipeline_list/0/layers_per_stage", "in order, each once");
+  SailorPlan no_layers = *plan;
+  no_layers.model.clear();
+  no_layers.layers_per_stage.clear();
+  ExpectError(EvaluateSailorPlan(Toy(), no_layers).status(), absl::StatusCode::kInvalidArgument,
+              "pipeline_list/0/layers_per_stage", "must not be empty");
+}
+
 TEST(FidelityShapesTest, ManyReplicasStayLinear) {
   // dp 4096 and 4095 (coprime: every replica of one stage exchanges micro-batches with every
   // replica of the other) predict at once: partners and rings are priced per link kind.

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <numeric>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -15,25 +18,43 @@ absl::Status Missing(absl::string_view field, absl::string_view what) {
   return FieldError(absl::StatusCode::kFailedPrecondition, field, what);
 }
 
-std::string ReplicaField(int stage, int replica) {
-  return absl::StrCat("pipeline_list/0/tmp_per_stage/", stage, "/", replica);
+std::string ReplicaField(int pipeline, int stage, int replica) {
+  return absl::StrCat("pipeline_list/", pipeline, "/tmp_per_stage/", stage, "/", replica);
+}
+
+// The nodes of a replica (one, from its first-node fields, when the list is empty).
+std::vector<ReplicaNode> NodesOf(const StageReplica& r) {
+  if (!r.nodes.empty()) return r.nodes;
+  return {ReplicaNode{r.gpu_type, r.gpus_per_node, r.zone, r.tp}};
 }
 
 // What one stage replica runs, looked up once.
 struct ReplicaCosts {
   const StageReplica* where = nullptr;
+  int link_gpus = 0;     // GPUs sharing the first node's link (the replica's GPUs there)
   double compute_s = 0;  // forward + backward of one micro-batch
   double update_s = 0;   // its share of the optimizer step
   double params_bytes = 0;
   double act_mem_bytes = 0;  // kept per micro-batch in flight
   double max_layer_act_bytes = 0;
   double out_bytes = 0;  // sent to the next stage per micro-batch
+  double reserve_bytes = 0;
+};
+
+// One pipeline_list entry.
+struct PipelineView {
+  const std::vector<std::vector<int>>* layers;
+  const std::vector<std::vector<StageReplica>>* replicas;
+  int entry = 0;
 };
 
 absl::StatusOr<std::string> ChooseModel(const SailorData& data, const SailorPlan& plan,
                                         absl::string_view model) {
   if (!plan.model.empty()) return plan.model;
   if (!model.empty()) return std::string(model);
+  if (plan.layers_per_stage.empty() || plan.layers_per_stage.back().empty()) {
+    return InvalidField("pipeline_list/0/layers_per_stage", " must not be empty");
+  }
   const int layers = static_cast<int>(plan.layers_per_stage.back().back()) + 1;
   std::vector<std::string> fits;
   for (const auto& [name, by_tp] : data.layer_sizes) {
@@ -68,37 +89,173 @@ absl::StatusOr<const std::vector<LayerTimes>*> TimesFor(const ModelProfile& prof
   return &tp->second;
 }
 
+// The measured bandwidth between groups `a` and `b`: that pair as measured, else the other
+// direction (links are symmetric), else (groups of different sizes not measured as such) both
+// ends at the smaller size, the link the transfer cannot exceed. Null if none.
+const BandwidthCurve* InterNodeCurve(const SailorData& data, const Endpoint& a, const Endpoint& b) {
+  const int n = std::min(std::get<2>(a), std::get<2>(b));
+  const Endpoint a_n{std::get<0>(a), std::get<1>(a), n}, b_n{std::get<0>(b), std::get<1>(b), n};
+  const std::pair<Endpoint, Endpoint> tries[] = {{a, b}, {b, a}, {a_n, b_n}, {b_n, a_n}};
+  for (const auto& key : tries) {
+    auto it = data.inter_node.find(key);
+    if (it != data.inter_node.end()) return &it->second;
+  }
+  return nullptr;
+}
+
+// The in-node measurement for the fewest GPUs that hold `gpus` (else the largest measured).
+absl::StatusOr<const BandwidthCurve*> IntraNodeCurve(const SailorData& data,
+                                                     const std::string& gpu_type, int gpus,
+                                                     absl::string_view field) {
+  auto gpu = data.intra_node.find(gpu_type);
+  if (gpu == data.intra_node.end() || gpu->second.empty()) {
+    return Missing(field, absl::StrCat(": intra_node_bandwidths.json has no ", gpu_type));
+  }
+  auto curve = gpu->second.lower_bound(gpus);
+  if (curve == gpu->second.end()) curve = std::prev(curve);
+  return &curve->second;
+}
+
+absl::StatusOr<double> NetworkSeconds(const SailorData& data, const Endpoint& a, const Endpoint& b,
+                                      double total_bytes, absl::string_view field) {
+  const BandwidthCurve* curve = InterNodeCurve(data, a, b);
+  if (curve == nullptr) {
+    const auto& [za, ga, na] = a;
+    const auto& [zb, gb, nb] = b;
+    return Missing(field, absl::StrCat(": no measured bandwidth from ", na, " ", ga, " in ", za,
+                                       " to ", nb, " ", gb, " in ", zb));
+  }
+  return total_bytes / curve->At(total_bytes);
+}
+
+// Seconds for a replica's GPUs on its first node to each send `bytes` to `b`: every
+// tensor-parallel rank sends the whole tensor, sharing its node's link.
+absl::StatusOr<double> TransferSeconds(const SailorData& data, const ReplicaCosts& a,
+                                       const ReplicaCosts& b, double bytes, bool one_node,
+                                       absl::string_view field) {
+  if (bytes <= 0) return 0.0;
+  const double total = bytes * a.link_gpus;
+  if (one_node) {
+    ASSIGN_OR_RETURN(const BandwidthCurve* curve,
+                     IntraNodeCurve(data, a.where->gpu_type, a.link_gpus + b.link_gpus, field));
+    return total / curve->At(total);
+  }
+  return NetworkSeconds(data, Endpoint{a.where->zone, a.where->gpu_type, a.link_gpus},
+                        Endpoint{b.where->zone, b.where->gpu_type, b.link_gpus}, total, field);
+}
+
+// Megatron's tensor-parallel all-reduces of one layer's output per micro-batch (forward and
+// backward): the embedding's one each way, a transformer layer's two, none for the head.
+int TensorParallelAllReduces(int layer, int layers) {
+  if (layer == 0) return 2;
+  return layer + 1 < layers ? 4 : 0;
+}
+
+// A replica over several nodes runs the layers of its profile at tp (measured inside one
+// node), but its all-reduces cross the network: each adds the ring over the network minus the
+// in-node ring the profile already holds.
+absl::StatusOr<double> CrossNodeTpSeconds(const SailorData& data, const StageReplica& r,
+                                          const std::vector<LayerSizes>& sizes,
+                                          const std::vector<int>& layers, double mbs,
+                                          absl::string_view field) {
+  const std::vector<ReplicaNode> nodes = NodesOf(r);
+  if (nodes.size() < 2) return 0.0;
+  ASSIGN_OR_RETURN(const BandwidthCurve* in_node,
+                   IntraNodeCurve(data, nodes[0].gpu_type, r.tp, field));
+  const double ring = 2.0 * (r.tp - 1) / r.tp;
+  double extra = 0;
+  for (int l : layers) {
+    const int count = TensorParallelAllReduces(l, static_cast<int>(sizes.size()));
+    const double bytes = sizes[l].act_output_bytes * mbs;
+    if (count == 0 || bytes <= 0) continue;
+    double network = 0;
+    for (size_t i = 0; i < nodes.size(); ++i) {  // the slowest hop between consecutive nodes
+      const ReplicaNode& x = nodes[i];
+      const ReplicaNode& y = nodes[(i + 1) % nodes.size()];
+      ASSIGN_OR_RETURN(const double hop,
+                       NetworkSeconds(data, Endpoint{x.zone, x.gpu_type, 1},
+                                      Endpoint{y.zone, y.gpu_type, 1}, ring * bytes, field));
+      network = std::max(network, hop);
+    }
+    extra += count * std::max(0.0, network - ring * bytes / in_node->At(ring * bytes));
+  }
+  return extra;
+}
+
+// Memory the runtime holds beyond tensors on a GPU of `capacity_bytes`.
+double RuntimeReserveBytes(double capacity_bytes) {
+  return kRuntimeReserveFraction * capacity_bytes;
+}
+
+// The profile of each node of the replica, in the order of NodesOf.
+absl::StatusOr<std::vector<const std::vector<LayerTimes>*>> NodeTimes(const ModelProfile& profile,
+                                                                      const StageReplica& r,
+                                                                      int mbs,
+                                                                      absl::string_view field) {
+  std::vector<const std::vector<LayerTimes>*> out;
+  for (const ReplicaNode& node : NodesOf(r)) {
+    StageReplica one = r;
+    one.gpu_type = node.gpu_type;
+    ASSIGN_OR_RETURN(out.emplace_back(), TimesFor(profile, one, mbs, field));
+  }
+  return out;
+}
+
+// Layer times of every node type of the replica (the slowest type paces a tp group).
+absl::Status AddLayerTimes(const std::vector<const std::vector<LayerTimes>*>& node_times,
+                           const StageReplica& r, const std::vector<LayerSizes>& sizes,
+                           const std::vector<int>& layers, absl::string_view field,
+                           ReplicaCosts& c) {
+  double model_params = 0;
+  for (const LayerSizes& s : sizes) model_params += s.params_bytes;
+  const std::vector<ReplicaNode> nodes = NodesOf(r);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const ReplicaNode& node = nodes[i];
+    const std::vector<LayerTimes>* times = node_times[i];
+    if (times->size() != sizes.size()) {
+      return Missing(field, absl::StrCat(": the profile has ", times->size(), " layers, llm_info ",
+                                         sizes.size(), " (", node.gpu_type, ")"));
+    }
+    double compute = 0, update = 0;
+    for (int l : layers) {
+      compute += (*times)[l].forward_s + (*times)[l].backward_s;
+      // update_s is the step of the whole model at this tp: this replica's share is its share
+      // of the parameters.
+      if (model_params > 0) update += (*times)[l].update_s * sizes[l].params_bytes / model_params;
+    }
+    c.compute_s = std::max(c.compute_s, compute);
+    c.update_s = std::max(c.update_s, update);
+    auto reserve = GpuMemoryBytes(node.gpu_type);
+    if (!reserve.ok()) return Missing(field, absl::StrCat(": ", reserve.status().message()));
+    c.reserve_bytes = std::max(c.reserve_bytes, RuntimeReserveBytes(*reserve));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ReplicaCosts> CostsOf(const SailorData& data, const std::string& model,
-                                     const SailorPlan& plan, int stage, int replica) {
-  const StageReplica& r = plan.replicas[stage][replica];
-  const std::string field = ReplicaField(stage, replica);
-  ASSIGN_OR_RETURN(const std::vector<LayerTimes>* times,
-                   TimesFor(data.profiles.at(model), r, plan.microbatch_size, field));
+                                     const SailorPlan& plan, const PipelineView& pipeline,
+                                     int stage, int replica) {
+  const StageReplica& r = (*pipeline.replicas)[stage][replica];
+  const std::string field = ReplicaField(pipeline.entry, stage, replica);
+  ASSIGN_OR_RETURN(const auto node_times,
+                   NodeTimes(data.profiles.at(model), r, plan.microbatch_size, field));
   const auto& sizes_by_tp = data.layer_sizes.at(model);
   auto sizes = sizes_by_tp.find(r.tp);
   if (sizes == sizes_by_tp.end()) {
     return Missing(field,
                    absl::StrCat(": llm_info.json has no layer sizes of ", model, " at tp ", r.tp));
   }
-  const std::vector<int>& layers = plan.layers_per_stage[stage];
-  if (times->size() != sizes->second.size() ||
-      static_cast<size_t>(layers.back()) >= times->size()) {
-    return Missing(field,
-                   absl::StrCat(": the profile has ", times->size(), " layers, llm_info ",
-                                sizes->second.size(), ", the plan needs layer ", layers.back()));
-  }
-  double model_params = 0;
-  for (const LayerSizes& s : sizes->second) model_params += s.params_bytes;
+  const std::vector<int>& layers = (*pipeline.layers)[stage];
   ReplicaCosts c;
   c.where = &r;
+  c.link_gpus = NodesOf(r)[0].gpus;
+  RETURN_IF_ERROR(AddLayerTimes(node_times, r, sizes->second, layers, field, c));
   const double mbs = plan.microbatch_size;
+  ASSIGN_OR_RETURN(const double tp_network,
+                   CrossNodeTpSeconds(data, r, sizes->second, layers, mbs, field));
+  c.compute_s += tp_network;
   for (int l : layers) {
-    const LayerTimes& t = (*times)[l];
     const LayerSizes& s = sizes->second[l];
-    c.compute_s += t.forward_s + t.backward_s;
-    // update_s is the step of the whole model at this tp: this replica's share is its share
-    // of the parameters.
-    if (model_params > 0) c.update_s += t.update_s * s.params_bytes / model_params;
     c.params_bytes += s.params_bytes;
     c.act_mem_bytes += s.act_mem_bytes * mbs;
     c.max_layer_act_bytes = std::max(c.max_layer_act_bytes, s.act_mem_bytes * mbs);
@@ -107,129 +264,176 @@ absl::StatusOr<ReplicaCosts> CostsOf(const SailorData& data, const std::string& 
   return c;
 }
 
-// GPUs of the whole plan, and whether they all fit in one node of one type and zone.
-bool PlanFitsOneNode(const SailorPlan& plan) {
-  const StageReplica& first = plan.replicas[0][0];
+// Whether the whole plan fits in one node: one type and zone, every replica on one node, and
+// the GPUs of all replicas no more than the node's.
+bool PlanFitsOneNode(const std::vector<PipelineView>& pipelines) {
+  const StageReplica& first = (*pipelines[0].replicas)[0][0];
   int gpus = 0;
-  for (const auto& stage : plan.replicas) {
-    for (const StageReplica& r : stage) {
-      if (r.gpu_type != first.gpu_type || r.zone != first.zone) return false;
-      gpus += r.tp;
+  for (const PipelineView& p : pipelines) {
+    for (const auto& stage : *p.replicas) {
+      for (const StageReplica& r : stage) {
+        if (r.gpu_type != first.gpu_type || r.zone != first.zone || NodesOf(r).size() > 1) {
+          return false;
+        }
+        gpus += r.tp;
+      }
     }
   }
   return gpus <= first.gpus_per_node;
 }
 
-// The measured bandwidth between the groups of `a` and `b`: that pair as measured, else the
-// other direction (links are symmetric), else (groups of different sizes not measured as
-// such) both ends at the smaller size, the link the transfer cannot exceed. Null if none.
-const BandwidthCurve* InterNodeCurve(const SailorData& data, const StageReplica& a,
-                                     const StageReplica& b) {
-  const int n = std::min(a.tp, b.tp);
-  const std::pair<Endpoint, Endpoint> tries[] = {
-      {Endpoint{a.zone, a.gpu_type, a.tp}, Endpoint{b.zone, b.gpu_type, b.tp}},
-      {Endpoint{b.zone, b.gpu_type, b.tp}, Endpoint{a.zone, a.gpu_type, a.tp}},
-      {Endpoint{a.zone, a.gpu_type, n}, Endpoint{b.zone, b.gpu_type, n}},
-      {Endpoint{b.zone, b.gpu_type, n}, Endpoint{a.zone, a.gpu_type, n}}};
-  for (const auto& key : tries) {
-    auto it = data.inter_node.find(key);
-    if (it != data.inter_node.end()) return &it->second;
-  }
-  return nullptr;
+// Costs of every replica of one pipeline_list entry: [stage][replica].
+using EntryCosts = std::vector<std::vector<ReplicaCosts>>;
+
+// What prices a transfer at one end: zone, GPU type and the GPUs sharing the link.
+Endpoint LinkKind(const ReplicaCosts& c) {
+  return Endpoint{c.where->zone, c.where->gpu_type, c.link_gpus};
 }
 
-// Seconds for each of `a`'s tp GPUs to send `bytes` to `b` (each tensor-parallel rank sends
-// the whole tensor, over its share of the node's link).
-absl::StatusOr<double> TransferSeconds(const SailorData& data, const StageReplica& a,
-                                       const StageReplica& b, double bytes, bool one_node,
-                                       absl::string_view field) {
-  if (bytes <= 0) return 0.0;
-  if (one_node) {
-    // The measurement for the fewest GPUs that hold both ends (else the largest measured).
-    auto gpu = data.intra_node.find(a.gpu_type);
-    if (gpu == data.intra_node.end() || gpu->second.empty()) {
-      return Missing(field, absl::StrCat(": intra_node_bandwidths.json has no ", a.gpu_type));
-    }
-    auto curve = gpu->second.lower_bound(a.tp + b.tp);
-    if (curve == gpu->second.end()) curve = std::prev(curve);
-    const double total = bytes * a.tp;
-    return total / curve->second.At(total);
-  }
-  const BandwidthCurve* curve = InterNodeCurve(data, a, b);
-  if (curve == nullptr) {
-    return Missing(
-        field, absl::StrCat(": no measured bandwidth from ", a.tp, " ", a.gpu_type, " in ", a.zone,
-                            " to ", b.tp, " ", b.gpu_type, " in ", b.zone));
-  }
-  const double total = bytes * a.tp;
-  return total / curve->At(total);
+// Replica r of a stage of `from` replicas exchanges micro-batches with the replicas j ≡ r (mod
+// gcd(from, to)) of a neighbouring stage of `to` (micro-batch i runs on replica i mod dp of
+// every stage). Those partners, one per link kind, for each residue class: a transfer's time
+// depends on nothing else, and this keeps the work linear in the replicas.
+std::vector<std::map<Endpoint, const ReplicaCosts*>> PartnerKinds(
+    const std::vector<ReplicaCosts>& neighbour, int from) {
+  const int to = static_cast<int>(neighbour.size());
+  const int g = std::gcd(from, to);
+  std::vector<std::map<Endpoint, const ReplicaCosts*>> classes(g);
+  for (int j = 0; j < to; ++j) classes[j % g].emplace(LinkKind(neighbour[j]), &neighbour[j]);
+  return classes;
 }
 
-// One data-parallel pipeline (replica `r` of every stage) under 1F1B: every stage does each
-// of its M micro-batches' forward and backward, and sends/receives activations and their
-// gradients (blocking, as DeepSpeed's pipeline engine does); the slowest stage sets the
-// steady pace, and the others add their time once while the pipeline fills and drains.
-struct PipelineTime {
-  double total_s = 0, bubble_s = 0, p2p_s = 0;
+// Per micro-batch of each replica: its compute plus its blocking transfers, the slowest
+// partner on each side (DeepSpeed's pipeline engine sends and receives blocking).
+struct StepCosts {
+  std::vector<std::vector<double>> step_s, p2p_s;  // [stage][replica]
 };
 
-absl::StatusOr<PipelineTime> TimePipeline(const SailorData& data,
-                                          const std::vector<ReplicaCosts>& stages, int m,
-                                          bool one_node, int r) {
-  const int s_count = static_cast<int>(stages.size());
-  std::vector<double> boundary(s_count, 0.0);  // after stage s, one direction
-  for (int s = 0; s + 1 < s_count; ++s) {
-    ASSIGN_OR_RETURN(boundary[s],
-                     TransferSeconds(data, *stages[s].where, *stages[s + 1].where,
-                                     stages[s].out_bytes, one_node, ReplicaField(s, r)));
-  }
-  double sum = 0, sum_p2p = 0, slowest = -1, slowest_p2p = 0;
-  for (int s = 0; s < s_count; ++s) {
-    const double p2p = 2 * boundary[s] + (s > 0 ? 2 * boundary[s - 1] : 0.0);
-    const double per_microbatch = stages[s].compute_s + p2p;
-    sum += per_microbatch;
-    sum_p2p += p2p;
-    if (per_microbatch > slowest) {
-      slowest = per_microbatch;
-      slowest_p2p = p2p;
+absl::StatusOr<StepCosts> StepsOf(const SailorData& data, const EntryCosts& costs, bool one_node,
+                                  int entry) {
+  StepCosts out;
+  const int stages = static_cast<int>(costs.size());
+  for (int s = 0; s < stages; ++s) {
+    const int dp = static_cast<int>(costs[s].size());
+    auto& steps = out.step_s.emplace_back(dp, 0.0);
+    auto& p2p = out.p2p_s.emplace_back(dp, 0.0);
+    for (int side : {s - 1, s + 1}) {
+      if (side < 0 || side >= stages) continue;
+      const auto classes = PartnerKinds(costs[side], dp);
+      for (int r = 0; r < dp; ++r) {
+        double slowest = 0;
+        for (const auto& [kind, partner] : classes[r % classes.size()]) {
+          const ReplicaCosts& from = side < s ? *partner : costs[s][r];
+          const ReplicaCosts& to = side < s ? costs[s][r] : *partner;
+          ASSIGN_OR_RETURN(const double t, TransferSeconds(data, from, to, from.out_bytes, one_node,
+                                                           ReplicaField(entry, s, r)));
+          slowest = std::max(slowest, t);
+        }
+        p2p[r] += 2 * slowest;  // the activation one way, its gradient back
+      }
+    }
+    for (int r = 0; r < dp; ++r) {
+      steps[r] = costs[s][r].compute_s + p2p[r];
     }
   }
-  PipelineTime t;
-  t.total_s = sum + (m - 1) * slowest;
-  t.bubble_s = sum - slowest;
-  t.p2p_s = sum_p2p + (m - 1) * slowest_p2p;
-  return t;
+  return out;
 }
 
-// Ring all-reduce of each stage's gradients over its replicas (each tensor-parallel rank
-// reduces its own shard, all at once), paced by the slowest link of the ring.
-absl::StatusOr<double> SyncSeconds(const SailorData& data,
-                                   const std::vector<std::vector<ReplicaCosts>>& costs,
-                                   bool one_node) {
-  double slowest = 0;
-  for (size_t s = 0; s < costs.size(); ++s) {
-    const int dp = static_cast<int>(costs[s].size());
-    if (dp < 2) continue;
+// Under 1F1B replica r of stage s runs its M_s = N / dp_s micro-batches back to back once the
+// first arrives; micro-batch r's trip through the other stages (replica r mod dp of each)
+// fills and drains around it. The slowest (stage, replica) sets the time; with one dp for all
+// stages this is Σ_s c_s + (M − 1) max_s c_s of the slowest pipeline.
+void TimeEntry(const StepCosts& steps, int samples_in_microbatches, int entry, Evaluation& e) {
+  const int stages = static_cast<int>(steps.step_s.size());
+  for (int s = 0; s < stages; ++s) {
+    const int dp = static_cast<int>(steps.step_s[s].size());
+    const int m = samples_in_microbatches / dp;
     for (int r = 0; r < dp; ++r) {
-      const ReplicaCosts& a = costs[s][r];
-      const ReplicaCosts& b = costs[s][(r + 1) % dp];
-      ASSIGN_OR_RETURN(const double link, TransferSeconds(data, *a.where, *b.where, a.params_bytes,
-                                                          one_node, ReplicaField(s, r)));
-      slowest = std::max(slowest, 2.0 * (dp - 1) / dp * link / kAllReduceEfficiency);
+      double others = 0, others_p2p = 0;
+      for (int o = 0; o < stages; ++o) {
+        if (o == s) continue;
+        const int at = r % static_cast<int>(steps.step_s[o].size());
+        others += steps.step_s[o][at];
+        others_p2p += steps.p2p_s[o][at];
+      }
+      const double total = m * steps.step_s[s][r] + others;
+      if (total > e.pipeline_s) {
+        e.pipeline_s = total;
+        e.bubble_s = others;
+        e.p2p_s = m * steps.p2p_s[s][r] + others_p2p;
+        e.slowest_pipeline = r;
+        e.slowest_pipeline_entry = entry;
+      }
+    }
+  }
+}
+
+// The stage of `p` that holds `layer`.
+int StageHolding(const PipelineView& p, int layer) {
+  for (size_t s = 0; s < p.layers->size(); ++s) {
+    if ((*p.layers)[s].back() >= layer) return static_cast<int>(s);
+  }
+  return static_cast<int>(p.layers->size()) - 1;
+}
+
+// The ring all-reducing one layer's gradients: every replica holding it in every pipeline, in
+// order, and its links, one per (sender, receiver) kind (a link's time depends on nothing else).
+struct Ring {
+  int members = 0;
+  std::map<std::pair<Endpoint, Endpoint>, std::pair<const ReplicaCosts*, const ReplicaCosts*>>
+      links;
+};
+
+Ring RingHolding(const std::vector<PipelineView>& views, const std::vector<EntryCosts>& costs,
+                 int layer) {
+  std::vector<const ReplicaCosts*> members;
+  for (size_t q = 0; q < views.size(); ++q) {
+    for (const ReplicaCosts& c : costs[q][StageHolding(views[q], layer)]) members.push_back(&c);
+  }
+  Ring ring;
+  ring.members = static_cast<int>(members.size());
+  for (size_t i = 0; i < members.size(); ++i) {
+    const ReplicaCosts* to = members[(i + 1) % members.size()];
+    ring.links.emplace(std::pair{LinkKind(*members[i]), LinkKind(*to)}, std::pair{members[i], to});
+  }
+  return ring;
+}
+
+// Ring all-reduce of each stage's gradients over every replica holding its layers (its own
+// and, with several pipelines, those holding its first layer in the others; each
+// tensor-parallel rank reduces its own shard, all at once), paced by the ring's slowest link;
+// the slowest stage sets the time.
+absl::StatusOr<double> SyncSeconds(const SailorData& data, const std::vector<PipelineView>& views,
+                                   const std::vector<EntryCosts>& costs, bool one_node) {
+  std::map<int, Ring> rings;  // by first layer
+  double slowest = 0;
+  for (size_t p = 0; p < views.size(); ++p) {
+    for (size_t s = 0; s < costs[p].size(); ++s) {
+      const int first_layer = (*views[p].layers)[s].front();
+      auto it = rings.find(first_layer);
+      if (it == rings.end())
+        it = rings.emplace(first_layer, RingHolding(views, costs, first_layer)).first;
+      const int n = it->second.members;
+      if (n < 2) continue;
+      const double bytes = costs[p][s][0].params_bytes;
+      for (const auto& [kinds, link] : it->second.links) {
+        ASSIGN_OR_RETURN(const double t,
+                         TransferSeconds(data, *link.first, *link.second, bytes, one_node,
+                                         ReplicaField(views[p].entry, s, 0)));
+        slowest = std::max(slowest, 2.0 * (n - 1) / n * t / kAllReduceEfficiency);
+      }
     }
   }
   return slowest;
 }
 
-absl::StatusOr<GpuMemory> MemoryOf(const ReplicaCosts& c, int in_flight, absl::string_view field) {
-  auto capacity = GpuMemoryBytes(c.where->gpu_type);
-  if (!capacity.ok()) return Missing(field, absl::StrCat(": ", capacity.status().message()));
+GpuMemory MemoryOf(const ReplicaCosts& c, int in_flight) {
   GpuMemory m;
   m.training_state = kTrainingStateBytesPerParameterByte * c.params_bytes;
   // 1F1B keeps the activations of up to (stages − s) micro-batches on stage s; the backward
   // pass of a layer needs one more layer's worth for the gradients it produces.
   m.activations = in_flight * c.act_mem_bytes + c.max_layer_act_bytes;
-  m.reserve = kRuntimeReserveFraction * *capacity;
+  m.reserve = c.reserve_bytes;
   return m;
 }
 
@@ -246,6 +450,59 @@ absl::StatusOr<double> GpuMemoryBytes(absl::string_view gpu_type) {
       absl::StrCat("GPU type \"", gpu_type, "\" has no known memory size"));
 }
 
+namespace {
+
+std::vector<PipelineView> ViewsOf(const SailorPlan& plan) {
+  std::vector<PipelineView> views = {{&plan.layers_per_stage, &plan.replicas, 0}};
+  for (size_t p = 0; p < plan.other_pipelines.size(); ++p) {
+    views.push_back({&plan.other_pipelines[p].layers_per_stage, &plan.other_pipelines[p].replicas,
+                     static_cast<int>(p) + 1});
+  }
+  return views;
+}
+
+// Every pipeline's stages have layers and replicas and cover the model's layers, and each
+// stage's replicas split the pipeline's micro-batches evenly (what SailorPlanFromJson checks,
+// again for plans built by other code).
+absl::Status CheckShape(const SailorData& data, const std::string& model, const SailorPlan& plan,
+                        const std::vector<PipelineView>& views) {
+  const size_t model_layers = data.layer_sizes.at(model).begin()->second.size();
+  const int64_t samples = plan.microbatch_size * static_cast<int64_t>(views.size());
+  for (const PipelineView& p : views) {
+    const std::string path = absl::StrCat("pipeline_list/", p.entry);
+    if (p.layers->empty() || p.layers->size() != p.replicas->size()) {
+      return InvalidField(path, ": needs one layer list and one replica list per stage");
+    }
+    for (size_t s = 0; s < p.layers->size(); ++s) {
+      const int64_t dp = static_cast<int64_t>((*p.replicas)[s].size());
+      if ((*p.layers)[s].empty() || dp == 0 || samples <= 0 ||
+          plan.global_batch % (samples * dp) != 0) {
+        return InvalidField(absl::StrCat(path, "/tmp_per_stage/", s),
+                            ": a stage needs layers, replicas, and gbs a multiple of mbs × dp × "
+                            "pipelines");
+      }
+    }
+    int next = 0;  // layers 0 … n−1 in order, each once
+    for (const auto& stage : *p.layers) {
+      for (int l : stage) {
+        if (l != next++) {
+          return InvalidField(absl::StrCat(path, "/layers_per_stage"),
+                              ": must list layers 0 … n-1 in order, each once");
+        }
+      }
+    }
+    const size_t plan_layers = next;
+    if (plan_layers != model_layers) {
+      return InvalidField(absl::StrCat(path, "/layers_per_stage"),
+                          absl::StrCat(" covers ", plan_layers, " layers but ", model, " has ",
+                                       model_layers, ": not a partition of the model"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<Evaluation> EvaluateSailorPlan(const SailorData& data, const SailorPlan& plan,
                                               absl::string_view model_override) {
   Evaluation e;
@@ -253,45 +510,38 @@ absl::StatusOr<Evaluation> EvaluateSailorPlan(const SailorData& data, const Sail
   if (!data.profiles.contains(e.model) || !data.layer_sizes.contains(e.model)) {
     return Missing("model", absl::StrCat(" \"", e.model, "\" has no profile or layer sizes"));
   }
-  const size_t model_layers = data.layer_sizes.at(e.model).begin()->second.size();
-  const size_t plan_layers = plan.layers_per_stage.back().back() + 1;
-  if (plan_layers != model_layers) {
-    return InvalidField("pipeline_list/0/layers_per_stage",
-                        absl::StrCat(" covers ", plan_layers, " layers but ", e.model, " has ",
-                                     model_layers, ": not a partition of the model"));
-  }
-  const int stages = static_cast<int>(plan.replicas.size());
-  const int dp = static_cast<int>(plan.replicas[0].size());
-  e.microbatches = plan.global_batch / (plan.microbatch_size * dp);
-  std::vector<std::vector<ReplicaCosts>> costs(stages);
-  for (int s = 0; s < stages; ++s) {
-    for (int r = 0; r < dp; ++r) {
-      ASSIGN_OR_RETURN(costs[s].emplace_back(), CostsOf(data, e.model, plan, s, r));
-      e.update_s = std::max(e.update_s, costs[s].back().update_s);
+  const std::vector<PipelineView> views = ViewsOf(plan);
+  RETURN_IF_ERROR(CheckShape(data, e.model, plan, views));
+  // Micro-batches of each pipeline_list entry, split over each stage's replicas.
+  const int per_entry = plan.global_batch / (plan.microbatch_size * static_cast<int>(views.size()));
+  e.microbatches = per_entry / static_cast<int>(plan.replicas[0].size());
+  std::vector<EntryCosts> costs(views.size());
+  for (const PipelineView& p : views) {
+    for (size_t s = 0; s < p.replicas->size(); ++s) {
+      auto& row = costs[p.entry].emplace_back();
+      for (size_t r = 0; r < (*p.replicas)[s].size(); ++r) {
+        ASSIGN_OR_RETURN(row.emplace_back(), CostsOf(data, e.model, plan, p, s, r));
+        e.update_s = std::max(e.update_s, row.back().update_s);
+      }
     }
   }
-  const bool one_node = PlanFitsOneNode(plan);
-  for (int r = 0; r < dp; ++r) {
-    std::vector<ReplicaCosts> pipeline;
-    for (int s = 0; s < stages; ++s) pipeline.push_back(costs[s][r]);
-    ASSIGN_OR_RETURN(const PipelineTime t,
-                     TimePipeline(data, pipeline, e.microbatches, one_node, r));
-    if (t.total_s > e.pipeline_s) {
-      e.pipeline_s = t.total_s;
-      e.bubble_s = t.bubble_s;
-      e.p2p_s = t.p2p_s;
-      e.slowest_pipeline = r;
-    }
+  const bool one_node = PlanFitsOneNode(views);
+  for (const PipelineView& p : views) {
+    ASSIGN_OR_RETURN(const StepCosts steps, StepsOf(data, costs[p.entry], one_node, p.entry));
+    TimeEntry(steps, per_entry, p.entry, e);
   }
-  ASSIGN_OR_RETURN(e.sync_s, SyncSeconds(data, costs, one_node));
+  ASSIGN_OR_RETURN(e.sync_s, SyncSeconds(data, views, costs, one_node));
   e.iteration_s = e.pipeline_s + e.sync_s + e.update_s;
-  for (int s = 0; s < stages; ++s) {
-    auto& row = e.memory.emplace_back();
-    for (int r = 0; r < dp; ++r) {
-      ASSIGN_OR_RETURN(
-          row.emplace_back(),
-          MemoryOf(costs[s][r], std::min(e.microbatches, stages - s), ReplicaField(s, r)));
-      e.peak_memory_bytes = std::max(e.peak_memory_bytes, row.back().total());
+  for (const EntryCosts& entry : costs) {
+    const int stages = static_cast<int>(entry.size());
+    auto& memory = &entry == &costs[0] ? e.memory : e.other_pipelines_memory.emplace_back();
+    for (int s = 0; s < stages; ++s) {
+      auto& row = memory.emplace_back();
+      const int m = per_entry / static_cast<int>(entry[s].size());
+      for (const ReplicaCosts& c : entry[s]) {
+        row.push_back(MemoryOf(c, std::min(m, stages - s)));
+        e.peak_memory_bytes = std::max(e.peak_memory_bytes, row.back().total());
+      }
     }
   }
   return e;

@@ -34,8 +34,12 @@ struct GpuMemory {
 
 struct Evaluation {
   std::string model;
-  int microbatches = 0;      // per pipeline: gbs / (mbs × dp)
-  int slowest_pipeline = 0;  // index of the data-parallel pipeline that sets the pace
+  // Per replica of stage 0 of pipeline_list[0]: gbs / (mbs × dp × pipelines).
+  int microbatches = 0;
+  // The replica index r of the micro-batches (those on replica r mod dp of every stage) that
+  // set the pace, and the pipeline_list entry they run in.
+  int slowest_pipeline = 0;
+  int slowest_pipeline_entry = 0;
   // Seconds. iteration = pipeline + sync + update; bubble and p2p are parts of pipeline.
   double iteration_s = 0;
   double pipeline_s = 0;
@@ -43,7 +47,10 @@ struct Evaluation {
   double p2p_s = 0;
   double sync_s = 0;
   double update_s = 0;
-  std::vector<std::vector<GpuMemory>> memory;  // [stage][replica], one GPU of the replica
+  std::vector<std::vector<GpuMemory>> memory;  // [stage][replica] of pipeline_list[0], one GPU
+  // The same for pipeline_list[1], [2], ... (SailorPlan::other_pipelines), in order.
+  std::vector<std::vector<std::vector<GpuMemory>>> other_pipelines_memory;
+  // The largest total of all GPUs of all pipelines.
   double peak_memory_bytes = 0;
 };
 

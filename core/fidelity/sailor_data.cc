@@ -245,32 +245,43 @@ absl::StatusOr<const json*> ArrayOf(const json& v, absl::string_view path, const
   return a;
 }
 
-// [[[gpu_type, gpus_per_node, zone]], tp]
+absl::StatusOr<ReplicaNode> ReadNode(const json& node, const std::string& path) {
+  if (!node.is_array() || node.size() != 3 || !node[0].is_string() || !node[2].is_string()) {
+    return InvalidField(path, " must be [gpu_type, gpus_per_node, zone]");
+  }
+  ReplicaNode n;
+  n.gpu_type = node[0].get<std::string>();
+  n.zone = node[2].get<std::string>();
+  ASSIGN_OR_RETURN(n.gpus_per_node, PositiveInt(node[1], Sub(path, "1")));
+  return n;
+}
+
+// [[[gpu_type, gpus_per_node, zone], ...], tp]: the replica's tp GPUs fill the listed nodes in
+// order; nodes listed past the tp-th GPU hold none of them (Metis' plans list a node per GPU).
 absl::StatusOr<StageReplica> ReadReplica(const json& v, const std::string& path) {
   if (!v.is_array() || v.size() != 2 || !v[0].is_array()) {
-    return InvalidField(path, " must be [[[gpu_type, gpus_per_node, zone]], tp]");
+    return InvalidField(path, " must be [[[gpu_type, gpus_per_node, zone], ...], tp]");
   }
-  if (v[0].size() != 1) {
-    return InvalidField(Sub(path, "0"),
-                        " must name exactly one node (a replica runs on one "
-                        "node)");
-  }
-  const json& node = v[0][0];
-  const std::string node_path = Sub(Sub(path, "0"), "0");
-  if (!node.is_array() || node.size() != 3 || !node[0].is_string() || !node[2].is_string()) {
-    return InvalidField(node_path, " must be [gpu_type, gpus_per_node, zone]");
-  }
+  if (v[0].empty()) return InvalidField(Sub(path, "0"), " must name at least one node");
   StageReplica r;
-  r.gpu_type = node[0].get<std::string>();
-  r.zone = node[2].get<std::string>();
-  ASSIGN_OR_RETURN(r.gpus_per_node, PositiveInt(node[1], Sub(node_path, "1")));
   ASSIGN_OR_RETURN(r.tp, PositiveInt(v[1], Sub(path, "1")));
-  if (r.tp > r.gpus_per_node) {
-    return InvalidField(Sub(path, "1"), absl::StrCat(" (tp ", r.tp,
-                                                     ") must be at most the "
-                                                     "node's GPUs (",
-                                                     r.gpus_per_node, ")"));
+  int left = r.tp, listed = 0;
+  for (size_t i = 0; i < v[0].size(); ++i) {
+    ASSIGN_OR_RETURN(ReplicaNode node, ReadNode(v[0][i], Sub(Sub(path, "0"), std::to_string(i))));
+    listed += node.gpus_per_node;
+    node.gpus = std::min(left, node.gpus_per_node);
+    left -= node.gpus;
+    if (node.gpus > 0) r.nodes.push_back(std::move(node));
   }
+  if (left > 0) {
+    return InvalidField(Sub(path, "1"), absl::StrCat(" (tp ", r.tp,
+                                                     ") must be at most the GPUs of the "
+                                                     "replica's nodes (",
+                                                     listed, ")"));
+  }
+  r.gpu_type = r.nodes[0].gpu_type;
+  r.gpus_per_node = r.nodes[0].gpus_per_node;
+  r.zone = r.nodes[0].zone;
   return r;
 }
 
@@ -294,7 +305,10 @@ absl::StatusOr<std::vector<int>> ReadStageLayers(const json& v, const std::strin
   return layers;
 }
 
-absl::Status ReadStages(const json& pipeline, const std::string& path, SailorPlan& plan) {
+// `replicas` counts the stage replicas read so far over all pipelines, against kMaxPlanReplicas.
+absl::StatusOr<SailorPipeline> ReadPipeline(const json& pipeline, const std::string& path,
+                                            int& replicas_read) {
+  SailorPipeline out;
   ASSIGN_OR_RETURN(const json* n, Member(pipeline, path, "num_stages"));
   ASSIGN_OR_RETURN(const int stages, PositiveInt(*n, Sub(path, "num_stages")));
   ASSIGN_OR_RETURN(const json* layers, ArrayOf(pipeline, path, "layers_per_stage", stages));
@@ -304,23 +318,41 @@ absl::Status ReadStages(const json& pipeline, const std::string& path, SailorPla
   for (int s = 0; s < stages; ++s) {
     const std::string at = std::to_string(s);
     ASSIGN_OR_RETURN(
-        plan.layers_per_stage.emplace_back(),
+        out.layers_per_stage.emplace_back(),
         ReadStageLayers((*layers)[s], Sub(Sub(path, "layers_per_stage"), at), next_layer));
-    next_layer += static_cast<int>(plan.layers_per_stage.back().size());
-    const std::string dp_path = Sub(Sub(path, "dp"), at);
-    ASSIGN_OR_RETURN(const int replicas, PositiveInt((*dp)[s], dp_path));
-    if (s > 0 && replicas != static_cast<int>(plan.replicas[0].size())) {
-      return InvalidField(dp_path, absl::StrCat(" (", replicas, ") must equal dp of stage 0 (",
-                                                plan.replicas[0].size(), ")"));
-    }
+    next_layer += static_cast<int>(out.layers_per_stage.back().size());
+    // Stages may have different dp: micro-batch i runs on replica i mod dp of every stage.
+    ASSIGN_OR_RETURN(const int replicas, PositiveInt((*dp)[s], Sub(Sub(path, "dp"), at)));
     const json& list = (*tmp)[s];
     const std::string list_path = Sub(Sub(path, "tmp_per_stage"), at);
     if (!list.is_array() || static_cast<int>(list.size()) != replicas) {
       return InvalidField(list_path, absl::StrCat(" must list dp = ", replicas, " replicas"));
     }
-    auto& row = plan.replicas.emplace_back();
+    replicas_read += replicas;
+    if (replicas_read > kMaxPlanReplicas) {
+      return InvalidField(list_path, absl::StrCat(": the plan lists more than ", kMaxPlanReplicas,
+                                                  " stage replicas"));
+    }
+    auto& row = out.replicas.emplace_back();
     for (size_t r = 0; r < list.size(); ++r) {
       ASSIGN_OR_RETURN(row.emplace_back(), ReadReplica(list[r], Sub(list_path, std::to_string(r))));
+    }
+  }
+  return out;
+}
+
+// Every stage of every pipeline splits its pipeline's gbs / pipelines samples evenly.
+absl::Status CheckBatchSplit(const SailorPlan& plan, size_t pipelines) {
+  std::vector<const std::vector<std::vector<StageReplica>>*> all = {&plan.replicas};
+  for (const SailorPipeline& p : plan.other_pipelines) all.push_back(&p.replicas);
+  for (const auto* replicas : all) {
+    for (const auto& stage : *replicas) {
+      const int64_t per_step = int64_t{plan.microbatch_size} * stage.size() * pipelines;
+      if (plan.global_batch % per_step != 0) {
+        return InvalidField(
+            "gbs", absl::StrCat(" (", plan.global_batch, ") must be a multiple of mbs × dp",
+                                pipelines > 1 ? " × pipelines" : "", " = ", per_step));
+      }
     }
   }
   return absl::OkStatus();
@@ -396,14 +428,18 @@ absl::StatusOr<SailorPlan> SailorPlanFromJson(const json& doc) {
   if (!list->is_array() || list->empty()) {
     return InvalidField("pipeline_list", " must be a non-empty array");
   }
-  RETURN_IF_ERROR(ReadStages((*list)[0], "pipeline_list/0", plan));
-  const int64_t per_step = int64_t{plan.microbatch_size} * plan.replicas[0].size();
-  if (plan.global_batch % per_step != 0) {
-    return InvalidField("gbs", absl::StrCat(" (", plan.global_batch,
-                                            ") must be a multiple of "
-                                            "mbs × dp = ",
-                                            per_step));
+  int replicas_read = 0;
+  for (size_t p = 0; p < list->size(); ++p) {
+    ASSIGN_OR_RETURN(SailorPipeline pipeline,
+                     ReadPipeline((*list)[p], absl::StrCat("pipeline_list/", p), replicas_read));
+    if (p == 0) {
+      plan.layers_per_stage = std::move(pipeline.layers_per_stage);
+      plan.replicas = std::move(pipeline.replicas);
+    } else {
+      plan.other_pipelines.push_back(std::move(pipeline));
+    }
   }
+  RETURN_IF_ERROR(CheckBatchSplit(plan, list->size()));
   return plan;
 }
 

@@ -72,13 +72,30 @@ absl::StatusOr<SailorData> LoadSailorData(const std::filesystem::path& dir);
 // The same from documents already parsed, by file name (the name used in messages).
 absl::StatusOr<SailorData> SailorDataFromJson(const std::map<std::string, nlohmann::json>& docs);
 
-// One replica of a stage: `tp` GPUs of one node of `gpu_type` (`gpus_per_node` each) in
-// `zone`.
+// One node a stage replica runs on, and how many of its GPUs the replica uses.
+struct ReplicaNode {
+  std::string gpu_type;
+  int gpus_per_node = 0;
+  std::string zone;
+  int gpus = 0;  // of this replica's tp GPUs, those on this node
+};
+
+// One replica of a stage: `tp` GPUs (tensor parallel) of one node of `gpu_type`
+// (`gpus_per_node` each) in `zone`, or of several nodes (`nodes`, the first being the one
+// above; tensor parallelism then crosses the network).
 struct StageReplica {
   std::string gpu_type;
   int gpus_per_node = 0;
   std::string zone;
   int tp = 0;
+  // Every node with GPUs of this replica, in the plan's order; empty means the one above.
+  std::vector<ReplicaNode> nodes;
+};
+
+// One entry of pipeline_list: its stages and their replicas (dp may differ per stage).
+struct SailorPipeline {
+  std::vector<std::vector<int>> layers_per_stage;
+  std::vector<std::vector<StageReplica>> replicas;  // [stage][replica]
 };
 
 struct SailorPlan {
@@ -87,14 +104,22 @@ struct SailorPlan {
   int global_batch = 0;
   std::vector<std::vector<int>> layers_per_stage;
   std::vector<std::vector<StageReplica>> replicas;  // [stage][replica]
+  // pipeline_list[1], [2], ...: further pipelines with their own stages (the two fields above
+  // are pipeline_list[0]); each pipeline runs gbs / (mbs × pipelines) samples.
+  std::vector<SailorPipeline> other_pipelines;
   // What was measured, when the file has it.
   std::optional<double> real_iteration_s;
   std::optional<double> real_max_memory_bytes;
 };
 
-// Parses one plan_config_*.json (its first pipeline_list entry). INVALID_ARGUMENT naming the
+// Stage replicas a plan may list over all its pipelines: far above any cluster's (16384 × tp
+// GPUs), low enough that predicting it stays well under a second.
+inline constexpr int kMaxPlanReplicas = 1 << 14;
+
+// Parses one plan_config_*.json (every pipeline_list entry). INVALID_ARGUMENT naming the
 // field for a missing or malformed field, dp that differs from the replicas listed in
-// tmp_per_stage or between stages, or a global batch that is not a multiple of mbs × dp.
+// tmp_per_stage, a replica whose nodes hold fewer GPUs than its tp, more than kMaxPlanReplicas
+// replicas, or a global batch that is not a multiple of mbs × dp × pipelines for every stage.
 absl::StatusOr<SailorPlan> SailorPlanFromJson(const nlohmann::json& doc);
 absl::StatusOr<SailorPlan> LoadSailorPlan(const std::filesystem::path& path);
 

@@ -112,9 +112,9 @@ double Median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
-// The regression test of the model: the 15 measured runs stay within the bounds
-// (median 5 %; max 15 % for memory; time's two worst runs, whose causes no model of the plan
-// sees (docs/COST_MODEL.md, "Predicting real runs"), stay under 17 %). Without the runtime
+// The regression test of the model: the 15 measured runs stay within what it reaches (median
+// 3.9 % time, 3.1 % memory; max 5.6 % memory, and 16.0 % time for the two runs whose causes
+// no model of the plan sees: docs/COST_MODEL.md, "Predicting real runs"). Without the runtime
 // reserve, memory's median is 16 %; without the blocking p2p, four runs are off by 14-17 %.
 TEST(FidelityTest, Opt350RunsWithinBounds) {
   std::vector<double> time_errors, memory_errors;
@@ -130,10 +130,10 @@ TEST(FidelityTest, Opt350RunsWithinBounds) {
                             100);
   }
   ASSERT_EQ(time_errors.size(), 15u);
-  EXPECT_LE(Median(time_errors), 5.0);
-  EXPECT_LE(Median(memory_errors), 5.0);
-  EXPECT_LE(*std::max_element(time_errors.begin(), time_errors.end()), 17.0);
-  EXPECT_LE(*std::max_element(memory_errors.begin(), memory_errors.end()), 15.0);
+  EXPECT_LE(Median(time_errors), 4.0);
+  EXPECT_LE(Median(memory_errors), 3.2);
+  EXPECT_LE(*std::max_element(time_errors.begin(), time_errors.end()), 16.1);
+  EXPECT_LE(*std::max_element(memory_errors.begin(), memory_errors.end()), 5.7);
 }
 
 TEST(FidelityTest, BreakdownOfAPipeline) {
@@ -241,8 +241,8 @@ TEST(FidelityTest, RejectsMalformedPlans) {
   doc["pipeline_list"][0]["layers_per_stage"][1][0] = 11;  // layer 11 twice
   expect_invalid(doc, "layers_per_stage/1/0", "must be layer 12 (got 11)");
   doc = RunDoc("N8_D4");
-  doc["pipeline_list"][0]["dp"][1] = 3;
-  expect_invalid(doc, "pipeline_list/0/dp/1", "must equal dp of stage 0");
+  doc["pipeline_list"][0]["dp"][1] = 3;  // stages may differ in dp, but list what they say
+  expect_invalid(doc, "pipeline_list/0/tmp_per_stage/1", "must list dp = 3 replicas");
   doc = RunDoc("N8_D4");
   doc["pipeline_list"][0]["tmp_per_stage"][0].erase(0);
   expect_invalid(doc, "pipeline_list/0/tmp_per_stage/0", "must list dp = 4 replicas");
@@ -260,7 +260,7 @@ TEST(FidelityTest, RejectsMalformedPlans) {
   expect_invalid(doc, "real", "must be >= 0");
   doc = RunDoc("N8_D4");
   doc["pipeline_list"][0]["tmp_per_stage"][1][0][1] = 8;  // tp 8 on a node of 4
-  expect_invalid(doc, "tmp_per_stage/1/0/1", "must be at most the node's GPUs");
+  expect_invalid(doc, "tmp_per_stage/1/0/1", "must be at most the GPUs of the replica's nodes (4)");
   doc = RunDoc("N8_D4");
   doc["pipeline_list"][0]["tmp_per_stage"][1][0][0][0][1] = "four";
   expect_invalid(doc, "tmp_per_stage/1/0/0/0/1", "must be an integer");

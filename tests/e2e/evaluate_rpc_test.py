@@ -76,10 +76,10 @@ class EvaluateRpcTest(unittest.TestCase):
         result = self.cli("list-profiles", "--model", "OPT-350", "--json")
         self.assertEqual(result.returncode, 0, result.stderr)
         profiles = json.loads(result.stdout)["profiles"]
-        keys = {(p["gpuType"], p["microbatchSize"], p["tp"]) for p in profiles}
+        keys = {(p["gpu_type"], p["microbatch_size"], p["tp"]) for p in profiles}
         self.assertIn(("GH-96", 1, 4), keys)
         self.assertIn(("A100-40", 8, 2), keys)
-        self.assertEqual({p["gpuType"] for p in profiles}, {"GH-96", "A100-40"})
+        self.assertEqual({p["gpu_type"] for p in profiles}, {"GH-96", "A100-40"})
 
     def test_cli_through_the_server_agrees_with_the_local_evaluation(self):
         self.assertEqual(len(self.runs), 15)

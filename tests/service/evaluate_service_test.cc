@@ -138,7 +138,8 @@ TEST_F(EvaluateServiceTest, SailorFilesThatAreMalformedNameTheFieldAndPath) {
   grpc::Status status = Load(request, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(status.error_message(),
-              HasSubstr("sailor.profiles_json: profiles_tmp.json/OPT-350/GH-96/1/2/3/0"));
+              HasSubstr("sailor.profiles_json.profiles_tmp.json/OPT-350/GH-96/1/2/3/0 must be a "
+                        "number"));
   request = SailorLoad("training_config_opt_350.json");
   request.set_gpu_type("GH-96");
   status = Load(request, &response);
@@ -212,8 +213,10 @@ TEST_F(EvaluateServiceTest, AnOobleckProfileIsNotTakenForSailorsData) {
   nlohmann::json plan = nlohmann::json::parse(FirstRun());
   plan["mbs"] = 1;
   plan["pipeline_list"][0]["tmp_per_stage"][0][0][1] = 1;
+  pb::EvaluateRequest request = RunRequest(plan.dump());
+  request.set_model("OPT-350");
   pb::EvaluateResponse response;
-  const grpc::Status status = Evaluate(RunRequest(plan.dump()), &response);
+  const grpc::Status status = Evaluate(request, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_THAT(status.error_message(), HasSubstr("was not loaded from Sailor's format"));
 }
@@ -221,11 +224,15 @@ TEST_F(EvaluateServiceTest, AnOobleckProfileIsNotTakenForSailorsData) {
 TEST_F(EvaluateServiceTest, LayersThatAreNotAPartitionAreInvalidArgument) {
   ASSERT_TRUE(LoadOpt350().ok());
   nlohmann::json plan = nlohmann::json::parse(FirstRun());
-  plan["pipeline_list"][0]["layers_per_stage"][0].erase(25);  // layer 25 in no stage
+  nlohmann::json& last = plan["pipeline_list"][0]["layers_per_stage"].back();
+  last.erase(last.size() - 1);  // the model's last layer in no stage
+  pb::EvaluateRequest request = RunRequest(plan.dump());
+  request.set_model("OPT-350");
   pb::EvaluateResponse response;
-  grpc::Status status = Evaluate(RunRequest(plan.dump()), &response);
+  grpc::Status status = Evaluate(request, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(status.error_message(), HasSubstr("sailor_plan_json"));
+  EXPECT_THAT(status.error_message(), HasSubstr("layers"));
   plan = nlohmann::json::parse(FirstRun());
   plan["pipeline_list"][0]["layers_per_stage"][0][3] = 7;  // out of order
   status = Evaluate(RunRequest(plan.dump()), &response);

@@ -132,6 +132,19 @@ ABSL_FLAG(std::string, sailor_data, "",
           "evaluate: folder of Sailor's profiles_tmp.json, llm_info.json, training_config_*.json "
           "and bandwidth files (e.g. data/sailor)");
 
+ABSL_FLAG(std::string, network, "",
+          "evaluate with --server: folder of the cluster's measured bandwidths in Sailor's "
+          "format (multizone_bandwidths.json, multizone_bandwidths_het.json, "
+          "intra_node_bandwidths.json; those present are sent); the profiles are the server's");
+// Profiles in Sailor's format (load-profile --format sailor).
+ABSL_FLAG(std::string, format, "oobleck",
+          "load-profile: oobleck (a DIR in Oobleck's layout) or sailor (--profiles, --llm-info, "
+          "--training-config: one profile per GPU type, micro-batch size and tp)");
+ABSL_FLAG(std::string, profiles, "", "load-profile --format sailor: Sailor's profiles_tmp.json");
+ABSL_FLAG(std::string, llm_info, "", "load-profile --format sailor: Sailor's llm_info.json");
+ABSL_FLAG(std::string, training_config, "",
+          "load-profile --format sailor: Sailor's training_config_*.json (names the model)");
+
 // Pictures.
 ABSL_FLAG(std::string, svg, "",
           "templates, plan, replan: also draw the answer as an SVG picture into this file; "
@@ -205,6 +218,11 @@ const std::vector<FlagUse>& FlagUses() {
       {"svg", {"templates", "plan", "replan", "render"}},
       {"sailor_plan", {"evaluate"}},
       {"sailor_data", {"evaluate"}},
+      {"network", {"evaluate"}},
+      {"format", {"load-profile"}},
+      {"profiles", {"load-profile"}},
+      {"llm_info", {"load-profile"}},
+      {"training_config", {"load-profile"}},
       {"fault_tolerance", {"plan", "replan"}},
       {"objective", {"plan"}},
       {"budget_per_hour", {"plan"}},
@@ -290,6 +308,11 @@ CliOptions ReadFlags() {
   o.svg = absl::GetFlag(FLAGS_svg);
   o.sailor_plan = absl::GetFlag(FLAGS_sailor_plan);
   o.sailor_data = absl::GetFlag(FLAGS_sailor_data);
+  o.network = absl::GetFlag(FLAGS_network);
+  o.format = absl::GetFlag(FLAGS_format);
+  o.profiles = absl::GetFlag(FLAGS_profiles);
+  o.llm_info = absl::GetFlag(FLAGS_llm_info);
+  o.training_config = absl::GetFlag(FLAGS_training_config);
   o.fault_tolerance = absl::GetFlag(FLAGS_fault_tolerance);
   o.horizon_iterations = absl::GetFlag(FLAGS_horizon_iterations);
   o.objective = absl::GetFlag(FLAGS_objective);
@@ -306,7 +329,10 @@ CliOptions ReadFlags() {
 
 // Positional arguments each command takes.
 absl::Status CheckArgs(const CommandLine& cl) {
-  const bool takes_file = cl.command == "load-profile" || cl.command == "render";
+  // Runs before cl.options is read.
+  const bool takes_file =
+      (cl.command == "load-profile" && absl::GetFlag(FLAGS_format) != "sailor") ||
+      cl.command == "render";
   const size_t want = takes_file ? 1 : 0;
   if (cl.args.size() != want) {
     return Usage(absl::StrCat(cl.command, " takes ",
@@ -433,6 +459,11 @@ std::string UsageText(const std::string& command) {
       "      Store a profile in Oobleck's layout (mb<m>.json, allreduce_in_node.json,\n"
       "      allreduce_across_nodes.json). DIR is read here and sent inline, or with\n"
       "      --server-dir its path is sent for the server to read.\n"
+      "  load-profile --format sailor --profiles profiles_tmp.json --llm-info llm_info.json\n"
+      "               --training-config training_config_X.json [--model M] [--gpu-type T,...]\n"
+      "               [--microbatch-size m] [--replace]\n"
+      "      Store Sailor's profiles of the config's model (stored as M): one per GPU type,\n"
+      "      micro-batch size and tensor-parallel degree tp. The files are sent inline.\n"
       "  list-profiles [--model M]\n"
       "      The stored profiles.\n"
       "  templates --model M --nodes A-B|N [--gpus-per-node g] [--gpu-type T] ...\n"
@@ -463,6 +494,9 @@ std::string UsageText(const std::string& command) {
       "      Predicts the iteration time (with its breakdown) and the peak memory per GPU of\n"
       "      a plan in Sailor's format from Sailor's profiles and measured bandwidths (no\n"
       "      server needed; docs/COST_MODEL.md, \"Predicting real runs\").\n"
+      "  evaluate --sailor-plan FILE --network DIR [--server HOST:PORT] [--model M] [--json]\n"
+      "      The same through the server's Evaluate call, from the profiles it stores\n"
+      "      (load-profile --format sailor) and the bandwidth files of DIR, sent inline.\n"
       "  stats\n"
       "      Cache and request counters of the server.\n"
       "  health\n"

@@ -62,6 +62,12 @@ struct CliOptions {
   // Predictions (client/evaluate_command.h).
   std::string sailor_plan;  // --sailor-plan FILE
   std::string sailor_data;  // --sailor-data DIR
+  std::string network;      // --network DIR (evaluate through the server)
+  // load-profile --format sailor.
+  std::string format = "oobleck";  // --format oobleck|sailor
+  std::string profiles;            // --profiles profiles_tmp.json
+  std::string llm_info;            // --llm-info llm_info.json
+  std::string training_config;     // --training-config training_config_*.json
   // Pictures (client/render_command.h).
   std::string svg;  // --svg FILE; "" none, "-" standard output
 };

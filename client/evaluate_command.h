@@ -1,14 +1,18 @@
 // `oobleck-plan evaluate --sailor-plan FILE --sailor-data DIR [--model M] [--json]`: the
 // predicted iteration time, its breakdown and the peak memory per GPU of a plan in Sailor's
-// format, computed here by core/fidelity (no server, no RPC).
+// format, computed here by core/fidelity (no server, no RPC); with --network DIR instead of
+// --sailor-data, computed by the server's Evaluate call from the profiles it stores.
 #ifndef OOBLECK_CLIENT_EVALUATE_COMMAND_H_
 #define OOBLECK_CLIENT_EVALUATE_COMMAND_H_
 
+#include <functional>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "client/command_line.h"
 #include "core/fidelity/evaluate.h"
+#include "oobleck/planner/v1/planner.pb.h"
 
 namespace oobleck::client {
 
@@ -20,6 +24,23 @@ std::string EvaluationTable(const fidelity::Evaluation& e, const fidelity::Sailo
 
 // Reads the flags' files, predicts and prints to standard output.
 absl::Status RunEvaluate(const CommandLine& cl);
+
+// The Evaluate RPC, given the request, filling the response (the caller's connection).
+using EvaluateCall = std::function<absl::Status(const ::oobleck::planner::v1::EvaluateRequest&,
+                                                ::oobleck::planner::v1::EvaluateResponse*)>;
+
+// The request for --sailor-plan FILE and --network DIR (the bandwidth files DIR has; at
+// least one), read here: the server reads no path.
+absl::StatusOr<::oobleck::planner::v1::EvaluateRequest> EvaluateRequestFromFlags(
+    const CliOptions& options);
+
+// The Evaluation (and the plan's GPU type and tp per replica) an EvaluateResponse carries,
+// so that both ways print through EvaluationJson and EvaluationTable.
+std::pair<fidelity::Evaluation, fidelity::SailorPlan> EvaluationFromResponse(
+    const ::oobleck::planner::v1::EvaluateResponse& response);
+
+// `evaluate --network DIR`: through the server, printed as RunEvaluate prints.
+absl::Status RunServerEvaluate(const CommandLine& cl, const EvaluateCall& call);
 
 }  // namespace oobleck::client
 

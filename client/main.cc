@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "client/channel_security.h"
 #include "client/command_line.h"
 #include "client/evaluate_command.h"
@@ -28,6 +29,7 @@
 #include "client/requests.h"
 #include "client/svg/schedule_picture.h"
 #include "core/cluster_file.h"
+#include "core/file_reader.h"
 #include "core/profile.h"
 #include "core/status_macros.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -117,6 +119,28 @@ void Print(const CliOptions& options, const google::protobuf::Message& message,
 
 absl::Status Usage(const std::string& message) { return absl::InvalidArgumentError(message); }
 
+std::string DashedFlag(std::string flag) {
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+
+absl::Status CheckSailorLoadUsage(const CommandLine& cl) {
+  const CliOptions& o = cl.options;
+  if (o.format != "sailor") {
+    return Usage(absl::StrCat("--format must be oobleck or sailor (got \"", o.format, "\")"));
+  }
+  if (o.profiles.empty() || o.llm_info.empty() || o.training_config.empty()) {
+    return Usage("load-profile --format sailor needs --profiles, --llm-info and --training-config");
+  }
+  for (const char* flag : {"server_dir", "allreduce_key"}) {
+    if (cl.IsSet(flag)) {
+      return Usage(absl::StrCat("--", DashedFlag(flag), " does not apply with --format sailor"));
+    }
+  }
+  if (o.job.microbatch_size < 0) return Usage("--microbatch-size must be >= 0");
+  return absl::OkStatus();
+}
+
 absl::Status CheckUsage(const CommandLine& cl) {
   const CliOptions& o = cl.options;
   if (!(o.timeout_s > 0)) return Usage("--timeout_s must be > 0");
@@ -125,7 +149,13 @@ absl::Status CheckUsage(const CommandLine& cl) {
         "--tls-server-name (or OOBLECK_PLAN_TLS_SERVER_NAME) needs --tls-ca (or "
         "OOBLECK_PLAN_TLS_CA): it names the certificate TLS checks");
   }
+  if (cl.command == "load-profile" && o.format != "oobleck") return CheckSailorLoadUsage(cl);
   if (cl.command == "load-profile") {
+    for (const char* flag : {"profiles", "llm_info", "training_config"}) {
+      if (cl.IsSet(flag)) {
+        return Usage(absl::StrCat("--", DashedFlag(flag), " needs --format sailor"));
+      }
+    }
     if (o.job.model.empty()) return Usage("load-profile needs --model");
     if (o.job.gpu_type.empty()) return Usage("load-profile needs --gpu-type");
     if (o.job.microbatch_size < 0) return Usage("--microbatch-size must be >= 0");
@@ -137,8 +167,11 @@ absl::Status CheckUsage(const CommandLine& cl) {
   if (cl.command == "instantiate") return CheckInstantiateUsage(cl);
   if (cl.command == "plan" || cl.command == "replan") return CheckPlanUsage(cl);
   if (cl.command == "render" && o.job.microbatches < 0) return Usage("--microbatches must be >= 0");
-  if (cl.command == "evaluate" && (o.sailor_plan.empty() || o.sailor_data.empty())) {
-    return Usage("evaluate needs --sailor-plan FILE and --sailor-data DIR");
+  if (cl.command == "evaluate" &&
+      (o.sailor_plan.empty() || o.sailor_data.empty() == o.network.empty())) {
+    return Usage(
+        "evaluate needs --sailor-plan FILE and either --sailor-data DIR (evaluated here) or "
+        "--network DIR (evaluated by the server from its stored profiles)");
   }
   if (cl.command != "templates") return absl::OkStatus();
 
@@ -208,6 +241,50 @@ absl::Status LoadProfile(const CommandLine& cl, PlannerConnection& server) {
   }
   Print(o, response, FormatProfileLoaded(response));
   return absl::OkStatus();
+}
+
+// Sailor's three files, read here and sent inline.
+absl::Status LoadSailorProfile(const CommandLine& cl, PlannerConnection& server) {
+  const CliOptions& o = cl.options;
+  pb::LoadProfileRequest request;
+  request.set_model(o.job.model);
+  request.set_microbatch_size(o.job.microbatch_size);
+  request.set_replace(o.replace);
+  pb::SailorProfileFiles* files = request.mutable_sailor();
+  ASSIGN_OR_RETURN(*files->mutable_profiles_json(), ReadRegularFile(o.profiles, o.profiles));
+  ASSIGN_OR_RETURN(*files->mutable_llm_info_json(), ReadRegularFile(o.llm_info, o.llm_info));
+  ASSIGN_OR_RETURN(*files->mutable_training_config_json(),
+                   ReadRegularFile(o.training_config, o.training_config));
+  for (absl::string_view gpu : absl::StrSplit(o.job.gpu_type, ',', absl::SkipEmpty())) {
+    files->add_gpu_types(std::string(gpu));
+  }
+  pb::LoadProfileResponse response;
+  if (absl::Status s = server.Call(&pb::Planner::Stub::LoadProfile, request, &response); !s.ok()) {
+    if (s.code() == absl::StatusCode::kAlreadyExists && !o.replace) {
+      return absl::AlreadyExistsError(absl::StrCat(s.message(), " (pass --replace to overwrite)"));
+    }
+    return s;
+  }
+  std::string table = absl::StrCat(response.replaced() ? "stored (replacing) " : "stored ",
+                                   response.profiles_size(), " profiles\n");
+  for (const pb::ProfileInfo& info : response.profiles()) {
+    absl::StrAppend(&table, "  ", info.model(), "/", info.gpu_type(), "/mb", info.microbatch_size(),
+                    "/tp", info.tp(), "  ", info.num_layers(), " layers\n");
+  }
+  for (const std::string& line : response.skipped())
+    absl::StrAppend(&table, "  skipped ", line, "\n");
+  Print(o, response, table);
+  return absl::OkStatus();
+}
+
+absl::Status LoadAnyProfile(const CommandLine& cl, PlannerConnection& server) {
+  return cl.options.format == "sailor" ? LoadSailorProfile(cl, server) : LoadProfile(cl, server);
+}
+
+absl::Status ServerEvaluate(const CommandLine& cl, PlannerConnection& server) {
+  return RunServerEvaluate(cl, [&server](const pb::EvaluateRequest& r, pb::EvaluateResponse* out) {
+    return server.Call(&pb::Planner::Stub::Evaluate, r, out);
+  });
 }
 
 absl::Status ListProfiles(const CommandLine& cl, PlannerConnection& server) {
@@ -369,7 +446,8 @@ int RunCommand(int argc, char** argv) {
     std::cerr << "run oobleck-plan " << cl->command << " --help for usage\n";
     return 2;
   }
-  if (cl->command == "render" || cl->command == "evaluate") {  // reads files; no server
+  const bool local_evaluate = cl->command == "evaluate" && cl->options.network.empty();
+  if (cl->command == "render" || local_evaluate) {  // reads files; no server
     absl::Status status = cl->command == "render" ? RunRender(*cl) : RunEvaluate(*cl);
     if (!status.ok()) PrintError(status);
     return status.ok() ? 0 : 1;
@@ -389,7 +467,9 @@ int RunCommand(int argc, char** argv) {
                            cl->options.timeout_s);
   absl::Status status;
   if (cl->command == "load-profile") {
-    status = LoadProfile(*cl, server);
+    status = LoadAnyProfile(*cl, server);
+  } else if (cl->command == "evaluate") {
+    status = ServerEvaluate(*cl, server);
   } else if (cl->command == "list-profiles") {
     status = ListProfiles(*cl, server);
   } else if (cl->command == "templates") {

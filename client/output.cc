@@ -146,12 +146,13 @@ std::string FormatProfileLoaded(const pb::LoadProfileResponse& response) {
 
 std::string FormatProfiles(const pb::ListProfilesResponse& response) {
   if (response.profiles_size() == 0) return "no profiles loaded\n";
-  std::vector<std::vector<std::string>> rows = {{"MODEL", "GPU_TYPE", "MB", "LAYERS", "FORWARD_MS",
-                                                 "BACKWARD_MS", "PARAMS_GIB", "ALLREDUCE_GPUS",
-                                                 "FINGERPRINT"}};
+  std::vector<std::vector<std::string>> rows = {{"MODEL", "GPU_TYPE", "MB", "TP", "LAYERS",
+                                                 "FORWARD_MS", "BACKWARD_MS", "PARAMS_GIB",
+                                                 "ALLREDUCE_GPUS", "FINGERPRINT"}};
   for (const pb::ProfileInfo& p : response.profiles()) {
     rows.push_back({p.model(), p.gpu_type(), absl::StrCat(p.microbatch_size()),
-                    absl::StrCat(p.num_layers()), absl::StrFormat("%.1f", p.total_forward_ms()),
+                    absl::StrCat(std::max(p.tp(), 1)), absl::StrCat(p.num_layers()),
+                    absl::StrFormat("%.1f", p.total_forward_ms()),
                     absl::StrFormat("%.1f", p.total_backward_ms()),
                     absl::StrFormat("%.2f", p.total_param_bytes() / kGiB),
                     absl::StrJoin(p.allreduce_in_node_gpus(), ","), p.fingerprint()});

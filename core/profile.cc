@@ -133,10 +133,10 @@ bool TooSmall(double v) { return v > 0 && v < kMinPositiveProfileValue; }
 
 // Every value of layer i finite, >= 0, and 0 or at least kMinPositiveProfileValue.
 absl::Status CheckLayerValues(const std::string& name, size_t i, const LayerProfile& l) {
-  const std::pair<const char*, double> values[] = {{"forward_ms", l.forward_ms},
-                                                   {"backward_ms", l.backward_ms},
-                                                   {"param_bytes", l.param_bytes},
-                                                   {"activation_bytes", l.activation_bytes}};
+  const std::pair<const char*, double> values[] = {
+      {"forward_ms", l.forward_ms},   {"backward_ms", l.backward_ms},
+      {"param_bytes", l.param_bytes}, {"activation_bytes", l.activation_bytes},
+      {"update_ms", l.update_ms},     {"activation_output_bytes", l.activation_output_bytes}};
   for (const auto& [field, v] : values) {
     if (!std::isfinite(v) || v < 0) {
       return absl::InvalidArgumentError(
@@ -207,7 +207,9 @@ absl::Status NormalizeAllreduceInNode(AllreduceKey convention,
 }
 
 std::string ProfileKey::ToString() const {
-  return absl::StrCat(model, "/", gpu_type, "/mb", microbatch_size);
+  std::string out = absl::StrCat(model, "/", gpu_type, "/mb", microbatch_size);
+  if (tp != 1) absl::StrAppend(&out, "/tp", tp);
+  return out;
 }
 
 std::string ModelProfile::Fingerprint() const {
@@ -217,6 +219,11 @@ std::string ModelProfile::Fingerprint() const {
   for (const LayerProfile& l : layers) {
     for (double v : {l.forward_ms, l.backward_ms, l.param_bytes, l.activation_bytes}) {
       mix(&v, sizeof v);
+    }
+    // Mixed only when given, so a profile without them keeps the fingerprint (and the
+    // cache keys) it had before they existed.
+    if (l.update_ms != 0 || l.activation_output_bytes != 0) {
+      for (double v : {l.update_ms, l.activation_output_bytes}) mix(&v, sizeof v);
     }
     for (const auto* m : {&l.allreduce_in_node_ms, &l.allreduce_across_nodes_ms}) {
       size_t n = m->size();
@@ -250,6 +257,10 @@ absl::Status ValidateProfile(const ModelProfile& profile) {
     return absl::InvalidArgumentError(absl::StrCat("profile ", name,
                                                    ": microbatch_size must be >= 1 (got ",
                                                    profile.key.microbatch_size, ")"));
+  }
+  if (profile.key.tp < 1 || profile.key.tp > kMaxGpusPerNode) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "profile ", name, ": tp must be in [1, ", kMaxGpusPerNode, "] (got ", profile.key.tp, ")"));
   }
   if (profile.layers.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("profile ", name, " has no layers"));

@@ -22,14 +22,25 @@ struct LayerProfile {
   double activation_bytes = 0;  // mem_required[1], retained per in-flight micro-batch
   std::map<int, double> allreduce_in_node_ms;       // GPUs -> ms
   std::map<int, double> allreduce_across_nodes_ms;  // nodes -> ms
+  // Given by Sailor's format only (0 in Oobleck's, which the search's cost model reads
+  // nothing of): the optimizer step of the whole model at this tp (Sailor repeats it on
+  // every layer) and the bytes the layer sends to the next stage per micro-batch. Last, so
+  // that positional initialisers of the fields above keep their meaning.
+  double update_ms = 0;
+  double activation_output_bytes = 0;
 };
 
 struct ProfileKey {
   std::string model;
   std::string gpu_type;
   int microbatch_size = 1;
+  // Tensor-parallel degree the layers were measured at (each GPU holding 1/tp of every
+  // layer). The search uses tp = 1 profiles only.
+  int tp = 1;
   auto operator<=>(const ProfileKey&) const = default;
-  std::string ToString() const;  // "model/gpu_type/mb<m>"
+  // "model/gpu_type/mb<m>", and "/tp<t>" after it when tp != 1 (so every key of a tp = 1
+  // profile reads as it did before tp existed).
+  std::string ToString() const;
 };
 
 // What the keys of an in-node all-reduce table, as a user gives it, count: the stage's

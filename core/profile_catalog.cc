@@ -73,14 +73,19 @@ int64_t ProfileCatalog::bytes() const {
 }
 
 absl::StatusOr<std::shared_ptr<const ModelProfile>> ProfileCatalog::Find(
-    const std::string& model, const std::string& gpu_type, int microbatch_size) const {
+    const std::string& model, const std::string& gpu_type, int microbatch_size, int tp) const {
   absl::MutexLock lock(&mu_);
   std::vector<std::shared_ptr<const ModelProfile>> matches;
   std::set<std::string> gpu_types;
   std::set<int> sizes;
   bool model_known = false;
+  bool other_tp = false;  // the model has profiles, at other tensor-parallel degrees only
   for (const auto& [key, p] : profiles_) {
     if (key.model != model) continue;
+    if (key.tp != tp) {
+      other_tp = true;
+      continue;
+    }
     model_known = true;
     gpu_types.insert(key.gpu_type);
     sizes.insert(key.microbatch_size);
@@ -90,6 +95,10 @@ absl::StatusOr<std::shared_ptr<const ModelProfile>> ProfileCatalog::Find(
     }
   }
   if (!model_known) {
+    if (other_tp) {
+      return absl::NotFoundError(absl::StrCat("model ", Quote(model), " has no profile at tp ", tp,
+                                              " (only at other tensor-parallel degrees)"));
+    }
     return absl::NotFoundError(absl::StrCat("no profile is loaded for model ", Quote(model)));
   }
   if (matches.size() == 1) return matches[0];

@@ -1,4 +1,4 @@
-// Thread-safe set of loaded profiles, keyed by (model, gpu_type, microbatch_size).
+// Thread-safe set of loaded profiles, keyed by (model, gpu_type, microbatch_size, tp).
 #ifndef OOBLECK_CORE_PROFILE_CATALOG_H_
 #define OOBLECK_CORE_PROFILE_CATALOG_H_
 
@@ -34,11 +34,12 @@ class ProfileCatalog {
   // Stores call this before writing, so a refused profile is never persisted.
   absl::Status CheckRoom(const ModelProfile& profile) const;
   // gpu_type "" matches when the model has profiles of exactly one GPU type;
-  // microbatch_size 0 when it has exactly one micro-batch size. NOT_FOUND names what is
-  // missing and what is there.
+  // microbatch_size 0 when it has exactly one micro-batch size. Only profiles measured at
+  // `tp` are considered (the search asks for tp = 1: a tp > 1 profile is never taken for
+  // one). NOT_FOUND names what is missing and what is there.
   absl::StatusOr<std::shared_ptr<const ModelProfile>> Find(const std::string& model,
                                                            const std::string& gpu_type,
-                                                           int microbatch_size) const;
+                                                           int microbatch_size, int tp = 1) const;
   std::vector<std::shared_ptr<const ModelProfile>> List(const std::string& model) const;
   // Forgets the profile under `key`; false when there was none.
   bool Remove(const ProfileKey& key);

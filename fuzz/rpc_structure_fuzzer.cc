@@ -17,7 +17,8 @@
 // survivors works). Oobleck's drop-in (issue 26): Instantiate (an OK answer uses every
 // node, splits exactly the global batch and adds up its time), and the request fields
 // stage_gpus, inline profiles and fault_tolerance_rule, decided after every older decision
-// so that the older seeds keep their meaning.
+// so that the older seeds keep their meaning. Evaluate (issue 27): plans in Sailor's format
+// against stored per-tp profiles, after an Instantiate.
 #include <fuzzer/FuzzedDataProvider.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/grpcpp.h>
@@ -40,6 +41,7 @@
 #include "core/profile.h"
 #include "core/profile_catalog.h"
 #include "core/template_planner.h"
+#include "nlohmann/json.hpp"
 #include "oobleck/planner/v1/planner.grpc.pb.h"
 #include "server/planner_server.h"
 #include "server/planner_service.h"
@@ -75,6 +77,7 @@ struct Harness {
   pb::PlanResponse plan;                     // a real plan of a 4-node cluster, for Replan requests
   pb::OobleckProfileFiles files;             // the harness profile's files, for inline profiles
   std::string fingerprint;                   // and its fingerprint
+  pb::SailorNetwork network;                 // data/sailor's bandwidths, for Evaluate
 
   Harness() {
     const std::string dir = OOBLECK_SOURCE_DIR "/examples/profiles/gpt2-xl/rtx4090";
@@ -115,6 +118,26 @@ struct Harness {
     request.set_missing_allreduce_in_node(pb::MISSING_ALLREDUCE_RING);
     grpc::ClientContext context;
     if (!stub->Plan(&context, request, &plan).ok()) std::abort();
+    LoadSailorProfiles();
+  }
+
+  // OPT-350's profiles of Sailor (GH-96 and A100-40, micro-batch size 2), and its network.
+  void LoadSailorProfiles() {
+    const std::string sailor = OOBLECK_SOURCE_DIR "/data/sailor/";
+    pb::LoadProfileRequest load;
+    load.set_microbatch_size(2);
+    pb::SailorProfileFiles* files = load.mutable_sailor();
+    files->set_profiles_json(ReadOrDie(sailor + "profiles_tmp.json"));
+    files->set_llm_info_json(ReadOrDie(sailor + "llm_info.json"));
+    files->set_training_config_json(ReadOrDie(sailor + "training_config_opt_350.json"));
+    files->add_gpu_types("GH-96");
+    files->add_gpu_types("A100-40");
+    pb::LoadProfileResponse loaded;
+    grpc::ClientContext context;
+    if (!stub->LoadProfile(&context, load, &loaded).ok()) std::abort();
+    network.set_multizone_bandwidths_json(ReadOrDie(sailor + "multizone_bandwidths.json"));
+    network.set_multizone_bandwidths_het_json(ReadOrDie(sailor + "multizone_bandwidths_het.json"));
+    network.set_intra_node_bandwidths_json(ReadOrDie(sailor + "intra_node_bandwidths.json"));
   }
 };
 
@@ -796,6 +819,64 @@ void Instantiate(FuzzedDataProvider& in) {
   }
 }
 
+// Evaluate (docs/ERRORS.md#evaluate): a plan in Sailor's format of fuzzed stages, layer
+// cuts (a partition or not), replicas, GPU types, tp, mbs and gbs, against OPT-350's stored
+// profiles. An OK answer's times are finite, >= 0 and add up; its memory is finite and > 0.
+std::string SailorPlan(FuzzedDataProvider& in) {
+  static const char* kGpus[] = {"GH-96", "A100-40", "V100-16", ""};
+  const int stages = in.ConsumeIntegralInRange(0, 6), dp = in.ConsumeIntegralInRange(0, 4);
+  const int mbs = in.ConsumeBool() ? 2 : in.ConsumeIntegralInRange(-1, 9);
+  nlohmann::json pipeline = {{"num_stages", stages},
+                             {"layers_per_stage", nlohmann::json::array()},
+                             {"dp", nlohmann::json::array()},
+                             {"tmp_per_stage", nlohmann::json::array()}};
+  int next = 0;
+  for (int s = 0; s < stages; ++s) {
+    const int size = s + 1 == stages && in.ConsumeBool() ? std::max(26 - next, 1)
+                                                         : in.ConsumeIntegralInRange(0, 9);
+    nlohmann::json layers = nlohmann::json::array();
+    for (int l = 0; l < size; ++l) layers.push_back(in.ConsumeBool() ? next + l : l);
+    next += size;
+    pipeline["layers_per_stage"].push_back(layers);
+    pipeline["dp"].push_back(dp);
+    nlohmann::json replicas = nlohmann::json::array();
+    for (int r = 0; r < dp; ++r) {
+      const std::string gpu = kGpus[in.ConsumeIntegralInRange(0, 3)];
+      const int tp = in.ConsumeBool() ? 1 << in.ConsumeIntegralInRange(0, 2)
+                                      : in.ConsumeIntegralInRange(-1, 9);
+      replicas.push_back({{{gpu, 4, in.ConsumeBool() ? "zone-a" : "us-central1-a"}}, tp});
+    }
+    pipeline["tmp_per_stage"].push_back(replicas);
+  }
+  nlohmann::json plan = {{"mbs", mbs},
+                         {"gbs", in.ConsumeBool() ? mbs * dp * in.ConsumeIntegralInRange(1, 64)
+                                                  : in.ConsumeIntegralInRange(-1, 1 << 12)},
+                         {"pipeline_list", {pipeline}}};
+  std::string text = plan.dump();
+  if (in.ConsumeBool()) text.resize(in.ConsumeIntegralInRange<size_t>(0, text.size()));
+  return text;
+}
+
+void Evaluate(FuzzedDataProvider& in) {
+  pb::EvaluateRequest request;
+  request.set_model(in.ConsumeBool() ? "OPT-350" : "");
+  request.set_sailor_plan_json(SailorPlan(in));
+  *request.mutable_network() = Get().network;
+  if (in.ConsumeBool()) request.mutable_network()->clear_intra_node_bandwidths_json();
+  pb::EvaluateResponse a;
+  if (!Call(&pb::Planner::Stub::Evaluate, request, "Evaluate", &a).ok()) return;
+  const double parts = a.pipeline_ms() + a.sync_ms() + a.update_ms();
+  if (!std::isfinite(a.iteration_time_ms()) || !(a.iteration_time_ms() > 0) ||
+      std::abs(a.iteration_time_ms() - parts) > 1e-9 * a.iteration_time_ms() ||
+      !(a.bubbles_ms() >= 0) || !(a.p2p_ms() >= 0) || !std::isfinite(a.peak_memory_bytes()) ||
+      !(a.peak_memory_bytes() > 0)) {
+    Finding(absl::StrFormat("an evaluation of %.17g ms = %.17g + %.17g + %.17g, peak %.17g bytes",
+                            a.iteration_time_ms(), a.pipeline_ms(), a.sync_ms(), a.update_ms(),
+                            a.peak_memory_bytes()),
+            request);
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -830,6 +911,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     default:
       Instantiate(in);
+      // Decided after every older decision, so that older seeds keep their meaning.
+      if (in.remaining_bytes() > 0 && in.ConsumeBool()) Evaluate(in);
   }
   return 0;
 }

@@ -18,11 +18,13 @@
 #include "core/status_macros.h"
 #include "server/call_watch.h"
 #include "server/elapsed.h"
+#include "server/evaluate_rpc.h"
 #include "server/inline_profiles.h"
 #include "server/instantiate_rpc.h"
 #include "server/plan_rpc.h"
 #include "server/proto_conversion.h"
 #include "server/request_limits.h"
+#include "server/sailor_profiles.h"
 #include "server/status_conversion.h"
 #include "server/templates_request.h"
 
@@ -97,6 +99,10 @@ grpc::Status PlannerService::LoadProfile(grpc::ServerContext* context,
                                          pb::LoadProfileResponse* response) {
   // A profile of 2^18 layers takes about a second to parse: the parse polls the call's
   // deadline, cancellation and the server's shutdown, and nothing is stored after them.
+  if (request->source_case() == pb::LoadProfileRequest::kSailor) {
+    return LoadSailorProfiles(context, *request, response, catalog_, options_.profile_store,
+                              &shutdown_);
+  }
   const CallWatch watch(context, &shutdown_);
   Interrupt interrupt(watch.Predicate());
   absl::StatusOr<ModelProfile> profile =
@@ -237,6 +243,13 @@ grpc::Status PlannerService::Instantiate(grpc::ServerContext* context,
                                          const pb::InstantiateRequest* request,
                                          pb::InstantiateResponse* response) {
   return HandleInstantiate(context, *request, response, options_.search_gate, &shutdown_);
+}
+
+grpc::Status PlannerService::Evaluate(grpc::ServerContext* context,
+                                      const pb::EvaluateRequest* request,
+                                      pb::EvaluateResponse* response) {
+  if (absl::Status synced = CheckSynced(); !synced.ok()) return ToGrpcStatus(synced);
+  return HandleEvaluate(context, *request, response, *catalog_, &shutdown_);
 }
 
 grpc::Status PlannerService::GetStats(grpc::ServerContext* /*context*/,

@@ -62,6 +62,9 @@ class PlannerService final : public ::oobleck::planner::v1::Planner::WithStreame
   grpc::Status GetStats(grpc::ServerContext* context,
                         const ::oobleck::planner::v1::GetStatsRequest* request,
                         ::oobleck::planner::v1::GetStatsResponse* response) override;
+  grpc::Status Evaluate(grpc::ServerContext* context,
+                        const ::oobleck::planner::v1::EvaluateRequest* request,
+                        ::oobleck::planner::v1::EvaluateResponse* response) override;
 
   // Makes every running and waiting search stop at its next poll (UNAVAILABLE to its
   // client), so that a drain (SIGTERM) ends within its grace period. Call before

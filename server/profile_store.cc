@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/cluster.h"
 #include "core/file_reader.h"
 #include "core/fnv1a.h"
 #include "core/json_document.h"
@@ -107,6 +108,28 @@ absl::Status ParseAllreduce(const json& layer, const std::string& key, const std
   return absl::OkStatus();
 }
 
+absl::StatusOr<LayerProfile> ParseStoredLayer(const json& in, const std::string& where) {
+  if (!in.is_object()) return Invalid(absl::StrCat(where, " must be an object"));
+  LayerProfile layer;
+  for (auto [key, field] : {std::pair{"forward_ms", &LayerProfile::forward_ms},
+                            std::pair{"backward_ms", &LayerProfile::backward_ms},
+                            std::pair{"param_bytes", &LayerProfile::param_bytes},
+                            std::pair{"activation_bytes", &LayerProfile::activation_bytes}}) {
+    ASSIGN_OR_RETURN(double value, Number(in, key, where));
+    layer.*field = value;
+  }
+  for (auto [key, field] :
+       {std::pair{"update_ms", &LayerProfile::update_ms},
+        std::pair{"activation_output_bytes", &LayerProfile::activation_output_bytes}}) {
+    if (!in.contains(key)) continue;
+    ASSIGN_OR_RETURN(layer.*field, Number(in, key, where));
+  }
+  RETURN_IF_ERROR(ParseAllreduce(in, "allreduce_in_node_ms", where, &layer.allreduce_in_node_ms));
+  RETURN_IF_ERROR(
+      ParseAllreduce(in, "allreduce_across_nodes_ms", where, &layer.allreduce_across_nodes_ms));
+  return layer;
+}
+
 bool WriteAll(int fd, std::string_view bytes) {
   while (!bytes.empty()) {
     const ssize_t written = ::write(fd, bytes.data(), bytes.size());
@@ -131,12 +154,20 @@ std::string SerializeStoredProfile(const ModelProfile& profile) {
          {"activation_bytes", layer.activation_bytes},
          {"allreduce_in_node_ms", AllreduceToJson(layer.allreduce_in_node_ms)},
          {"allreduce_across_nodes_ms", AllreduceToJson(layer.allreduce_across_nodes_ms)}});
+    // Sailor's per-layer fields are written only when given, so files of profiles without
+    // them keep their bytes and checksums.
+    for (auto [key, value] :
+         {std::pair{"update_ms", layer.update_ms},
+          std::pair{"activation_output_bytes", layer.activation_output_bytes}}) {
+      if (value != 0) layers.back()[key] = value;
+    }
   }
   json payload = {{"model", profile.key.model},
                   {"gpu_type", profile.key.gpu_type},
                   {"microbatch_size", profile.key.microbatch_size},
                   {"fingerprint", profile.Fingerprint()},
                   {"layers", std::move(layers)}};
+  if (profile.key.tp != 1) payload["tp"] = profile.key.tp;  // likewise only when not 1
   // Written only when not the default, so that a profile given by GPU count keeps the
   // bytes (and checksum) files had before the convention existed.
   if (profile.allreduce_key != AllreduceKey::kGpus) {
@@ -187,6 +218,9 @@ absl::StatusOr<ModelProfile> ParseStoredProfile(std::string_view text) {
   ASSIGN_OR_RETURN(int microbatch_size, Integer(payload, "microbatch_size", "profile", 1, INT_MAX));
   ASSIGN_OR_RETURN(std::string fingerprint, String(payload, "fingerprint", "profile"));
   profile.key = ProfileKey{std::move(model), std::move(gpu_type), microbatch_size};
+  if (payload.contains("tp")) {
+    ASSIGN_OR_RETURN(profile.key.tp, Integer(payload, "tp", "profile", 1, kMaxGpusPerNode));
+  }
   if (payload.contains("allreduce_key")) {
     ASSIGN_OR_RETURN(std::string convention, String(payload, "allreduce_key", "profile"));
     if (convention == AllreduceKeyName(AllreduceKey::kGpusMinusOne)) {
@@ -201,21 +235,8 @@ absl::StatusOr<ModelProfile> ParseStoredProfile(std::string_view text) {
     return Invalid("profile.layers must be an array");
   }
   for (size_t i = 0; i < layers_it->size(); ++i) {
-    const json& in = (*layers_it)[i];
-    const std::string where = absl::StrCat("profile.layers[", i, "]");
-    if (!in.is_object()) return Invalid(absl::StrCat(where, " must be an object"));
-    LayerProfile layer;
-    for (auto [key, field] : {std::pair{"forward_ms", &LayerProfile::forward_ms},
-                              std::pair{"backward_ms", &LayerProfile::backward_ms},
-                              std::pair{"param_bytes", &LayerProfile::param_bytes},
-                              std::pair{"activation_bytes", &LayerProfile::activation_bytes}}) {
-      ASSIGN_OR_RETURN(double value, Number(in, key, where));
-      layer.*field = value;
-    }
-    RETURN_IF_ERROR(ParseAllreduce(in, "allreduce_in_node_ms", where, &layer.allreduce_in_node_ms));
-    RETURN_IF_ERROR(
-        ParseAllreduce(in, "allreduce_across_nodes_ms", where, &layer.allreduce_across_nodes_ms));
-    profile.layers.push_back(std::move(layer));
+    ASSIGN_OR_RETURN(profile.layers.emplace_back(),
+                     ParseStoredLayer((*layers_it)[i], absl::StrCat("profile.layers[", i, "]")));
   }
   RETURN_IF_ERROR(ValidateProfile(profile));
   // The checksum covers the text; the fingerprint also proves the numbers read back exactly.
@@ -240,8 +261,9 @@ std::string StoredProfileFileName(const ProfileKey& key) {
     }
     return out;
   };
+  // "+tp<t>" only when tp != 1: every file (and etcd key) of a tp = 1 profile keeps its name.
   return absl::StrCat(encode(key.model), "+", encode(key.gpu_type), "+mb", key.microbatch_size,
-                      ".json");
+                      key.tp != 1 ? absl::StrCat("+tp", key.tp) : "", ".json");
 }
 
 absl::StatusOr<std::unique_ptr<ProfileStore>> ProfileStore::Open(const std::string& dir,

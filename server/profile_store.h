@@ -31,7 +31,9 @@ inline constexpr size_t kMaxStoredProfileFileNameBytes = 240;
 //   {"format": "oobleck-planner-profile", "version": 1,
 //    "checksum": "fnv1a64:<16 hex digits of the payload as serialized>",
 //    "profile": {"model", "gpu_type", "microbatch_size", "fingerprint", "layers": [...],
-//                "allreduce_key": "ALLREDUCE_KEY_GPUS_MINUS_ONE" (only when not by GPUs)}}
+//                "allreduce_key": "ALLREDUCE_KEY_GPUS_MINUS_ONE" (only when not by GPUs),
+//                "tp" (only when not 1)}}; a layer's "update_ms" and "activation_output_bytes"
+// only when not 0 (Sailor's format), so a tp = 1 profile of Oobleck's reads as before.
 // The layers' in-node tables are stored by GPU count whatever the convention they came in.
 std::string SerializeStoredProfile(const ModelProfile& profile);
 
@@ -39,8 +41,8 @@ std::string SerializeStoredProfile(const ModelProfile& profile);
 // fingerprint mismatch) naming what is wrong; the result is validated like any profile.
 absl::StatusOr<ModelProfile> ParseStoredProfile(std::string_view text);
 
-// "<model>+<gpu_type>+mb<m>.json" with every byte other than [A-Za-z0-9_-] of model and
-// gpu_type percent-encoded, so distinct keys get distinct, safe names.
+// "<model>+<gpu_type>+mb<m>.json" ("...+mb<m>+tp<t>.json" when tp != 1) with every byte other than
+// [A-Za-z0-9_-] of model and gpu_type percent-encoded, so distinct keys get distinct, safe names.
 std::string StoredProfileFileName(const ProfileKey& key);
 
 struct ProfileStoreReport {

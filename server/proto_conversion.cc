@@ -62,6 +62,7 @@ pb::ProfileInfo ToProfileInfo(const ModelProfile& profile) {
   info.set_total_param_bytes(param_bytes);
   for (int gpus : profile.AllreduceInNodeGpus()) info.add_allreduce_in_node_gpus(gpus);
   info.set_allreduce_key(ToProtoAllreduceKey(profile.allreduce_key));
+  info.set_tp(profile.key.tp);
   return info;
 }
 
@@ -109,6 +110,8 @@ absl::StatusOr<std::vector<LayerProfile>> FromProtoLayers(const pb::ProfileLayer
     layer.backward_ms = in.backward_ms();
     layer.param_bytes = in.param_bytes();
     layer.activation_bytes = in.activation_bytes();
+    layer.update_ms = in.update_ms();
+    layer.activation_output_bytes = in.activation_output_bytes();
     RETURN_IF_ERROR(CopyInNodeMap(in.allreduce_in_node_ms(),
                                   absl::StrCat(prefix, ".allreduce_in_node_ms"), convention,
                                   &layer.allreduce_in_node_ms));

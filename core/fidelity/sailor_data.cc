@@ -6,6 +6,7 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "core/field_path.h"
 #include "core/file_reader.h"
@@ -448,6 +449,128 @@ absl::StatusOr<SailorPlan> LoadSailorPlan(const std::filesystem::path& path) {
   auto plan = SailorPlanFromJson(doc);
   if (!plan.ok()) return InFile(plan.status(), path.string());
   return plan;
+}
+
+namespace {
+
+// One stored profile from Sailor's layer times and sizes at (mbs, tp).
+::oobleck::ModelProfile ImportedProfile(const std::string& model, const std::string& gpu, int mbs,
+                                        int tp, const std::vector<LayerTimes>& times,
+                                        const std::vector<LayerSizes>& sizes) {
+  ::oobleck::ModelProfile profile;
+  profile.key = ProfileKey{model, gpu, mbs, tp};
+  for (size_t l = 0; l < times.size(); ++l) {
+    LayerProfile& layer = profile.layers.emplace_back();
+    layer.forward_ms = times[l].forward_s * 1e3;
+    layer.backward_ms = times[l].backward_s * 1e3;
+    layer.update_ms = times[l].update_s * 1e3;
+    layer.param_bytes = sizes[l].params_bytes;
+    layer.activation_bytes = sizes[l].act_mem_bytes * mbs;
+    layer.activation_output_bytes = sizes[l].act_output_bytes * mbs;
+  }
+  return profile;
+}
+
+absl::StatusOr<std::string> OnlyModel(const SailorData& data) {
+  if (data.num_all_layers.size() != 1) {
+    return InvalidField("training_config", absl::StrCat(" must name one model (got ",
+                                                        data.num_all_layers.size(), ")"));
+  }
+  const std::string& name = data.num_all_layers.begin()->first;
+  if (!data.profiles.contains(name)) {
+    return InvalidField(Sub("profiles_tmp.json", name),
+                        " is required (the training config's model)");
+  }
+  if (!data.layer_sizes.contains(name)) {
+    return InvalidField(Sub("llm_info.json", name), " is required (the training config's model)");
+  }
+  return name;
+}
+
+}  // namespace
+
+absl::StatusOr<SailorProfileImport> ProfilesFromSailorData(
+    const SailorData& data, const std::string& model, const std::vector<std::string>& gpu_types,
+    int microbatch_size) {
+  ASSIGN_OR_RETURN(const std::string sailor_model, OnlyModel(data));
+  const int layers = data.num_all_layers.at(sailor_model);
+  const auto& by_gpu = data.profiles.at(sailor_model);
+  const auto& sizes_by_tp = data.layer_sizes.at(sailor_model);
+  for (size_t i = 0; i < gpu_types.size(); ++i) {
+    if (!by_gpu.contains(gpu_types[i])) {
+      std::vector<std::string> known;
+      for (const auto& [gpu, unused] : by_gpu) known.push_back(gpu);
+      return InvalidField(
+          absl::StrCat("gpu_types[", i, "]"),
+          absl::StrCat(" \"", gpu_types[i], "\" has no profile of ", sailor_model,
+                       " in profiles_tmp.json (it has ", absl::StrJoin(known, ", "), ")"));
+    }
+  }
+  SailorProfileImport out;
+  for (const auto& [gpu, by_mbs] : by_gpu) {
+    if (!gpu_types.empty() &&
+        std::find(gpu_types.begin(), gpu_types.end(), gpu) == gpu_types.end()) {
+      continue;
+    }
+    for (const auto& [mbs, by_tp] : by_mbs) {
+      if (microbatch_size != 0 && mbs != microbatch_size) continue;
+      for (const auto& [tp, times] : by_tp) {
+        const std::string at = absl::StrCat(sailor_model, "/", gpu, "/", mbs, "/", tp);
+        if (static_cast<int>(times.size()) != layers) {
+          return InvalidField(Sub("profiles_tmp.json", at),
+                              absl::StrCat(" has ", times.size(), " layers but the training ",
+                                           "config says num_all_layers ", layers));
+        }
+        auto sizes = sizes_by_tp.find(tp);
+        if (sizes == sizes_by_tp.end()) {
+          out.skipped.push_back(absl::StrCat(gpu, "/mb", mbs, "/tp", tp, ": llm_info.json has no ",
+                                             "layer sizes of ", sailor_model, " at tp ", tp));
+          continue;
+        }
+        if (static_cast<int>(sizes->second.size()) != layers) {
+          return InvalidField(Sub("llm_info.json", absl::StrCat(sailor_model, "/", tp)),
+                              absl::StrCat(" has ", sizes->second.size(), " layers but the ",
+                                           "training config says num_all_layers ", layers));
+        }
+        out.profiles.push_back(ImportedProfile(model.empty() ? sailor_model : model, gpu, mbs, tp,
+                                               times, sizes->second));
+      }
+    }
+  }
+  if (out.profiles.empty()) {
+    return InvalidField("profiles_tmp.json",
+                        absl::StrCat(": no profile of ", sailor_model, " to store (micro-batch ",
+                                     "size ", microbatch_size, ", ", out.skipped.size(),
+                                     " skipped for lack of layer sizes)"));
+  }
+  return out;
+}
+
+bool HasSailorFields(const ::oobleck::ModelProfile& profile) {
+  return std::any_of(profile.layers.begin(), profile.layers.end(), [](const LayerProfile& l) {
+    return l.update_ms != 0 || l.activation_output_bytes != 0;
+  });
+}
+
+SailorData SailorDataFromProfiles(
+    const std::vector<std::shared_ptr<const ::oobleck::ModelProfile>>& profiles,
+    const std::string& model) {
+  SailorData data;
+  for (const auto& profile : profiles) {
+    const ProfileKey& key = profile->key;
+    if (key.model != model || !HasSailorFields(*profile)) continue;
+    auto& times = data.profiles[model][key.gpu_type][key.microbatch_size][key.tp];
+    std::vector<LayerSizes> sizes;
+    for (const LayerProfile& l : profile->layers) {
+      times.push_back({l.forward_ms / 1e3, l.backward_ms / 1e3, l.update_ms / 1e3});
+      sizes.push_back({l.param_bytes, l.activation_output_bytes / key.microbatch_size,
+                       l.activation_bytes / key.microbatch_size});
+    }
+    // Every GPU type and micro-batch size holds the same sizes at one tp (llm_info.json's).
+    data.layer_sizes[model].emplace(key.tp, std::move(sizes));
+    data.num_all_layers[model] = profile->num_layers();
+  }
+  return data;
 }
 
 }  // namespace oobleck::fidelity

@@ -10,12 +10,14 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/profile.h"
 #include "nlohmann/json.hpp"
 
 namespace oobleck::fidelity {
@@ -122,6 +124,37 @@ inline constexpr int kMaxPlanReplicas = 1 << 14;
 // replicas, or a global batch that is not a multiple of mbs × dp × pipelines for every stage.
 absl::StatusOr<SailorPlan> SailorPlanFromJson(const nlohmann::json& doc);
 absl::StatusOr<SailorPlan> LoadSailorPlan(const std::filesystem::path& path);
+
+// Sailor's profiles as the planner stores them (LoadProfile with `sailor`): one profile per
+// (GPU type, micro-batch size, tp), its layers' times in ms (forward, backward, update) and
+// sizes at that micro-batch size (param_bytes as measured; activation_bytes and
+// activation_output_bytes = llm_info's act_mem_bytes and act_output_bytes × mbs).
+struct SailorProfileImport {
+  std::vector<::oobleck::ModelProfile> profiles;
+  // "<gpu_type>/mb<m>/tp<t>: why", for each one the files have but that was not made.
+  std::vector<std::string> skipped;
+};
+
+// The profiles of `data`'s one model (the training config's: `data` must hold exactly one),
+// stored under `model` (empty: that name), of `gpu_types` (empty: all) and micro-batch size
+// `microbatch_size` (0: all). A (GPU type, mbs, tp) whose tp llm_info.json lacks is skipped
+// with its reason. INVALID_ARGUMENT naming the file and field when the model is not in
+// profiles_tmp.json or llm_info.json, a layer count differs from num_all_layers, a GPU type
+// asked for has no profile, or nothing is left to store.
+absl::StatusOr<SailorProfileImport> ProfilesFromSailorData(
+    const SailorData& data, const std::string& model, const std::vector<std::string>& gpu_types,
+    int microbatch_size);
+
+// Whether `profile` carries what Sailor's format gives beyond Oobleck's (update times or
+// output activation sizes), so that the evaluation can use it.
+bool HasSailorFields(const ::oobleck::ModelProfile& profile);
+
+// The inverse of ProfilesFromSailorData: SailorData's profiles, layer sizes and layer count
+// of `model` from stored profiles (those of `model` that HasSailorFields; the rest are left
+// out). No network: the caller adds it.
+SailorData SailorDataFromProfiles(
+    const std::vector<std::shared_ptr<const ::oobleck::ModelProfile>>& profiles,
+    const std::string& model);
 
 }  // namespace oobleck::fidelity
 

@@ -59,7 +59,7 @@ class EvaluateCliTest(unittest.TestCase):
     def test_errors(self):
         result = e2e_support.run_cli("evaluate", "--sailor-data", self.data)
         self.assertEqual(result.returncode, 2)
-        self.assertIn("evaluate needs --sailor-plan FILE and --sailor-data DIR", result.stderr)
+        self.assertIn("evaluate needs --sailor-plan FILE and either --sailor-data DIR", result.stderr)
         with open(os.path.join(self.runs, "plan_config_N2_D1.json"), encoding="utf-8") as f:
             plan = json.load(f)
         plan["pipeline_list"][0]["tmp_per_stage"][1][0][0][0][0] = "H100-80"

@@ -55,6 +55,11 @@ class PlannerStub(object):
                 request_serializer=oobleck_dot_planner_dot_v1_dot_planner__pb2.GetStatsRequest.SerializeToString,
                 response_deserializer=oobleck_dot_planner_dot_v1_dot_planner__pb2.GetStatsResponse.FromString,
                 )
+        self.Evaluate = channel.unary_unary(
+                '/oobleck.planner.v1.Planner/Evaluate',
+                request_serializer=oobleck_dot_planner_dot_v1_dot_planner__pb2.EvaluateRequest.SerializeToString,
+                response_deserializer=oobleck_dot_planner_dot_v1_dot_planner__pb2.EvaluateResponse.FromString,
+                )
 
 
 class PlannerServicer(object):
@@ -129,6 +134,16 @@ class PlannerServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Evaluate(self, request, context):
+        """Predicts the iteration time (with its breakdown) and the peak memory per GPU of a plan
+        the caller gives, in Sailor's format, from the stored profiles of its model (per GPU
+        type, micro-batch size and tp; LoadProfile with `sailor`) and the cluster's measured
+        network sent in the request (docs/COST_MODEL.md, "Predicting real runs").
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PlannerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -171,6 +186,11 @@ def add_PlannerServicer_to_server(servicer, server):
                     servicer.GetStats,
                     request_deserializer=oobleck_dot_planner_dot_v1_dot_planner__pb2.GetStatsRequest.FromString,
                     response_serializer=oobleck_dot_planner_dot_v1_dot_planner__pb2.GetStatsResponse.SerializeToString,
+            ),
+            'Evaluate': grpc.unary_unary_rpc_method_handler(
+                    servicer.Evaluate,
+                    request_deserializer=oobleck_dot_planner_dot_v1_dot_planner__pb2.EvaluateRequest.FromString,
+                    response_serializer=oobleck_dot_planner_dot_v1_dot_planner__pb2.EvaluateResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -316,5 +336,22 @@ class Planner(object):
         return grpc.experimental.unary_unary(request, target, '/oobleck.planner.v1.Planner/GetStats',
             oobleck_dot_planner_dot_v1_dot_planner__pb2.GetStatsRequest.SerializeToString,
             oobleck_dot_planner_dot_v1_dot_planner__pb2.GetStatsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Evaluate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/oobleck.planner.v1.Planner/Evaluate',
+            oobleck_dot_planner_dot_v1_dot_planner__pb2.EvaluateRequest.SerializeToString,
+            oobleck_dot_planner_dot_v1_dot_planner__pb2.EvaluateResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

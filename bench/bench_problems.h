@@ -204,6 +204,53 @@ inline absl::StatusOr<SearchCase> ClusterFileCase(const std::string& path, CostM
   return c;
 }
 
+// The LLM shape (bench/README.md#synthetic-recipe, "80-layer LLM"): 80 layers, GPT-2 XL's
+// embedding and head kept and its blocks repeated with compute, parameters and all-reduce
+// times x 4; nodes of 8 GPUs (ring all-reduce estimates for the sizes GPT-2 XL lacks) of the
+// first `num_types` of A100, V100, H100, RTX 4090, RTX 3090, L40S, `nodes_per_type` nodes of each,
+// real GPU memory (24-80 GiB); every mix of 1..max_nodes nodes.
+inline absl::StatusOr<SearchCase> Llm80Case(int num_types, CostSetting cost, int max_nodes,
+                                            int nodes_per_type = 8) {
+  constexpr int kLayers = 80;
+  constexpr double kBlockScale = 4;
+  auto base = LoadGpt2XlProfile(kGpt2XlProfile, "rtx4090");
+  if (!base.ok()) return base.status();
+  auto synthetic = SyntheticProfile(**base, kLayers);
+  if (!synthetic.ok()) return synthetic.status();
+  ModelProfile scaled = **synthetic;
+  scaled.key.model = absl::StrCat((*base)->key.model, "-llm", kLayers);
+  for (int l = 1; l + 1 < kLayers; ++l) {
+    LayerProfile& layer = scaled.layers[l];
+    layer.forward_ms *= kBlockScale;
+    layer.backward_ms *= kBlockScale;
+    layer.param_bytes *= kBlockScale;
+    for (auto& [gpus, ms] : layer.allreduce_in_node_ms) ms *= kBlockScale;
+    for (auto& [nodes, ms] : layer.allreduce_across_nodes_ms) ms *= kBlockScale;
+  }
+  struct LlmType {
+    const char* name;
+    double relative_speed;  // to the RTX 4090 (as in plan_bench's fleet)
+    double memory_gib;
+    double intra_node_bytes_per_s;
+  };
+  constexpr LlmType kTypes[] = {
+      {"a100", 1.25, 80, 300e9},
+      {"v100", 1 / 2.94, 32, 150e9},
+      {"h100", 2.5, 80, 450e9},
+      {"rtx4090", 1, 24, kPcie4BytesPerS},
+      {"rtx3090", 1.8 / 2.94, 24, kPcie4BytesPerS},
+      {"l40s", 1.1, 48, kPcie4BytesPerS},
+  };
+  std::vector<NodeTypeSpec> types;
+  for (int t = 0; t < num_types; ++t) {
+    const LlmType& k = kTypes[t];
+    types.push_back({NodeType{k.name, k.name, 8, k.memory_gib * kGiB, k.intra_node_bytes_per_s},
+                     k.relative_speed, nodes_per_type});
+  }
+  return MakeCase(std::make_shared<const ModelProfile>(std::move(scaled)), types, cost,
+                  MissingAllreduce::kRing, 1, max_nodes);
+}
+
 }  // namespace oobleck::bench
 
 #endif  // OOBLECK_BENCH_BENCH_PROBLEMS_H_

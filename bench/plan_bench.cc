@@ -395,6 +395,65 @@ void BM_PlanFleetPriced(benchmark::State& state) {
   state.counters["price_per_1k_iter"] = plan.price_per_hour * plan.iteration_time_ms / 3.6e3;
 }
 
+// CPU seconds of the whole process (every thread) so far.
+double ProcessCpuSeconds() {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+// Issue 28's fleet: the 80-layer LLM shape (bench_problems.h) on 516 nodes of its 6 GPU
+// types (86 each; 8 GPUs per node, 24-80 GiB, some mixes memory-bound), pipelines of up to 8
+// nodes (3002 mixes), global batch 4096, 1f1b M = 16; cold (empty template cache) or warm.
+// Reports the process's CPU seconds per Plan (both threads) beside the wall time.
+void BM_PlanLlm80Fleet(benchmark::State& state) {
+  constexpr int kTypes = 6, kPerType = 86, kMaxNodes = 8, kBatch = 4096;
+  absl::StatusOr<SearchCase> c = Llm80Case(kTypes, {CostModelKind::kOneFOneB, 16}, kMaxNodes);
+  absl::StatusOr<CostModel> model = c.ok() ? CostModel::Create(c->problem) : c.status();
+  if (!model.ok()) {
+    state.SkipWithError(std::string(model.status().message()).c_str());
+    return;
+  }
+  std::vector<ClusterNode> nodes;
+  for (int t = 0; t < kTypes; ++t) {
+    for (int k = 0; k < kPerType; ++k) {
+      nodes.push_back({absl::StrCat(model->node_type(t).name, "-", k), t});
+    }
+  }
+  PlanOptions options;
+  options.limits.max_nodes = kMaxNodes;
+  const bool cold = state.range(0) == 1;
+  auto cache = std::make_unique<TemplateCache>(int64_t{1} << 30);
+  auto templates = std::make_unique<TemplatePlanner>(cache.get(), kThreads);
+  if (!cold) {
+    ClusterPlanner warmup(templates.get(), kThreads);
+    (void)warmup.Plan(*model, nodes, {kBatch - 1}, options);
+  }
+  absl::StatusOr<PlanResult> result;
+  double cpu_s = 0;
+  for (auto _ : state) {
+    if (cold) {
+      state.PauseTiming();
+      cache = std::make_unique<TemplateCache>(int64_t{1} << 30);
+      templates = std::make_unique<TemplatePlanner>(cache.get(), kThreads);
+      state.ResumeTiming();
+    }
+    const double start = ProcessCpuSeconds();
+    ClusterPlanner planner(templates.get(), kThreads);
+    result = planner.Plan(*model, nodes, {kBatch}, options);
+    cpu_s += ProcessCpuSeconds() - start;
+    if (!result.ok()) {
+      state.SkipWithError(std::string(result.status().message()).c_str());
+      return;
+    }
+  }
+  ReportPlan(state, *result);
+  state.counters["gap"] = result->sizes[0].optimality_gap;
+  state.counters["cpu_s"] = cpu_s / static_cast<double>(state.iterations());
+  state.counters["peak_rss_MiB"] = PeakRssMiB();
+}
+
 void FleetSizes(benchmark::internal::Benchmark* b, bool with_cold) {
   for (int nodes : {16, 64, 256, 1024, 4096}) {
     for (int types : {2, 4, 6, 8}) {
@@ -444,6 +503,15 @@ BENCHMARK(BM_ReplanFleet)
         for (int types : {2, 4, 6, 8}) b->Args({nodes, types, 1});
       }
     })
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// Issue 28's cold Plan: one iteration each (the cold one is tens of seconds before it).
+BENCHMARK(BM_PlanLlm80Fleet)
+    ->ArgName("cold")
+    ->Arg(1)
+    ->Arg(0)
+    ->Iterations(1)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

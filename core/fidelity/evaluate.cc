@@ -128,8 +128,8 @@ absl::StatusOr<double> NetworkSeconds(const SailorData& data, const Endpoint& a,
   return total_bytes / curve->At(total_bytes);
 }
 
-// Seconds for a replica's GPUs on its first node to each send `bytes` to `b`: every
-// tensor-parallel rank sends the whole tensor, sharing its node's link.
+// Seconds for a replica's GPUs on its first node to each send `bytes` to `b` at once, sharing
+// that node's link.
 absl::StatusOr<double> TransferSeconds(const SailorData& data, const ReplicaCosts& a,
                                        const ReplicaCosts& b, double bytes, bool one_node,
                                        absl::string_view field) {
@@ -325,8 +325,12 @@ absl::StatusOr<StepCosts> StepsOf(const SailorData& data, const EntryCosts& cost
         for (const auto& [kind, partner] : classes[r % classes.size()]) {
           const ReplicaCosts& from = side < s ? *partner : costs[s][r];
           const ReplicaCosts& to = side < s ? costs[s][r] : *partner;
-          ASSIGN_OR_RETURN(const double t, TransferSeconds(data, from, to, from.out_bytes, one_node,
-                                                           ReplicaField(entry, s, r)));
+          // DeepSpeed's PipelineEngine partitions a boundary tensor over the sender's
+          // tensor-parallel group: each rank sends 1/tp of it (and the receiver all-gathers it
+          // in its node), so the sender's node carries its ranks' share of one copy.
+          ASSIGN_OR_RETURN(const double t,
+                           TransferSeconds(data, from, to, from.out_bytes / from.where->tp,
+                                           one_node, ReplicaField(entry, s, r)));
           slowest = std::max(slowest, t);
         }
         p2p[r] += 2 * slowest;  // the activation one way, its gradient back

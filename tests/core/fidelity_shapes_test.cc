@@ -22,7 +22,8 @@ json Flat(double gb_per_s) { return json::array({json::array({0, 0, gb_per_s}), 
 
 // A 4-layer model "toy" on GH-96 at mbs 1: every layer 10 ms forward, 20 ms backward at tp 1
 // (5 and 10 at tp 2), no update; 1 MB of parameters, output and activations per layer and GPU.
-// Network 1 GB/s between single GPUs in zone "a", 0.5 GB/s from "a" to "b"; in-node 10 GB/s.
+// Network 1 GB/s between single GPUs, and between groups of 2, in zone "a", 0.5 GB/s from "a" to
+// "b"; in-node 10 GB/s.
 std::map<std::string, json> ToyDocs() {
   std::map<std::string, json> docs;
   for (int tp : {1, 2}) {
@@ -35,6 +36,7 @@ std::map<std::string, json> ToyDocs() {
   }
   docs["multizone_bandwidths.json"]["a"]["GH-96"]["1"]["a"]["GH-96"]["1"] = Flat(1);
   docs["multizone_bandwidths.json"]["a"]["GH-96"]["1"]["b"]["GH-96"]["1"] = Flat(0.5);
+  docs["multizone_bandwidths.json"]["a"]["GH-96"]["2"]["a"]["GH-96"]["2"] = Flat(1);
   docs["intra_node_bandwidths.json"]["GH-96"]["2"] = Flat(10);
   return docs;
 }
@@ -141,6 +143,18 @@ TEST(FidelityShapesTest, ReplicaOverTwoNodes) {
   auto e = EvaluateSailorPlan(Toy(), *plan);
   ASSERT_TRUE(e.ok()) << e.status();
   EXPECT_NEAR(e->iteration_s, 2 * (0.060 + 10 * 0.0009), 1e-9);
+}
+
+TEST(FidelityShapesTest, TensorParallelRanksEachSendTheirPartOfABoundary) {
+  // Two stages, each one replica at tp 2 on its own 2-GPU node. DeepSpeed's PipelineEngine
+  // splits the 1 MB boundary tensor over the 2 ranks (PartitionedTensor), so the node's link
+  // carries 1 MB, not 2 MB: 1 ms at 1 GB/s each way. A step is 2 × 15 ms + 2 × 1 ms; two
+  // micro-batches: 2 × 32 ms on one stage + 32 ms through the other.
+  const json tp2 = json::array({json::array({json::array({"GH-96", 2, "a"})}), 2});
+  auto e = Evaluate(Plan(2, {Pipeline({{0, 1}, {2, 3}}, {{tp2}, {tp2}})}));
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_NEAR(e->p2p_s, 3 * 0.002, 1e-9);
+  EXPECT_NEAR(e->iteration_s, 3 * 0.032, 1e-9);
 }
 
 TEST(FidelityShapesTest, NodesListedPerGpuFillTheFirstNode) {

@@ -21,17 +21,11 @@ namespace {
 
 namespace pb = ::oobleck::planner::v1;
 
-JsonLimits LimitsFor(Interrupt* interrupt) {
-  JsonLimits limits;
-  limits.interrupt = interrupt;
-  return limits;
-}
-
 constexpr char kPlanField[] = "sailor_plan_json";
 
 absl::StatusOr<nlohmann::json> ParseField(const std::string& text, const std::string& field,
                                           Interrupt* interrupt) {
-  absl::StatusOr<nlohmann::json> doc = ParseJsonDocument(text, LimitsFor(interrupt));
+  absl::StatusOr<nlohmann::json> doc = ParseJsonDocument(text, JsonLimits{.interrupt = interrupt});
   if (!doc.ok()) return InField(doc.status(), field);
   return doc;
 }

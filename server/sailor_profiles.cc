@@ -21,18 +21,12 @@ namespace {
 
 namespace pb = ::oobleck::planner::v1;
 
-JsonLimits LimitsFor(Interrupt* interrupt) {
-  JsonLimits limits;
-  limits.interrupt = interrupt;
-  return limits;
-}
-
 // One of Sailor's files, read from `text` under the file name its reader expects; errors
 // name the request field first ("sailor.llm_info_json.llm_info.json/OPT-350/...").
 absl::Status ReadSailorFile(std::string_view text, const std::string& field,
                             const std::string& file, Interrupt* interrupt,
                             fidelity::SailorData* data) {
-  absl::StatusOr<nlohmann::json> doc = ParseJsonDocument(text, LimitsFor(interrupt));
+  absl::StatusOr<nlohmann::json> doc = ParseJsonDocument(text, JsonLimits{.interrupt = interrupt});
   if (!doc.ok()) return InField(doc.status(), field);
   absl::StatusOr<fidelity::SailorData> read = fidelity::SailorDataFromJson({{file, *doc}});
   if (!read.ok()) return InField(read.status(), field);

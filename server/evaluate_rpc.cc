@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/fidelity/evaluate.h"
 #include "core/fidelity/sailor_data.h"
 #include "core/field_path.h"
 #include "core/interrupt.h"
@@ -53,36 +54,6 @@ absl::Status ReadNetwork(const pb::SailorNetwork& network, Interrupt* interrupt,
   return absl::OkStatus();
 }
 
-// FAILED_PRECONDITION naming the replica's field and the key when a replica's (GPU type,
-// micro-batch size, tp) has no stored profile of Sailor's format.
-absl::Status CheckProfilesStored(const fidelity::SailorPlan& plan, const std::string& model,
-                                 const ProfileCatalog& catalog) {
-  std::map<ProfileKey, std::shared_ptr<const ModelProfile>> stored;
-  for (auto& profile : catalog.List(model)) stored[profile->key] = profile;
-  for (size_t s = 0; s < plan.replicas.size(); ++s) {
-    for (size_t r = 0; r < plan.replicas[s].size(); ++r) {
-      const fidelity::StageReplica& replica = plan.replicas[s][r];
-      const ProfileKey key{model, replica.gpu_type, plan.microbatch_size, replica.tp};
-      const std::string field =
-          absl::StrCat(kPlanField, ".pipeline_list/0/tmp_per_stage/", s, "/", r);
-      auto it = stored.find(key);
-      if (it == stored.end()) {
-        return FieldError(absl::StatusCode::kFailedPrecondition, field,
-                          absl::StrCat(": no stored profile ", key.ToString(),
-                                       " (GPU type, micro-batch size mbs, tp); load it with "
-                                       "LoadProfile's sailor files"));
-      }
-      if (!fidelity::HasSailorFields(*it->second)) {
-        return FieldError(absl::StatusCode::kFailedPrecondition, field,
-                          absl::StrCat(": the stored profile ", key.ToString(),
-                                       " has no update times or output activation sizes (it ",
-                                       "was not loaded from Sailor's format)"));
-      }
-    }
-  }
-  return absl::OkStatus();
-}
-
 // The one stored model with Sailor's profiles of as many layers as `plan` has, as the local
 // evaluation chooses among Sailor's files.
 absl::StatusOr<std::string> OnlyModelFor(const fidelity::SailorPlan& plan,
@@ -118,8 +89,10 @@ absl::StatusOr<fidelity::Evaluation> Evaluate(const pb::EvaluateRequest& request
     ASSIGN_OR_RETURN(model, OnlyModelFor(*plan, catalog));
   }
   plan->model = model;  // the stored profiles' name wins over the plan's
-  RETURN_IF_ERROR(CheckProfilesStored(*plan, model, catalog));
   fidelity::SailorData data = fidelity::SailorDataFromProfiles(catalog.List(model), model);
+  if (absl::Status inputs = fidelity::CheckPlanInputs(data, *plan, model); !inputs.ok()) {
+    return InField(inputs, kPlanField);
+  }
   RETURN_IF_ERROR(ReadNetwork(request.network(), interrupt, &data));
   absl::StatusOr<fidelity::Evaluation> evaluation = fidelity::EvaluateSailorPlan(data, *plan);
   if (!evaluation.ok()) return InField(evaluation.status(), kPlanField);

@@ -69,24 +69,35 @@ absl::StatusOr<std::string> ChooseModel(const SailorData& data, const SailorPlan
                               " models of the data have ", layers, " layers; name it (--model)"));
 }
 
-absl::StatusOr<const std::vector<LayerTimes>*> TimesFor(const ModelProfile& profile,
-                                                        const StageReplica& r, int mbs,
-                                                        absl::string_view field) {
-  auto gpu = profile.find(r.gpu_type);
-  if (gpu == profile.end()) {
-    return Missing(field, absl::StrCat(": GPU type \"", r.gpu_type, "\" has no profile"));
+// The profile of `gpu_type` at micro-batch size `mbs` and `tp`; FAILED_PRECONDITION naming
+// `field` and the key (model/GPU type/mbs/tp) when the data lack it.
+absl::StatusOr<const std::vector<LayerTimes>*> TimesFor(const SailorData& data,
+                                                        const std::string& model,
+                                                        const std::string& gpu_type, int mbs,
+                                                        int tp, absl::string_view field) {
+  const auto lacking = [&](absl::string_view why) {
+    return Missing(
+        field, absl::StrCat(": no profile ", ProfileKey{model, gpu_type, mbs, tp}.ToString(),
+                            " (model/GPU type/mbs/tp) of Sailor's format (with update times and "
+                            "output sizes): ",
+                            why));
+  };
+  auto by_model = data.profiles.find(model);
+  if (by_model == data.profiles.end()) return lacking(absl::StrCat(model, " has none"));
+  auto gpu = by_model->second.find(gpu_type);
+  if (gpu == by_model->second.end()) {
+    return lacking(absl::StrCat("GPU type \"", gpu_type, "\" has no profile"));
   }
   auto batch = gpu->second.find(mbs);
   if (batch == gpu->second.end()) {
-    return Missing(field,
-                   absl::StrCat(": the profile of ", r.gpu_type, " has no micro-batch size ", mbs));
+    return lacking(absl::StrCat("the profile of ", gpu_type, " has no micro-batch size ", mbs));
   }
-  auto tp = batch->second.find(r.tp);
-  if (tp == batch->second.end()) {
-    return Missing(field, absl::StrCat(": the profile of ", r.gpu_type, " at micro-batch size ",
-                                       mbs, " has no tp ", r.tp));
+  auto at_tp = batch->second.find(tp);
+  if (at_tp == batch->second.end()) {
+    return lacking(
+        absl::StrCat("the profile of ", gpu_type, " at micro-batch size ", mbs, " has no tp ", tp));
   }
-  return &tp->second;
+  return &at_tp->second;
 }
 
 // The measured bandwidth between groups `a` and `b`: that pair as measured, else the other
@@ -187,16 +198,16 @@ double RuntimeReserveBytes(double capacity_bytes) {
   return kRuntimeReserveFraction * capacity_bytes;
 }
 
-// The profile of each node of the replica, in the order of NodesOf.
-absl::StatusOr<std::vector<const std::vector<LayerTimes>*>> NodeTimes(const ModelProfile& profile,
+// The profile of each node of the replica, in the order of NodesOf (CheckPlanInputs has
+// checked that each exists).
+absl::StatusOr<std::vector<const std::vector<LayerTimes>*>> NodeTimes(const SailorData& data,
+                                                                      const std::string& model,
                                                                       const StageReplica& r,
                                                                       int mbs,
                                                                       absl::string_view field) {
   std::vector<const std::vector<LayerTimes>*> out;
   for (const ReplicaNode& node : NodesOf(r)) {
-    StageReplica one = r;
-    one.gpu_type = node.gpu_type;
-    ASSIGN_OR_RETURN(out.emplace_back(), TimesFor(profile, one, mbs, field));
+    ASSIGN_OR_RETURN(out.emplace_back(), TimesFor(data, model, node.gpu_type, mbs, r.tp, field));
   }
   return out;
 }
@@ -212,10 +223,6 @@ absl::Status AddLayerTimes(const std::vector<const std::vector<LayerTimes>*>& no
   for (size_t i = 0; i < nodes.size(); ++i) {
     const ReplicaNode& node = nodes[i];
     const std::vector<LayerTimes>* times = node_times[i];
-    if (times->size() != sizes.size()) {
-      return Missing(field, absl::StrCat(": the profile has ", times->size(), " layers, llm_info ",
-                                         sizes.size(), " (", node.gpu_type, ")"));
-    }
     double compute = 0, update = 0;
     for (int l : layers) {
       compute += (*times)[l].forward_s + (*times)[l].backward_s;
@@ -237,8 +244,7 @@ absl::StatusOr<ReplicaCosts> CostsOf(const SailorData& data, const std::string& 
                                      int stage, int replica) {
   const StageReplica& r = (*pipeline.replicas)[stage][replica];
   const std::string field = ReplicaField(pipeline.entry, stage, replica);
-  ASSIGN_OR_RETURN(const auto node_times,
-                   NodeTimes(data.profiles.at(model), r, plan.microbatch_size, field));
+  ASSIGN_OR_RETURN(const auto node_times, NodeTimes(data, model, r, plan.microbatch_size, field));
   const auto& sizes_by_tp = data.layer_sizes.at(model);
   auto sizes = sizes_by_tp.find(r.tp);
   if (sizes == sizes_by_tp.end()) {
@@ -465,6 +471,34 @@ std::vector<PipelineView> ViewsOf(const SailorPlan& plan) {
   return views;
 }
 
+// What CheckPlanInputs asks of one replica: each node's profile (as many layers as the
+// model's sizes) and memory size, and the layer sizes at its tp.
+absl::Status CheckReplicaInputs(const SailorData& data, const std::string& model, int mbs,
+                                const StageReplica& r, const std::string& field) {
+  const auto& sizes_by_tp = data.layer_sizes.find(model);
+  const std::vector<ReplicaNode> nodes = NodesOf(r);
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    const std::string node_field = absl::StrCat(field, "/0/", k);
+    ASSIGN_OR_RETURN(const std::vector<LayerTimes>* times,
+                     TimesFor(data, model, nodes[k].gpu_type, mbs, r.tp, node_field));
+    if (auto memory = GpuMemoryBytes(nodes[k].gpu_type); !memory.ok()) {
+      return Missing(node_field, absl::StrCat(": ", memory.status().message()));
+    }
+    if (sizes_by_tp == data.layer_sizes.end() || !sizes_by_tp->second.contains(r.tp)) {
+      return Missing(
+          absl::StrCat(field, "/1"),
+          absl::StrCat(": llm_info.json has no layer sizes of ", model, " at tp ", r.tp));
+    }
+    const size_t layers = sizes_by_tp->second.at(r.tp).size();
+    if (times->size() != layers) {
+      return Missing(node_field,
+                     absl::StrCat(": the profile has ", times->size(), " layers, llm_info ", layers,
+                                  " (", nodes[k].gpu_type, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Every pipeline's stages have layers and replicas and cover the model's layers, and each
 // stage's replicas split the pipeline's micro-batches evenly (what SailorPlanFromJson checks,
 // again for plans built by other code).
@@ -507,6 +541,20 @@ absl::Status CheckShape(const SailorData& data, const std::string& model, const 
 
 }  // namespace
 
+absl::Status CheckPlanInputs(const SailorData& data, const SailorPlan& plan,
+                             const std::string& model) {
+  for (const PipelineView& p : ViewsOf(plan)) {
+    for (size_t s = 0; s < p.replicas->size(); ++s) {
+      for (size_t r = 0; r < (*p.replicas)[s].size(); ++r) {
+        RETURN_IF_ERROR(
+            CheckReplicaInputs(data, model, plan.microbatch_size, (*p.replicas)[s][r],
+                               ReplicaField(p.entry, static_cast<int>(s), static_cast<int>(r))));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Evaluation> EvaluateSailorPlan(const SailorData& data, const SailorPlan& plan,
                                               absl::string_view model_override) {
   Evaluation e;
@@ -516,6 +564,7 @@ absl::StatusOr<Evaluation> EvaluateSailorPlan(const SailorData& data, const Sail
   }
   const std::vector<PipelineView> views = ViewsOf(plan);
   RETURN_IF_ERROR(CheckShape(data, e.model, plan, views));
+  RETURN_IF_ERROR(CheckPlanInputs(data, plan, e.model));
   // Micro-batches of each pipeline_list entry, split over each stage's replicas.
   const int per_entry = plan.global_batch / (plan.microbatch_size * static_cast<int>(views.size()));
   e.microbatches = per_entry / static_cast<int>(plan.replicas[0].size());

@@ -62,6 +62,16 @@ struct Evaluation {
 absl::StatusOr<Evaluation> EvaluateSailorPlan(const SailorData& data, const SailorPlan& plan,
                                               absl::string_view model = "");
 
+// FAILED_PRECONDITION naming the plan's field (`pipeline_list/P/tmp_per_stage/S/R/0/K` for
+// node K of a replica, `.../R/1` for its tp) when `data` lack what `plan` needs of `model`:
+// for every node of every replica of every stage of every pipeline, a profile of its GPU type
+// at the plan's mbs and the replica's tp (the message names the key model/GPU type/mbs/tp),
+// with as many layers as llm_info.json, and that GPU type's memory size; layer sizes at every
+// replica's tp. EvaluateSailorPlan checks this first; the Evaluate RPC calls it on the stored
+// profiles before it reads the network.
+absl::Status CheckPlanInputs(const SailorData& data, const SailorPlan& plan,
+                             const std::string& model);
+
 // Memory of one GPU of `gpu_type`, bytes (published sizes); FAILED_PRECONDITION if unknown.
 absl::StatusOr<double> GpuMemoryBytes(absl::string_view gpu_type);
 

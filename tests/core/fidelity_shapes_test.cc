@@ -237,6 +237,35 @@ TEST(FidelityShapesTest, SeveralPipelinesBadInput) {
               "pipeline_list/1", "must be a JSON object");
 }
 
+// One check over every pipeline, stage, replica and node (the Evaluate RPC and bench/fidelity
+// both use it): a GPU type the profiles lack in the second pipeline, or on a replica's second
+// node, is named by the field of that node and the missing key.
+TEST(FidelityShapesTest, EveryPipelineAndNodeNeedsItsProfile) {
+  const json rtx = json::array({json::array({json::array({"RTX-3090", 1, "a"})}), 1});
+  auto plan = SailorPlanFromJson(Plan(4, {Pipeline({{0, 1, 2, 3}}, {{OneGpu()}}),
+                                          Pipeline({{0, 1}, {2, 3}}, {{OneGpu()}, {rtx}})}));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ExpectError(CheckPlanInputs(Toy(), *plan, "toy"), absl::StatusCode::kFailedPrecondition,
+              "pipeline_list/1/tmp_per_stage/1/0/0/0: no profile toy/RTX-3090/mb1 ",
+              "GPU type \"RTX-3090\" has no profile");
+  ExpectError(EvaluateSailorPlan(Toy(), *plan).status(), absl::StatusCode::kFailedPrecondition,
+              "pipeline_list/1/tmp_per_stage/1/0/0/0", "toy/RTX-3090/mb1");
+  const json two_nodes = json::array(
+      {json::array({json::array({"GH-96", 1, "a"}), json::array({"RTX-3090", 1, "a"})}), 2});
+  plan = SailorPlanFromJson(Plan(2, {Pipeline({{0, 1}, {2, 3}}, {{OneGpu()}, {two_nodes}})}));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ExpectError(CheckPlanInputs(Toy(), *plan, "toy"), absl::StatusCode::kFailedPrecondition,
+              "pipeline_list/0/tmp_per_stage/1/0/0/1: no profile toy/RTX-3090/mb1/tp2 ", "");
+  // A tp the layer sizes lack names the replica's tp; a model the data lack, its first node.
+  SailorData no_sizes = Toy();
+  no_sizes.layer_sizes["toy"].erase(2);
+  ExpectError(CheckPlanInputs(no_sizes, *plan, "toy"), absl::StatusCode::kFailedPrecondition,
+              "pipeline_list/0/tmp_per_stage/1/0/1", "no layer sizes of toy at tp 2");
+  ExpectError(CheckPlanInputs(Toy(), *plan, "other"), absl::StatusCode::kFailedPrecondition,
+              "pipeline_list/0/tmp_per_stage/0/0/0/0: no profile other/GH-96/mb1 ",
+              "other has none");
+}
+
 TEST(FidelityShapesTest, ReplicasInTwoZones) {
   // dp 2 over zones a and b: the 4 MB reduction crosses the 0.5 GB/s link: 8 ms.
   const json doc = Plan(2, {Pipeline({{0, 1, 2, 3}}, {{OneGpu("a"), OneGpu("b")}})});

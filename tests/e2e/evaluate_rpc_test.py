@@ -122,7 +122,7 @@ class EvaluateRpcTest(unittest.TestCase):
                     model="OPT-350", sailor_plan_json=json.dumps(bad), network=network),
                     timeout=30)
             self.assertEqual(error.exception.code(), grpc.StatusCode.FAILED_PRECONDITION)
-            self.assertIn("no stored profile OPT-350/GH-96/mb3", error.exception.details())
+            self.assertIn("no profile OPT-350/GH-96/mb3", error.exception.details())
 
     def test_cli_errors(self):
         run = self.runs[0]
@@ -134,7 +134,7 @@ class EvaluateRpcTest(unittest.TestCase):
                           "--model", "GPT-Neo-2.7")
         self.assertEqual(result.returncode, 1)
         self.assertIn("FAILED_PRECONDITION", result.stderr)
-        self.assertIn("no stored profile GPT-Neo-2.7/GH-96", result.stderr)
+        self.assertIn("no profile GPT-Neo-2.7/GH-96", result.stderr)
         result = self.cli("load-profile", "--format", "sailor", "--profiles", run)
         self.assertEqual(result.returncode, 2)
         self.assertIn("needs --profiles, --llm-info and --training-config", result.stderr)

@@ -197,7 +197,7 @@ TEST_F(EvaluateServiceTest, APlanNeedingAProfileNotStoredIsFailedPreconditionNam
   EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_THAT(status.error_message(),
               HasSubstr("sailor_plan_json.pipeline_list/0/tmp_per_stage/0/0"));
-  EXPECT_THAT(status.error_message(), HasSubstr("no stored profile OPT-350/GH-96/mb"));
+  EXPECT_THAT(status.error_message(), HasSubstr("no profile OPT-350/GH-96/mb"));
 }
 
 TEST_F(EvaluateServiceTest, AnOobleckProfileIsNotTakenForSailorsData) {
@@ -218,7 +218,8 @@ TEST_F(EvaluateServiceTest, AnOobleckProfileIsNotTakenForSailorsData) {
   pb::EvaluateResponse response;
   const grpc::Status status = Evaluate(request, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  EXPECT_THAT(status.error_message(), HasSubstr("was not loaded from Sailor's format"));
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("of Sailor's format (with update times and output sizes)"));
 }
 
 TEST_F(EvaluateServiceTest, LayersThatAreNotAPartitionAreInvalidArgument) {

@@ -309,6 +309,25 @@ std::vector<std::map<Endpoint, const ReplicaCosts*>> PartnerKinds(
   return classes;
 }
 
+// Seconds for `to` to rebuild a boundary tensor of `bytes` it received, as Sailor's engine
+// does in reconstruct_tensor (deepspeed/utils.py of eth-easl/sailor, called by
+// _exec_forward_pass for activations and _exec_backward_pass for gradients): it reads the
+// partition's meta to the host (a sync), builds the whole tensor as zeros on the host and
+// copies it to the GPU (`torch.zeros(n).cuda()`), then its tensor-parallel ranks all-gather
+// their parts into it over the node's link.
+absl::StatusOr<double> RebuildSeconds(const SailorData& data, const ReplicaCosts& to, double bytes,
+                                      absl::string_view field) {
+  if (bytes <= 0) return 0.0;
+  double seconds = bytes / kHostTensorBytesPerS;
+  const int tp = to.where->tp;
+  if (tp > 1) {
+    ASSIGN_OR_RETURN(const BandwidthCurve* curve,
+                     IntraNodeCurve(data, NodesOf(*to.where)[0].gpu_type, tp, field));
+    seconds += (tp - 1.0) / tp * bytes / curve->At(bytes);
+  }
+  return seconds;
+}
+
 // Per micro-batch of each replica: its compute plus its blocking transfers, the slowest
 // partner on each side (DeepSpeed's pipeline engine sends and receives blocking).
 struct StepCosts {
@@ -332,14 +351,21 @@ absl::StatusOr<StepCosts> StepsOf(const SailorData& data, const EntryCosts& cost
           const ReplicaCosts& from = side < s ? *partner : costs[s][r];
           const ReplicaCosts& to = side < s ? costs[s][r] : *partner;
           // DeepSpeed's PipelineEngine partitions a boundary tensor over the sender's
-          // tensor-parallel group: each rank sends 1/tp of it (and the receiver all-gathers it
-          // in its node), so the sender's node carries its ranks' share of one copy.
+          // tensor-parallel group: each rank sends 1/tp of it (the receiver rebuilds it:
+          // RebuildSeconds), so the sender's node carries its ranks' share of one copy.
           ASSIGN_OR_RETURN(const double t,
                            TransferSeconds(data, from, to, from.out_bytes / from.where->tp,
                                            one_node, ReplicaField(entry, s, r)));
           slowest = std::max(slowest, t);
         }
         p2p[r] += 2 * slowest;  // the activation one way, its gradient back
+        // What this replica receives over the boundary (the activation from s − 1, the
+        // gradient of its own output from s + 1) it rebuilds before using.
+        const double received = side < s ? classes[r % classes.size()].begin()->second->out_bytes
+                                         : costs[s][r].out_bytes;
+        ASSIGN_OR_RETURN(const double rebuild,
+                         RebuildSeconds(data, costs[s][r], received, ReplicaField(entry, s, r)));
+        p2p[r] += rebuild;
       }
     }
     for (int r = 0; r < dp; ++r) {

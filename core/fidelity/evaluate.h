@@ -20,6 +20,10 @@ inline constexpr double kTrainingStateBytesPerParameterByte = 4.0;
 // Fraction of the network's measured bandwidth a gradient all-reduce reaches: 1, not
 // calibrated (docs/COST_MODEL.md, "Predicting real runs", says why).
 inline constexpr double kAllReduceEfficiency = 1.0;
+// Bytes per second at which Sailor's engine rebuilds a boundary tensor it received: the whole
+// tensor built as zeros on the host and copied to the GPU (reconstruct_tensor's
+// `torch.zeros(n).cuda()`). Calibrated on the 15 OPT-350 runs' iteration times.
+inline constexpr double kHostTensorBytesPerS = 12e9;
 // Memory the runtime holds beyond tensors (CUDA context, NCCL buffers, the caching
 // allocator's slack), as a fraction of the GPU's memory. Calibrated on the 15 OPT-350 runs.
 inline constexpr double kRuntimeReserveFraction = 0.0485;  // 5.0 GB of a 96 GiB GH200

@@ -94,20 +94,23 @@ void ExpectError(const absl::Status& status, absl::StatusCode code, const std::s
 }
 
 const double kReserve = kRuntimeReserveFraction * 96.0 * (int64_t{1} << 30);
+// Rebuilding a received 1 MB boundary tensor on the host (Sailor's reconstruct_tensor).
+const double kRebuild = 1e6 / kHostTensorBytesPerS;
 
 TEST(FidelityShapesTest, StagesWithDifferentDp) {
   // Stage 0 (layers 0-1) on one replica, stage 1 (layers 2-3) on two; 4 micro-batches.
-  // Every step: 60 ms compute + 2 × 1 ms transfer of 1 MB (to or from the slowest partner).
-  // Stage 0 runs all 4 micro-batches, then micro-batch 0 drains through stage 1:
-  // 4 × 62 + 62 ms; stage 1's gradients (2 MB) are reduced over its 2 replicas: 2 ms.
+  // Every step: 60 ms compute + 2 × 1 ms transfer of 1 MB (to or from the slowest partner) +
+  // rebuilding the 1 MB it received (R). Stage 0 runs all 4 micro-batches, then micro-batch 0
+  // drains through stage 1: 4 × (62 ms + R) + 62 ms + R; stage 1's gradients (2 MB) are
+  // reduced over its 2 replicas: 2 ms.
   const json doc = Plan(4, {Pipeline({{0, 1}, {2, 3}}, {{OneGpu()}, {OneGpu(), OneGpu()}})});
   auto e = Evaluate(doc);
   ASSERT_TRUE(e.ok()) << e.status();
-  EXPECT_NEAR(e->pipeline_s, 0.310, 1e-9);
-  EXPECT_NEAR(e->bubble_s, 0.062, 1e-9);
-  EXPECT_NEAR(e->p2p_s, 0.010, 1e-9);
+  EXPECT_NEAR(e->pipeline_s, 0.310 + 5 * kRebuild, 1e-9);
+  EXPECT_NEAR(e->bubble_s, 0.062 + kRebuild, 1e-9);
+  EXPECT_NEAR(e->p2p_s, 0.010 + 5 * kRebuild, 1e-9);
   EXPECT_NEAR(e->sync_s, 0.002, 1e-9);
-  EXPECT_NEAR(e->iteration_s, 0.312, 1e-9);
+  EXPECT_NEAR(e->iteration_s, 0.312 + 5 * kRebuild, 1e-9);
   EXPECT_EQ(e->microbatches, 4);
   // Stage 0 keeps min(4, 2) micro-batches of 2 MB in flight plus one layer's 1 MB; stage 1
   // (2 micro-batches each) keeps one.
@@ -148,13 +151,29 @@ TEST(FidelityShapesTest, ReplicaOverTwoNodes) {
 TEST(FidelityShapesTest, TensorParallelRanksEachSendTheirPartOfABoundary) {
   // Two stages, each one replica at tp 2 on its own 2-GPU node. DeepSpeed's PipelineEngine
   // splits the 1 MB boundary tensor over the 2 ranks (PartitionedTensor), so the node's link
-  // carries 1 MB, not 2 MB: 1 ms at 1 GB/s each way. A step is 2 × 15 ms + 2 × 1 ms; two
-  // micro-batches: 2 × 32 ms on one stage + 32 ms through the other.
+  // carries 1 MB, not 2 MB: 1 ms at 1 GB/s each way. The receiver rebuilds the 1 MB (R) and
+  // its 2 ranks all-gather their halves in the node (0.5 MB at 10 GB/s: 0.05 ms). A step is
+  // 2 × 15 ms + 2 × 1 ms + R + 0.05 ms; two micro-batches: 2 steps on one stage + 1 through
+  // the other.
   const json tp2 = json::array({json::array({json::array({"GH-96", 2, "a"})}), 2});
   auto e = Evaluate(Plan(2, {Pipeline({{0, 1}, {2, 3}}, {{tp2}, {tp2}})}));
   ASSERT_TRUE(e.ok()) << e.status();
-  EXPECT_NEAR(e->p2p_s, 3 * 0.002, 1e-9);
-  EXPECT_NEAR(e->iteration_s, 3 * 0.032, 1e-9);
+  EXPECT_NEAR(e->p2p_s, 3 * (0.002 + kRebuild + 0.00005), 1e-9);
+  EXPECT_NEAR(e->iteration_s, 3 * (0.032 + kRebuild + 0.00005), 1e-9);
+}
+
+TEST(FidelityShapesTest, AReceivedBoundaryIsRebuiltOnTheHostBeforeUse) {
+  // Sailor's engine rebuilds every boundary tensor a stage receives (reconstruct_tensor: the
+  // whole tensor as zeros on the host, copied to the GPU): a middle stage receives twice per
+  // micro-batch (the activation, the gradient of its output), the end stages once. Stages of
+  // 1, 2 and 1 layers (30, 60, 30 ms), 1 ms per 1 MB transfer: steps of 32 ms + R, 64 ms + 2R,
+  // 32 ms + R; two micro-batches: 2 middle steps + the two end steps.
+  const json doc = Plan(2, {Pipeline({{0}, {1, 2}, {3}}, {{OneGpu()}, {OneGpu()}, {OneGpu()}})});
+  auto e = Evaluate(doc);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_NEAR(e->pipeline_s, 2 * (0.064 + 2 * kRebuild) + 2 * (0.032 + kRebuild), 1e-9);
+  EXPECT_NEAR(e->p2p_s, 2 * (0.004 + 2 * kRebuild) + 2 * (0.002 + kRebuild), 1e-9);
+  EXPECT_GT(kRebuild, 0.0);
 }
 
 TEST(FidelityShapesTest, NodesListedPerGpuFillTheFirstNode) {
@@ -307,7 +326,8 @@ TEST(FidelityShapesTest, ManyReplicasStayLinear) {
   const json doc = Plan(4096 * 4095, {Pipeline({{0, 1}, {2, 3}}, {big, odd})});
   auto e = Evaluate(doc);
   ASSERT_TRUE(e.ok()) << e.status();
-  EXPECT_NEAR(e->pipeline_s, 4096 * 0.062 + 0.062, 1e-6);  // stage 1: 4096 micro-batches each
+  // Stage 1: 4096 micro-batches each.
+  EXPECT_NEAR(e->pipeline_s, 4097 * (0.062 + kRebuild), 1e-6);
   // One replica more than kMaxPlanReplicas is refused, naming where the count ran over.
   const std::vector<json> over(kMaxPlanReplicas + 1 - 4096, OneGpu());
   ExpectError(SailorPlanFromJson(Plan(4096, {Pipeline({{0, 1}, {2, 3}}, {big, over})})).status(),

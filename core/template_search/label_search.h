@@ -585,7 +585,6 @@ class LabelSearch {
     const int source_target = TargetOf(source.u_src, 0);
     const std::vector<Held>& positions = label_positions_[source_target];
     const Entry* const held = held_labels_[source_target].data();
-    const bool by_sum = beam_width_ == 0;  // exact fronts are in order of sum
     for (auto it = positions.rbegin(); it != positions.rend(); ++it) {
       const int y = it->position;
       if (y == L && source.u_src != 0) continue;
@@ -595,31 +594,124 @@ class LabelSearch {
       if (served.may_break() && served.TooCostly(least_max)) break;
       if (served.HopelessForAll(least_max, floor_prefix_[L] - floor_prefix_[y])) continue;
       const std::span<const NodeLabel> nodes = layouts.Front(y);
+      // Its least max over the layouts worth keeping is a stage no served mix may use.
+      if (nodes.empty() || nodes.front().sum > served.most_primary() ||
+          (served.may_break() && served.TooCostly(layouts.LeastMax(y)))) {
+        continue;
+      }
       const int64_t src = FrontIndex(y, source.u_src, 0);
       const std::span<const Entry> sources(held + it->offset, it->count);
-      for (size_t n = 0; n < nodes.size(); ++n) {
+      const auto use = [&](int32_t n, int32_t i) {
+        const Label& x = sources[i].label;
         const NodeLabel& node = nodes[n];
-        if (node.sum > served.most_primary()) break;  // nodes are in order of sum
-        for (int32_t i = 0; i < static_cast<int32_t>(sources.size()); ++i) {
-          const Label& x = sources[i].label;
-          if (x.sum + node.sum > served.most_primary()) {
-            if (by_sum) break;
-            continue;
-          }
-          if (objective_.track_stages && x.stages > node.cap) continue;
-          Label label{x.sum + node.sum, std::max(x.max, node.max),
-                      std::min(x.stages + node.stages, M)};
-          objective_.Clamp(label, served.rest_max_ms());
-          if (a > 0 && sentinels.have &&
-              (objective_.Dominates(sentinels.best_final, label) ||
-               objective_.Dominates(sentinels.best_primary, label))) {
-            continue;
-          }
-          if (!served.SomeFits(label)) continue;
-          if (a > 0) Remember(label, sentinels);
-          candidates.push_back({label, src, i, static_cast<int16_t>(t),
-                                static_cast<int16_t>(static_cast<uint16_t>(n))});
+        Label label{x.sum + node.sum, std::max(x.max, node.max),
+                    std::min(x.stages + node.stages, M)};
+        objective_.Clamp(label, served.rest_max_ms());
+        if (a > 0 && sentinels.have &&
+            (objective_.Dominates(sentinels.best_final, label) ||
+             objective_.Dominates(sentinels.best_primary, label))) {
+          return;
         }
+        if (!served.SomeFits(label)) return;
+        if (a > 0) Remember(label, sentinels);
+        candidates.push_back({label, src, i, static_cast<int16_t>(t),
+                              static_cast<int16_t>(static_cast<uint16_t>(n))});
+      };
+      if (beam_width_ > 0) {  // a beam front is a few labels in order of final time
+        for (int32_t n = 0; n < static_cast<int32_t>(nodes.size()); ++n) {
+          for (int32_t i = 0; i < static_cast<int32_t>(sources.size()); ++i) {
+            if (!objective_.track_stages || sources[i].label.stages <= nodes[n].cap) use(n, i);
+          }
+        }
+        continue;
+      }
+      MergeStaircases(nodes, layouts.ByStages(y), sources, served.most_primary(), use);
+    }
+  }
+
+  // Calls use(n, i) for merges of node label n with source label i that together dominate
+  // every merge of the two fronts (exact fronts, in order of sum): per stage count k of the
+  // source and j of the node, the merges of the least sum at each max. A merge at max m is
+  // then beaten by (least node sum with max <= m) + (least source sum with max <= m), which
+  // has the same stages, so only those (one per max where the sum drops) are used. Merges
+  // above `most_primary` are skipped (ServedMixes::SomeFits would reject them).
+  template <typename Use>
+  void MergeStaircases(std::span<const NodeLabel> nodes, std::span<const int32_t> node_order,
+                       std::span<const Entry> sources, double most_primary, Use use) const {
+    // Per stage count, the source labels in order of max: within one stage count an exact
+    // front falls in max as its sum grows, so that is its reverse order (sorted if not).
+    thread_local std::vector<std::vector<int32_t>> by_k;  // scratch of this call
+    for (std::vector<int32_t>& list : by_k) list.clear();
+    const bool track = objective_.track_stages;
+    for (int32_t i = 0; i < static_cast<int32_t>(sources.size()); ++i) {
+      const Label& x = sources[i].label;
+      if (x.sum + nodes.front().sum > most_primary) break;  // sources are in order of sum
+      const int k = track ? x.stages : 0;
+      if (k >= static_cast<int>(by_k.size())) by_k.resize(k + 1);
+      by_k[k].push_back(i);
+    }
+    for (std::vector<int32_t>& list : by_k) std::reverse(list.begin(), list.end());
+    const auto by_max = [&](int32_t x, int32_t y) {
+      return sources[x].label.max < sources[y].label.max;
+    };
+    for (int k = 0; k < static_cast<int>(by_k.size()); ++k) {
+      std::vector<int32_t>& list = by_k[k];
+      if (list.empty()) continue;
+      if (!std::is_sorted(list.begin(), list.end(), by_max)) {
+        std::stable_sort(list.begin(), list.end(), by_max);
+      }
+      for (size_t begin = 0; begin < node_order.size();) {
+        size_t end = begin;
+        while (end < node_order.size() &&
+               nodes[node_order[end]].stages == nodes[node_order[begin]].stages) {
+          ++end;
+        }
+        MergeGroup(nodes, node_order.subspan(begin, end - begin), sources, list,
+                   track ? k : INT_MIN, most_primary, use);
+        begin = end;
+      }
+    }
+  }
+
+  // One (k, j) group of MergeStaircases: both lists in order of max; a node label takes
+  // part only if its memory cap admits k stages after it (min_cap).
+  template <typename Use>
+  void MergeGroup(std::span<const NodeLabel> nodes, std::span<const int32_t> group,
+                  std::span<const Entry> sources, const std::vector<int32_t>& list, int min_cap,
+                  double most_primary, Use use) const {
+    constexpr double kInf = std::numeric_limits<double>::infinity();
+    double best_node = kInf, best_source = kInf, last = kInf;
+    int32_t node_at = -1, source_at = -1;
+    size_t n = 0, i = 0;
+    while (n < group.size() || i < list.size()) {
+      const double node_max = n < group.size() ? nodes[group[n]].max : kInf;
+      const double source_max = i < list.size() ? sources[list[i]].label.max : kInf;
+      double m;
+      if (node_max <= source_max) {
+        const NodeLabel& node = nodes[group[n]];
+        if (node.cap >= min_cap && node.sum < best_node) {
+          best_node = node.sum;
+          node_at = group[n];
+        }
+        m = node_max;
+        ++n;
+      } else {
+        const double sum = sources[list[i]].label.sum;
+        if (sum < best_source) {
+          best_source = sum;
+          source_at = list[i];
+        }
+        m = source_max;
+        ++i;
+      }
+      // Use the best merge once every label of this max is in.
+      const double next = std::min(n < group.size() ? nodes[group[n]].max : kInf,
+                                   i < list.size() ? sources[list[i]].label.max : kInf);
+      if (next == m || node_at < 0 || source_at < 0) continue;
+      const double sum = sources[source_at].label.sum + nodes[node_at].sum;
+      if (sum < last) {
+        last = sum;
+        if (sum <= most_primary) use(node_at, source_at);
       }
     }
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <limits>
 
 #include "absl/strings/cord.h"
 
@@ -70,6 +71,8 @@ bool NodeLayouts::Compute(int a, Interrupt& interrupt) {
   fronts_.resize(L - a + 1);
   for (std::vector<Item>& items : closed_) items.clear();
   for (std::vector<NodeLabel>& front : fronts_) front.clear();
+  by_stages_.resize(L - a + 1);
+  least_max_.assign(L - a + 1, std::numeric_limits<double>::infinity());
   partial_[State(a, 0)].push_back({NodeLabel{0, 0, 0, kNoCap}, -1, -1, 0});
   for (int p = a; p < L; ++p) {
     if (interrupt.Poll()) return false;
@@ -89,7 +92,18 @@ bool NodeLayouts::Compute(int a, Interrupt& interrupt) {
       return false;
     }
     labels_ += static_cast<int64_t>(items.size());
-    for (const Item& item : items) fronts_[y - a].push_back(item.label);
+    const std::vector<NodeLabel>& front = fronts_[y - a];
+    for (const Item& item : items) {
+      fronts_[y - a].push_back(item.label);
+      least_max_[y - a] = std::min(least_max_[y - a], item.label.max);
+    }
+    std::vector<int32_t>& order = by_stages_[y - a];
+    order.resize(front.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+    std::stable_sort(order.begin(), order.end(), [&front](int32_t x, int32_t y) {
+      if (front[x].stages != front[y].stages) return front[x].stages < front[y].stages;
+      return front[x].max < front[y].max;
+    });
   }
   return true;
 }
@@ -156,6 +170,11 @@ void NodeLayouts::Filter(std::vector<Item>& items) const {
 std::span<const NodeLabel> NodeLayouts::Front(int y) const {
   if (y <= a_ || y - a_ >= static_cast<int>(fronts_.size())) return {};
   return fronts_[y - a_];
+}
+
+std::span<const int32_t> NodeLayouts::ByStages(int y) const {
+  if (y <= a_ || y - a_ >= static_cast<int>(by_stages_.size())) return {};
+  return by_stages_[y - a_];
 }
 
 std::vector<NodeStage> NodeLayouts::Layout(int y, int index) const {

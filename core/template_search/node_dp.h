@@ -65,6 +65,11 @@ class NodeLayouts {
   bool too_large() const { return too_large_; }
   // N_t(a, y) of the last Compute, in order of sum (empty when no layout fits).
   std::span<const NodeLabel> Front(int y) const;
+  // The least max of Front(y)'s labels (+inf if none).
+  double LeastMax(int y) const { return least_max_[y - a_]; }
+  // The indices of Front(y) by stage count, then by max (then by sum): each stage count's
+  // labels in order of max, for the merge of two staircases.
+  std::span<const int32_t> ByStages(int y) const;
   // The stages of the index-th label of Front(y), in pipeline order.
   std::vector<NodeStage> Layout(int y, int index) const;
   // Labels the last Compute holds (every state's front), for the pass's budget.
@@ -97,6 +102,8 @@ class NodeLayouts {
   std::vector<std::vector<Item>> partial_;  // per State(p, used), used < G
   std::vector<std::vector<Item>> closed_;   // per y - a
   std::vector<std::vector<NodeLabel>> fronts_;  // per y - a: closed_'s labels
+  std::vector<std::vector<int32_t>> by_stages_;  // per y - a: ByStages
+  std::vector<double> least_max_;                // per y - a: LeastMax
   int64_t labels_ = 0;
   bool too_large_ = false;
 };

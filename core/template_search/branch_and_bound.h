@@ -129,8 +129,8 @@ absl::StatusOr<std::vector<double>> FindIncumbents(const StageCosts& costs,
 template <SearchObjective Objective>
 absl::Status SettleByGuessedRounds(const StageCosts& costs, const std::vector<NodeMix>& mixes,
                                    const Objective& objective, const PrefixMaxBound& prefix_max,
-                                   Interrupt& interrupt, const SearchOptions& options,
-                                   Moves moves, std::vector<std::optional<MixResult>>& results) {
+                                   Interrupt& interrupt, const SearchOptions& options, Moves moves,
+                                   std::vector<std::optional<MixResult>>& results) {
   std::vector<double> guesses(mixes.size(), 0);
   {
     const std::vector<double> none(mixes.size(), std::numeric_limits<double>::infinity());
@@ -197,8 +197,9 @@ absl::Status SettleWithIncumbents(const StageCosts& costs, const std::vector<Nod
       PrefixMaxFor(costs, rest_mixes, rest.size() == mixes.size(), prefix_max, interrupt, own);
   if (rest_max == nullptr) return Interrupt::Status("template search");
   const PrefixMaxBound& bound = *rest_max;
-  ASSIGN_OR_RETURN(std::vector<double> upper_bounds,
-                   FindIncumbents(costs, rest_mixes, objective, bound, guess, interrupt, options, moves));
+  ASSIGN_OR_RETURN(
+      std::vector<double> upper_bounds,
+      FindIncumbents(costs, rest_mixes, objective, bound, guess, interrupt, options, moves));
   LabelSearch<Objective> exact(costs, rest_mixes, objective, 0, upper_bounds, bound, interrupt,
                                moves);
   ASSIGN_OR_RETURN(std::vector<MixResult> found, exact.Run(options));
@@ -227,8 +228,8 @@ absl::StatusOr<std::vector<MixResult>> BranchAndBoundWith(const CostModel& model
   const bool guess = L >= Objective::kGuessFromLayers;
   const bool exact_guesses = guess && L < kExactGuessesBelowLayers;
   if (exact_guesses) {
-    RETURN_IF_ERROR(
-        SettleByGuessedRounds(costs, mixes, objective, prefix_max, interrupt, options, moves, settled));
+    RETURN_IF_ERROR(SettleByGuessedRounds(costs, mixes, objective, prefix_max, interrupt, options,
+                                          moves, settled));
   }
   // After exact rounds, the mixes left have optima far above the guesses: beam rounds with
   // guesses would find nothing.
@@ -240,8 +241,8 @@ absl::StatusOr<std::vector<MixResult>> BranchAndBoundWith(const CostModel& model
   return results;
 }
 
-// The branch and bound above. With `moves` kNodes every pass moves by whole nodes (1f1b; the same optima,
-// docs/architecture/template-search.md#node-moves-1f1b); should a node's front outgrow what
+// The branch and bound above. With `moves` kNodes every pass moves by whole nodes (1f1b; the same
+// optima, docs/architecture/template-search.md#node-moves-1f1b); should a node's front outgrow what
 // an entry can name (NodeFrontTooLarge), the request is redone with stage moves.
 template <SearchObjective Objective>
 absl::StatusOr<std::vector<MixResult>> BranchAndBound(const CostModel& model,

@@ -60,8 +60,7 @@ class LabelSearch {
   // node boundaries and a move places a whole node (NodeLayouts).
   LabelSearch(const StageCosts& costs, const std::vector<NodeMix>& mixes, Objective objective,
               int beam_width, const std::vector<double>& upper_bounds,
-              const PrefixMaxBound& prefix_max, Interrupt& interrupt,
-              Moves moves = Moves::kStages)
+              const PrefixMaxBound& prefix_max, Interrupt& interrupt, Moves moves = Moves::kStages)
       : model_(costs.model()),
         costs_(costs),
         mixes_(mixes),
@@ -532,9 +531,8 @@ class LabelSearch {
     constexpr double kNone = -std::numeric_limits<double>::infinity();
     std::vector<double> limit_at_0(T, kNone), limit(T, kNone);
     for (size_t i = 0; i < mixes_.size(); ++i) {
-      const double bound = WithSlack(i < upper_bounds.size()
-                                         ? upper_bounds[i]
-                                         : std::numeric_limits<double>::infinity());
+      const double bound = WithSlack(
+          i < upper_bounds.size() ? upper_bounds[i] : std::numeric_limits<double>::infinity());
       for (int t = 0; t < T; ++t) {
         if (mixes_[i][t] == 0) continue;
         limit_at_0[t] = std::max(limit_at_0[t], bound);
@@ -551,7 +549,8 @@ class LabelSearch {
                                &floor_prefix_, limit_at_0[t], limit[t]);
       for (int l = 0; l < L; ++l) {
         double cheapest = std::numeric_limits<double>::infinity();
-        for (int g : model_.stage_sizes(t)) cheapest = std::min(cheapest, costs_.ComputeMs(t, g, l, l + 1));
+        for (int g : model_.stage_sizes(t))
+          cheapest = std::min(cheapest, costs_.ComputeMs(t, g, l, l + 1));
         cheapest_prefix_[t][l + 1] = cheapest_prefix_[t][l] + cheapest;
       }
     }
@@ -765,7 +764,8 @@ class LabelSearch {
       }
       for (size_t node = 0; node < layouts[m].size(); ++node) {
         for (const NodeStage& s : layouts[m][node]) {
-          templates[m].stages.push_back({.layer_begin = s.layer_begin, .layer_end = s.layer_end,
+          templates[m].stages.push_back({.layer_begin = s.layer_begin,
+                                         .layer_end = s.layer_end,
                                          .node_index = static_cast<int>(node),
                                          .node_type = templates[m].node_order[node],
                                          .gpus = s.gpus});

@@ -17,8 +17,8 @@ constexpr int kNoCap = INT_MAX / 2;
 }  // namespace
 
 absl::Status NodeFrontTooLarge() {
-  absl::Status status = absl::ResourceExhaustedError(
-      "a node's layouts exceed the node-move search's front limit");
+  absl::Status status =
+      absl::ResourceExhaustedError("a node's layouts exceed the node-move search's front limit");
   status.SetPayload(kTooLargeUrl, absl::Cord("1"));
   return status;
 }
@@ -28,8 +28,7 @@ bool IsNodeFrontTooLarge(const absl::Status& status) {
 }
 
 NodeLayouts::NodeLayouts(const StageCosts& costs, int type, int microbatches, bool track_memory,
-                         const std::vector<double>* floor_prefix, double limit_at_0,
-                         double limit)
+                         const std::vector<double>* floor_prefix, double limit_at_0, double limit)
     : costs_(costs),
       type_(type),
       microbatches_(microbatches),
@@ -159,8 +158,7 @@ void NodeLayouts::Filter(std::vector<Item>& items) const {
     bool dominated = false;
     for (size_t k = 0; k < kept && !dominated; ++k) {
       const NodeLabel& s = items[k].label;
-      dominated = final_ms(s) <= f &&
-                  (!track_memory_ || (s.stages <= x.stages && s.cap >= x.cap));
+      dominated = final_ms(s) <= f && (!track_memory_ || (s.stages <= x.stages && s.cap >= x.cap));
     }
     if (!dominated) items[kept++] = items[i];
   }

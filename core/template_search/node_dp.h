@@ -99,9 +99,9 @@ class NodeLayouts {
   // [size index][begin * (L + 1) + end]: CostModel::MaxStagesFromEnd (only if memory binds).
   std::vector<std::vector<int>> max_stages_from_end_;
   int a_ = 0;
-  std::vector<std::vector<Item>> partial_;  // per State(p, used), used < G
-  std::vector<std::vector<Item>> closed_;   // per y - a
-  std::vector<std::vector<NodeLabel>> fronts_;  // per y - a: closed_'s labels
+  std::vector<std::vector<Item>> partial_;       // per State(p, used), used < G
+  std::vector<std::vector<Item>> closed_;        // per y - a
+  std::vector<std::vector<NodeLabel>> fronts_;   // per y - a: closed_'s labels
   std::vector<std::vector<int32_t>> by_stages_;  // per y - a: ByStages
   std::vector<double> least_max_;                // per y - a: LeastMax
   int64_t labels_ = 0;

@@ -36,8 +36,9 @@ absl::StatusOr<std::vector<MixResult>> SearchTemplates(const CostModel& model,
         model, mixes,
         template_search::OneFOneBObjective{model.problem().microbatches, model.memory_can_bind()},
         options,
-        model.num_layers() < template_search::kNodeMovesBelowLayers ? template_search::Moves::kNodes
-                                                                   : template_search::Moves::kStages);
+        model.num_layers() < template_search::kNodeMovesBelowLayers
+            ? template_search::Moves::kNodes
+            : template_search::Moves::kStages);
   } else {
     const int m = model.problem().microbatches;
     int most_stages = 0;

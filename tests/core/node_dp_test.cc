@@ -167,8 +167,7 @@ TEST(NodeDpTest, SearchTemplatesUsesNodeMovesFor1f1b) {
     auto api = SearchTemplates(*model, inst.mixes, api_options);
     auto nodes = template_search::BranchAndBound(
         *model, inst.mixes,
-        template_search::OneFOneBObjective{model->problem().microbatches,
-                                           model->memory_can_bind()},
+        template_search::OneFOneBObjective{model->problem().microbatches, model->memory_can_bind()},
         nodes_options, Moves::kNodes);
     ASSERT_TRUE(api.ok() && nodes.ok());
     EXPECT_EQ(via_api.candidates, via_nodes.candidates) << "seed " << seed;

@@ -221,6 +221,10 @@ absl::StatusOr<std::vector<MixResult>> BranchAndBoundWith(const CostModel& model
   const StageCosts costs(model);
   const StateSpace space(model, mixes, &interrupt);
   if (interrupt.stopped()) return Interrupt::Status("template search");
+  if (moves == Moves::kAuto) {
+    moves =
+        PreferNodeMoves(model.num_layers(), space.num_useful()) ? Moves::kNodes : Moves::kStages;
+  }
   const PrefixMaxBound prefix_max(costs, space, mixes, interrupt);
   if (interrupt.Poll()) return Interrupt::Status("template search");
   std::vector<std::optional<MixResult>> settled(mixes.size());
@@ -241,18 +245,19 @@ absl::StatusOr<std::vector<MixResult>> BranchAndBoundWith(const CostModel& model
   return results;
 }
 
-// The branch and bound above. With `moves` kNodes every pass moves by whole nodes (1f1b; the same
-// optima, docs/architecture/template-search.md#node-moves-1f1b); should a node's front outgrow what
-// an entry can name (NodeFrontTooLarge), the request is redone with stage moves.
+// The branch and bound above. With `moves` kNodes (kAuto: where PreferNodeMoves) every pass
+// moves by whole nodes (1f1b; the same optima,
+// docs/architecture/template-search.md#node-moves-1f1b); should a node's front outgrow what an
+// entry can name (NodeFrontTooLarge), the request is redone with stage moves.
 template <SearchObjective Objective>
 absl::StatusOr<std::vector<MixResult>> BranchAndBound(const CostModel& model,
                                                       const std::vector<NodeMix>& mixes,
                                                       Objective objective,
                                                       const SearchOptions& options,
                                                       Moves moves = Moves::kStages) {
-  if (moves == Moves::kNodes) {
+  if (moves != Moves::kStages) {
     absl::StatusOr<std::vector<MixResult>> results =
-        BranchAndBoundWith(model, mixes, objective, options, Moves::kNodes);
+        BranchAndBoundWith(model, mixes, objective, options, moves);
     if (results.ok() || !IsNodeFrontTooLarge(results.status())) return results;
   }
   return BranchAndBoundWith(model, mixes, objective, options, Moves::kStages);

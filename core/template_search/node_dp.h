@@ -19,11 +19,25 @@ namespace oobleck::template_search {
 
 // How the label search moves between states: by one stage (through partial node states) or by
 // one whole node (boundary states only; 1f1b).
-enum class Moves { kStages, kNodes };
+// kAuto: kNodes where they pay off (PreferNodeMoves), else kStages.
+enum class Moves { kStages, kNodes, kAuto };
 
 // Node moves are used below this many layers: a node's layouts cost O(L^2 G sizes) per first
 // layer, O(L^3) per type in all, which at 1000 layers outgrows the pass it replaces.
 inline constexpr int kNodeMovesBelowLayers = 256;
+
+// Node moves pay off from this many node multisets inside the mixes: a node's layouts cost the
+// same whatever the mixes, while the partial states they replace grow with the multisets. On
+// bench/README.md's LLM cases: 4 types, mixes <= 4 nodes (70 multisets) 0.23 -> 0.95 s CPU and
+// 6 types <= 4 (210) 1.10 -> 2.41 s, but 4 types <= 8 (495) 3.14 -> 1.92 s and 6 types <= 8
+// (3 003) 50.0 -> 16.0 s.
+inline constexpr int kNodeMovesFromMultisets = 256;
+
+// Whether kAuto moves by nodes: under 1f1b (the caller's to check), below
+// kNodeMovesBelowLayers layers and from kNodeMovesFromMultisets multisets.
+inline bool PreferNodeMoves(int num_layers, int useful_multisets) {
+  return num_layers < kNodeMovesBelowLayers && useful_multisets >= kNodeMovesFromMultisets;
+}
 
 // Most labels one N_t(a, y) may hold: an entry of the search names its node label in 16 bits.
 inline constexpr int kMaxNodeFront = 65535;

@@ -153,24 +153,35 @@ TEST(NodeDpTest, SameOptimaAsBruteForce) {
   }
 }
 
-// What SearchTemplates answers for 1f1b is the node-move search's answer.
-TEST(NodeDpTest, SearchTemplatesUsesNodeMovesFor1f1b) {
-  const Shape shape{10, 20, 3, 4, 2, 3};
-  for (uint32_t seed = 2000; seed < 2005; ++seed) {
-    const Instance inst = MakeInstance(seed, shape);
+// The work counters of one search with the given moves.
+int64_t Candidates(const CostModel& model, const std::vector<NodeMix>& mixes, Moves moves) {
+  SearchStats stats;
+  SearchOptions options;
+  options.stats = &stats;
+  auto results = template_search::BranchAndBound(
+      model, mixes,
+      template_search::OneFOneBObjective{model.problem().microbatches, model.memory_can_bind()},
+      options, moves);
+  EXPECT_TRUE(results.ok()) << results.status();
+  return stats.candidates;
+}
+
+// SearchTemplates moves by nodes under 1f1b where the mixes hold many multisets
+// (PreferNodeMoves), and by stages on small requests, where node layouts cost more.
+TEST(NodeDpTest, SearchTemplatesMovesByNodesOnManyMultisets) {
+  for (uint32_t seed = 2000; seed < 2003; ++seed) {
+    Instance inst = MakeInstance(seed, Shape{8, 10, 6, 6, 2, 3});
+    const bool many = seed % 2 == 0;
+    if (many) inst.mixes = EnumerateMixes(NodeMix(6, 2), 1, 6);  // 435 multisets
     auto model = CostModel::Create(inst.problem);
     ASSERT_TRUE(model.ok());
-    SearchStats via_api, via_nodes;
-    SearchOptions api_options, nodes_options;
-    api_options.stats = &via_api;
-    nodes_options.stats = &via_nodes;
-    auto api = SearchTemplates(*model, inst.mixes, api_options);
-    auto nodes = template_search::BranchAndBound(
-        *model, inst.mixes,
-        template_search::OneFOneBObjective{model->problem().microbatches, model->memory_can_bind()},
-        nodes_options, Moves::kNodes);
-    ASSERT_TRUE(api.ok() && nodes.ok());
-    EXPECT_EQ(via_api.candidates, via_nodes.candidates) << "seed " << seed;
+    SearchStats stats;
+    SearchOptions options;
+    options.stats = &stats;
+    ASSERT_TRUE(SearchTemplates(*model, inst.mixes, options).ok());
+    EXPECT_EQ(stats.candidates,
+              Candidates(*model, inst.mixes, many ? Moves::kNodes : Moves::kStages))
+        << "seed " << seed;
   }
 }
 

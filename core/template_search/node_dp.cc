@@ -39,24 +39,25 @@ NodeLayouts::NodeLayouts(const StageCosts& costs, int type, int microbatches, bo
       limit_at_0_(limit_at_0),
       limit_(limit),
       sizes_(costs.model().stage_sizes(type)) {
-  if (!track_memory_) return;
   const int L = num_layers_;
-  max_stages_from_end_.resize(sizes_.size());
-  for (size_t s = 0; s < sizes_.size(); ++s) {
-    std::vector<int>& table = max_stages_from_end_[s];
-    table.assign(static_cast<size_t>(L + 1) * (L + 1), 0);
-    for (int begin = 0; begin < L; ++begin) {
-      for (int end = begin + 1; end <= L; ++end) {
-        table[static_cast<size_t>(begin) * (L + 1) + end] =
-            costs.model().MaxStagesFromEnd(type, sizes_[s], begin, end);
-      }
-    }
+  // Tabulated where it is small (at most kMaxTabulated entries); else asked per stage.
+  constexpr int64_t kMaxTabulated = int64_t{1} << 22;
+  if (!track_memory_ || static_cast<int64_t>(sizes_.size()) * (L + 1) * (L + 1) > kMaxTabulated) {
+    return;
   }
+  // Filled as the DP asks (-1: not yet), by the one thread that computes this type.
+  max_stages_from_end_.assign(sizes_.size(), std::vector<int>((L + 1) * (L + 1), -1));
 }
 
-int NodeLayouts::MaxStagesFromEnd(int size_index, int begin, int end) const {
+int NodeLayouts::MaxStagesFromEnd(int size_index, int begin, int end) {
   if (!track_memory_) return kNoCap;
-  return max_stages_from_end_[size_index][static_cast<size_t>(begin) * (num_layers_ + 1) + end];
+  if (max_stages_from_end_.empty()) {
+    return costs_.model().MaxStagesFromEnd(type_, sizes_[size_index], begin, end);
+  }
+  int& known =
+      max_stages_from_end_[size_index][static_cast<size_t>(begin) * (num_layers_ + 1) + end];
+  if (known < 0) known = costs_.model().MaxStagesFromEnd(type_, sizes_[size_index], begin, end);
+  return known;
 }
 
 bool NodeLayouts::Compute(int a, Interrupt& interrupt) {

@@ -98,7 +98,7 @@ class NodeLayouts {
   };
   int State(int p, int used) const { return (p - a_) * gpus_per_node_ + used; }
   int StateLayer(int state) const { return a_ + state / gpus_per_node_; }
-  int MaxStagesFromEnd(int size_index, int begin, int end) const;
+  int MaxStagesFromEnd(int size_index, int begin, int end);
   // Extends every label of state (p, used) by every stage that starts at p.
   void Expand(int p, int used);
   // Keeps the Pareto front of `items` (sorted by sum).
@@ -110,7 +110,8 @@ class NodeLayouts {
   const std::vector<double>& floor_prefix_;
   const double limit_at_0_, limit_;
   std::vector<int> sizes_;
-  // [size index][begin * (L + 1) + end]: CostModel::MaxStagesFromEnd (only if memory binds).
+  // [size index][begin * (L + 1) + end]: CostModel::MaxStagesFromEnd, -1 until asked (only
+  // if memory binds and the table is small; else empty).
   std::vector<std::vector<int>> max_stages_from_end_;
   int a_ = 0;
   std::vector<std::vector<Item>> partial_;       // per State(p, used), used < G

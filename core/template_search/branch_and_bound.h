@@ -19,6 +19,7 @@
 #include "core/status_macros.h"
 #include "core/template_search/bottleneck_bound.h"
 #include "core/template_search/label_search.h"
+#include "core/template_search/node_dp.h"
 #include "core/template_search/objectives.h"
 #include "core/template_search/stage_costs.h"
 #include "core/template_search/state_space.h"
@@ -69,7 +70,7 @@ absl::StatusOr<std::vector<double>> FindIncumbents(const StageCosts& costs,
                                                    const Objective& objective,
                                                    const PrefixMaxBound& prefix_max, bool guess,
                                                    Interrupt& interrupt,
-                                                   const SearchOptions& options) {
+                                                   const SearchOptions& options, Moves moves) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   // The guessed rounds (if any), then one unbounded round (slack -1) for the mixes left.
   std::vector<double> slacks;
@@ -80,7 +81,7 @@ absl::StatusOr<std::vector<double>> FindIncumbents(const StageCosts& costs,
   if (slacks.size() > 1) {
     if (interrupt.Poll()) return Interrupt::Status("template search");
     LabelSearch<Objective> probe(costs, mixes, objective, kBeamWidth, upper_bounds, prefix_max,
-                                 interrupt);
+                                 interrupt, moves);
     if (interrupt.stopped()) return Interrupt::Status("template search");
     for (size_t i = 0; i < mixes.size(); ++i) {
       const double lb = probe.RootLowerBound(mixes[i]);
@@ -106,7 +107,7 @@ absl::StatusOr<std::vector<double>> FindIncumbents(const StageCosts& costs,
         costs, round_mixes, pending.size() == mixes.size(), prefix_max, interrupt, own);
     if (round_max == nullptr) return Interrupt::Status("template search");
     LabelSearch<Objective> beam(costs, round_mixes, objective, kBeamWidth, round_bounds, *round_max,
-                                interrupt);
+                                interrupt, moves);
     ASSIGN_OR_RETURN(auto incumbents, beam.Run(options));
     for (size_t j = 0; j < pending.size(); ++j) {
       if (incumbents[j].feasible) {
@@ -128,12 +129,13 @@ absl::StatusOr<std::vector<double>> FindIncumbents(const StageCosts& costs,
 template <SearchObjective Objective>
 absl::Status SettleByGuessedRounds(const StageCosts& costs, const std::vector<NodeMix>& mixes,
                                    const Objective& objective, const PrefixMaxBound& prefix_max,
-                                   Interrupt& interrupt, const SearchOptions& options,
+                                   Interrupt& interrupt, const SearchOptions& options, Moves moves,
                                    std::vector<std::optional<MixResult>>& results) {
   std::vector<double> guesses(mixes.size(), 0);
   {
     const std::vector<double> none(mixes.size(), std::numeric_limits<double>::infinity());
-    const LabelSearch<Objective> probe(costs, mixes, objective, 0, none, prefix_max, interrupt);
+    const LabelSearch<Objective> probe(costs, mixes, objective, 0, none, prefix_max, interrupt,
+                                       moves);
     if (interrupt.stopped()) return Interrupt::Status("template search");
     for (size_t i = 0; i < mixes.size(); ++i) guesses[i] = probe.RootLowerBound(mixes[i]);
   }
@@ -161,7 +163,7 @@ absl::Status SettleByGuessedRounds(const StageCosts& costs, const std::vector<No
         costs, round_mixes, pending.size() == mixes.size(), prefix_max, interrupt, own);
     if (round_max == nullptr) return Interrupt::Status("template search");
     LabelSearch<Objective> exact(costs, round_mixes, objective, 0, round_bounds, *round_max,
-                                 interrupt);
+                                 interrupt, moves);
     ASSIGN_OR_RETURN(std::vector<MixResult> round, exact.Run(round_options));
     for (size_t j = 0; j < pending.size(); ++j) {
       MixResult& r = round[j];
@@ -179,7 +181,7 @@ template <SearchObjective Objective>
 absl::Status SettleWithIncumbents(const StageCosts& costs, const std::vector<NodeMix>& mixes,
                                   const Objective& objective, const PrefixMaxBound& prefix_max,
                                   bool guess, Interrupt& interrupt, const SearchOptions& options,
-                                  std::vector<std::optional<MixResult>>& results) {
+                                  Moves moves, std::vector<std::optional<MixResult>>& results) {
   std::vector<size_t> rest;
   std::vector<NodeMix> rest_mixes;
   for (size_t i = 0; i < mixes.size(); ++i) {
@@ -195,9 +197,11 @@ absl::Status SettleWithIncumbents(const StageCosts& costs, const std::vector<Nod
       PrefixMaxFor(costs, rest_mixes, rest.size() == mixes.size(), prefix_max, interrupt, own);
   if (rest_max == nullptr) return Interrupt::Status("template search");
   const PrefixMaxBound& bound = *rest_max;
-  ASSIGN_OR_RETURN(std::vector<double> upper_bounds,
-                   FindIncumbents(costs, rest_mixes, objective, bound, guess, interrupt, options));
-  LabelSearch<Objective> exact(costs, rest_mixes, objective, 0, upper_bounds, bound, interrupt);
+  ASSIGN_OR_RETURN(
+      std::vector<double> upper_bounds,
+      FindIncumbents(costs, rest_mixes, objective, bound, guess, interrupt, options, moves));
+  LabelSearch<Objective> exact(costs, rest_mixes, objective, 0, upper_bounds, bound, interrupt,
+                               moves);
   ASSIGN_OR_RETURN(std::vector<MixResult> found, exact.Run(options));
   for (size_t j = 0; j < rest.size(); ++j) results[rest[j]] = std::move(found[j]);
   return absl::OkStatus();
@@ -208,14 +212,19 @@ absl::Status SettleWithIncumbents(const StageCosts& costs, const std::vector<Nod
 // left; from there on beam rounds with guessed bounds give the incumbents of the exact
 // pass, as before.
 template <SearchObjective Objective>
-absl::StatusOr<std::vector<MixResult>> BranchAndBound(const CostModel& model,
-                                                      const std::vector<NodeMix>& mixes,
-                                                      Objective objective,
-                                                      const SearchOptions& options) {
+absl::StatusOr<std::vector<MixResult>> BranchAndBoundWith(const CostModel& model,
+                                                          const std::vector<NodeMix>& mixes,
+                                                          Objective objective,
+                                                          const SearchOptions& options,
+                                                          Moves moves) {
   Interrupt interrupt(options.cancelled);
   const StageCosts costs(model);
   const StateSpace space(model, mixes, &interrupt);
   if (interrupt.stopped()) return Interrupt::Status("template search");
+  if (moves == Moves::kAuto) {
+    moves =
+        PreferNodeMoves(model.num_layers(), space.num_useful()) ? Moves::kNodes : Moves::kStages;
+  }
   const PrefixMaxBound prefix_max(costs, space, mixes, interrupt);
   if (interrupt.Poll()) return Interrupt::Status("template search");
   std::vector<std::optional<MixResult>> settled(mixes.size());
@@ -223,17 +232,35 @@ absl::StatusOr<std::vector<MixResult>> BranchAndBound(const CostModel& model,
   const bool guess = L >= Objective::kGuessFromLayers;
   const bool exact_guesses = guess && L < kExactGuessesBelowLayers;
   if (exact_guesses) {
-    RETURN_IF_ERROR(
-        SettleByGuessedRounds(costs, mixes, objective, prefix_max, interrupt, options, settled));
+    RETURN_IF_ERROR(SettleByGuessedRounds(costs, mixes, objective, prefix_max, interrupt, options,
+                                          moves, settled));
   }
   // After exact rounds, the mixes left have optima far above the guesses: beam rounds with
   // guesses would find nothing.
   RETURN_IF_ERROR(SettleWithIncumbents(costs, mixes, objective, prefix_max, guess && !exact_guesses,
-                                       interrupt, options, settled));
+                                       interrupt, options, moves, settled));
   std::vector<MixResult> results;
   results.reserve(mixes.size());
   for (std::optional<MixResult>& r : settled) results.push_back(*std::move(r));
   return results;
+}
+
+// The branch and bound above. With `moves` kNodes (kAuto: where PreferNodeMoves) every pass
+// moves by whole nodes (1f1b; the same optima,
+// docs/architecture/template-search.md#node-moves-1f1b); should a node's front outgrow what an
+// entry can name (NodeFrontTooLarge), the request is redone with stage moves.
+template <SearchObjective Objective>
+absl::StatusOr<std::vector<MixResult>> BranchAndBound(const CostModel& model,
+                                                      const std::vector<NodeMix>& mixes,
+                                                      Objective objective,
+                                                      const SearchOptions& options,
+                                                      Moves moves = Moves::kStages) {
+  if (moves != Moves::kStages) {
+    absl::StatusOr<std::vector<MixResult>> results =
+        BranchAndBoundWith(model, mixes, objective, options, moves);
+    if (results.ok() || !IsNodeFrontTooLarge(results.status())) return results;
+  }
+  return BranchAndBoundWith(model, mixes, objective, options, Moves::kStages);
 }
 
 }  // namespace oobleck::template_search

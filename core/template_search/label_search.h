@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -25,7 +26,9 @@
 #include "core/cost_model.h"
 #include "core/interrupt.h"
 #include "core/search.h"
+#include "core/status_macros.h"
 #include "core/template_search/bottleneck_bound.h"
+#include "core/template_search/node_dp.h"
 #include "core/template_search/objectives.h"
 #include "core/template_search/prefix_cost_bound.h"
 #include "core/template_search/served_mixes.h"
@@ -53,10 +56,11 @@ class LabelSearch {
   // templates, used for incumbents); 0 is exact. upper_bounds[i] (may be +inf) is a time
   // some template of mixes[i] achieves: the exact search drops what cannot beat it. The
   // set-up polls `interrupt`; once it has stopped, only Run (which then returns CANCELLED)
-  // may be called.
+  // may be called. With `moves` kNodes (1f1b only; ignored otherwise) states exist only at
+  // node boundaries and a move places a whole node (NodeLayouts).
   LabelSearch(const StageCosts& costs, const std::vector<NodeMix>& mixes, Objective objective,
               int beam_width, const std::vector<double>& upper_bounds,
-              const PrefixMaxBound& prefix_max, Interrupt& interrupt)
+              const PrefixMaxBound& prefix_max, Interrupt& interrupt, Moves moves = Moves::kStages)
       : model_(costs.model()),
         costs_(costs),
         mixes_(mixes),
@@ -69,7 +73,8 @@ class LabelSearch {
             kSplit ? objective.CommonPrefixCoefficient() : std::numeric_limits<double>::quiet_NaN(),
             interrupt),
         interrupt_(interrupt),
-        beam_width_(beam_width) {
+        beam_width_(beam_width),
+        node_moves_(kNodeMovesPossible && moves == Moves::kNodes) {
     const CostModel& model = model_;
     // Oobleck's formula with M is defined for at most M stages (CostModel::Evaluate).
     if (model.kind() == CostModelKind::kOobleckSosp23 && model.problem().microbatches > 0) {
@@ -92,6 +97,9 @@ class LabelSearch {
                                       : std::numeric_limits<double>::infinity())) {
         return;
       }
+    }
+    if constexpr (kNodeMovesPossible) {
+      if (node_moves_) MakeNodeLayouts(upper_bounds);
     }
   }
 
@@ -117,6 +125,7 @@ class LabelSearch {
     label_positions_[empty_suffix].push_back({L, 0, 1});
     for (int a = L - 1; a >= 0; --a) {
       if (interrupt_.Poll()) return Interrupt::Status("template search");
+      if (node_moves_) RETURN_IF_ERROR(ComputeNodeLayouts(a));
       PrepareLayer(a);
       tbb::parallel_for(0, num_targets, [&](int target) {
         if (interrupt_.Every(target)) return;
@@ -140,7 +149,11 @@ class LabelSearch {
     }
     std::vector<MixResult> results;
     results.reserve(mixes_.size());
-    for (const NodeMix& mix : mixes_) results.push_back(Extract(mix));
+    if (node_moves_) {
+      RETURN_IF_ERROR(ExtractWithNodes(results));
+    } else {
+      for (const NodeMix& mix : mixes_) results.push_back(Extract(mix));
+    }
     if (options.stats != nullptr) {
       options.stats->candidates += candidates_;
       options.stats->labels += labels_;
@@ -194,6 +207,7 @@ class LabelSearch {
     serve_tests_.resize(layer_.size());
     tbb::parallel_for(0, static_cast<int>(layer_.size()), [&](int i) {
       if (interrupt_.Every(i) || !space_.strictly_within(space_.Code(i / NS))) return;
+      if (node_moves_ && i % NS != 0) return;  // no partial states
       LayerBound& b = layer_[i];
       b.rest_max_ms = prefix_max_.At(a, space_.Code(i / NS), i % NS);
       b.prefix = prefix_cost_.At(a, space_.Code(i / NS), i % NS);
@@ -230,7 +244,7 @@ class LabelSearch {
     if (over_budget_.load(std::memory_order_relaxed)) return;
     if (!space_.within(u) || space_.size(u) == 0) return;
     if (a > 0 && ns == 0 && !space_.strictly_within(u)) return;
-    if (a == 0 && ns != 0) return;
+    if ((a == 0 || node_moves_) && ns != 0) return;
     const int L = model_.num_layers();
     if (L - a < space_.size(u)) return;  // every node needs at least one stage
     // A partial node must be one of u's (checked before the served mixes are listed:
@@ -291,6 +305,13 @@ class LabelSearch {
   // order: on a new node of each type u holds (ns = 0), or on its partial node.
   template <typename F>
   void ForEachSource(int a, int u, int ns, F&& f) const {
+    if (ns == 0 && node_moves_) {  // a whole node of each type u holds (gpus unused)
+      for (int t = 0; t < model_.num_types(); ++t) {
+        if (space_.count(u, t) == 0) continue;
+        f(StageSource{t, 0, u - space_.stride(t), 0, Link::kNone, true});
+      }
+      return;
+    }
     if (ns == 0) {
       const Link in_boundary = a == 0 ? Link::kNone : Link::kInterNode;
       for (int t = 0; t < model_.num_types(); ++t) {
@@ -317,6 +338,9 @@ class LabelSearch {
   // mix could still use.
   void PullStages(int a, const StageSource& source, ServedMixes<Objective>& served,
                   Sentinels& sentinels, std::vector<Entry>& candidates) {
+    if constexpr (kNodeMovesPossible) {
+      if (node_moves_) return PullNodes(a, source, served, sentinels, candidates);
+    }
     const int L = model_.num_layers();
     const int t = source.type, g = source.gpus;
     const std::vector<double>& compute_ms = compute_prefix_[t][g];
@@ -426,10 +450,22 @@ class LabelSearch {
   // The optimal template of `mix` (or none, then the caller explains why), traced back
   // from its terminal state and evaluated by the cost model.
   MixResult Extract(const NodeMix& mix) const {
+    const int64_t terminal = FrontIndex(0, space_.Encode(mix), 0);
+    const int best = BestAt(terminal);
+    if (best < 0) return Unfound(mix);
+    return Evaluated(mix, TraceBack(mix, terminal, best));
+  }
+
+  // The result of a mix the search found no template for (the caller explains why).
+  static MixResult Unfound(const NodeMix& mix) {
     MixResult result;
     result.mix = mix;
-    const int64_t terminal = FrontIndex(0, space_.Encode(mix), 0);
-    const std::span<const Entry> front = Front(terminal);
+    return result;
+  }
+
+  // The entry of least final time at `state` (-1: none).
+  int BestAt(int64_t state) const {
+    const std::span<const Entry> front = Front(state);
     int best = -1;
     double best_value = std::numeric_limits<double>::infinity();
     for (int i = 0; i < static_cast<int>(front.size()); ++i) {
@@ -439,8 +475,14 @@ class LabelSearch {
         best = i;
       }
     }
-    if (best < 0) return result;
-    auto evaluated = model_.Evaluate(TraceBack(mix, terminal, best));
+    return best;
+  }
+
+  // The result of `mix` with the template the search traced back, evaluated by the model.
+  MixResult Evaluated(const NodeMix& mix, PipelineTemplate tmpl) const {
+    MixResult result;
+    result.mix = mix;
+    auto evaluated = model_.Evaluate(std::move(tmpl));
     if (evaluated.ok()) {
       result.feasible = true;
       result.best = *std::move(evaluated);
@@ -481,6 +523,259 @@ class LabelSearch {
     return tmpl;
   }
 
+  // The node layouts of every type some mix holds. A node of type t at a > 0 is in a mix of
+  // two nodes or more; at a = 0 in any mix holding t: the largest bound of those mixes is
+  // what its layouts are pruned with (NodeLayouts).
+  void MakeNodeLayouts(const std::vector<double>& upper_bounds) {
+    const int T = model_.num_types(), L = model_.num_layers();
+    constexpr double kNone = -std::numeric_limits<double>::infinity();
+    std::vector<double> limit_at_0(T, kNone), limit(T, kNone);
+    for (size_t i = 0; i < mixes_.size(); ++i) {
+      const double bound = WithSlack(
+          i < upper_bounds.size() ? upper_bounds[i] : std::numeric_limits<double>::infinity());
+      for (int t = 0; t < T; ++t) {
+        if (mixes_[i][t] == 0) continue;
+        limit_at_0[t] = std::max(limit_at_0[t], bound);
+        if (MixSize(mixes_[i]) >= 2) limit[t] = std::max(limit[t], bound);
+      }
+    }
+    floor_prefix_.resize(L + 1);
+    for (int l = 0; l <= L; ++l) floor_prefix_[l] = prefix_cost_.floor_ms(l);
+    node_layouts_.resize(T);
+    cheapest_prefix_.assign(T, std::vector<double>(L + 1, 0));
+    for (int t = 0; t < T; ++t) {
+      if (limit_at_0[t] == kNone) continue;
+      node_layouts_[t].emplace(costs_, t, objective_.microbatches, objective_.track_stages,
+                               &floor_prefix_, limit_at_0[t], limit[t]);
+      for (int l = 0; l < L; ++l) {
+        double cheapest = std::numeric_limits<double>::infinity();
+        for (int g : model_.stage_sizes(t))
+          cheapest = std::min(cheapest, costs_.ComputeMs(t, g, l, l + 1));
+        cheapest_prefix_[t][l + 1] = cheapest_prefix_[t][l] + cheapest;
+      }
+    }
+  }
+
+  // N_t(a, y) of every type, for the targets of layer a; their labels count against the
+  // pass's budget while they are held.
+  absl::Status ComputeNodeLayouts(int a) {
+    const int T = model_.num_types();
+    tbb::parallel_for(0, T, [&](int t) {
+      if (node_layouts_[t]) node_layouts_[t]->Compute(a, interrupt_);
+    });
+    if (interrupt_.stopped()) return Interrupt::Status("template search");
+    int64_t held = 0;
+    for (const std::optional<NodeLayouts>& layouts : node_layouts_) {
+      if (!layouts) continue;
+      if (layouts->too_large()) return NodeFrontTooLarge();
+      held += layouts->labels();
+    }
+    if (labels_ + held > max_labels_) return OverBudget(a);
+    return absl::OkStatus();
+  }
+
+  // Appends to `candidates` the merges of a node of the source's type on [a, y), for every
+  // y, with the labels of the boundary state (y, u - t) that some served mix could use.
+  void PullNodes(int a, const StageSource& source, ServedMixes<Objective>& served,
+                 Sentinels& sentinels, std::vector<Entry>& candidates) {
+    const int L = model_.num_layers(), t = source.type, M = objective_.microbatches;
+    const NodeLayouts& layouts = *node_layouts_[t];
+    const std::vector<double>& cheapest = cheapest_prefix_[t];
+    const int source_target = TargetOf(source.u_src, 0);
+    const std::vector<Held>& positions = label_positions_[source_target];
+    const Entry* const held = held_labels_[source_target].data();
+    for (auto it = positions.rbegin(); it != positions.rend(); ++it) {
+      const int y = it->position;
+      if (y == L && source.u_src != 0) continue;
+      // Some stage of the node computes at least its cheapest compute over its GPU count
+      // (it has at most that many stages), which grows with y.
+      const double least_max = (cheapest[y] - cheapest[a]) / model_.node_type(t).gpus_per_node;
+      if (served.may_break() && served.TooCostly(least_max)) break;
+      if (served.HopelessForAll(least_max, floor_prefix_[L] - floor_prefix_[y])) continue;
+      const std::span<const NodeLabel> nodes = layouts.Front(y);
+      // Its least max over the layouts worth keeping is a stage no served mix may use.
+      if (nodes.empty() || nodes.front().sum > served.most_primary() ||
+          (served.may_break() && served.TooCostly(layouts.LeastMax(y)))) {
+        continue;
+      }
+      const int64_t src = FrontIndex(y, source.u_src, 0);
+      const std::span<const Entry> sources(held + it->offset, it->count);
+      const auto use = [&](int32_t n, int32_t i) {
+        const Label& x = sources[i].label;
+        const NodeLabel& node = nodes[n];
+        Label label{x.sum + node.sum, std::max(x.max, node.max),
+                    std::min(x.stages + node.stages, M)};
+        objective_.Clamp(label, served.rest_max_ms());
+        if (a > 0 && sentinels.have &&
+            (objective_.Dominates(sentinels.best_final, label) ||
+             objective_.Dominates(sentinels.best_primary, label))) {
+          return;
+        }
+        if (!served.SomeFits(label)) return;
+        if (a > 0) Remember(label, sentinels);
+        candidates.push_back({label, src, i, static_cast<int16_t>(t),
+                              static_cast<int16_t>(static_cast<uint16_t>(n))});
+      };
+      if (beam_width_ > 0) {  // a beam front is a few labels in order of final time
+        for (int32_t n = 0; n < static_cast<int32_t>(nodes.size()); ++n) {
+          for (int32_t i = 0; i < static_cast<int32_t>(sources.size()); ++i) {
+            if (!objective_.track_stages || sources[i].label.stages <= nodes[n].cap) use(n, i);
+          }
+        }
+        continue;
+      }
+      MergeStaircases(nodes, layouts.ByStages(y), sources, served.most_primary(), use);
+    }
+  }
+
+  // Calls use(n, i) for merges of node label n with source label i that together dominate
+  // every merge of the two fronts (exact fronts, in order of sum): per stage count k of the
+  // source and j of the node, the merges of the least sum at each max. A merge at max m is
+  // then beaten by (least node sum with max <= m) + (least source sum with max <= m), which
+  // has the same stages, so only those (one per max where the sum drops) are used. Merges
+  // above `most_primary` are skipped (ServedMixes::SomeFits would reject them).
+  template <typename Use>
+  void MergeStaircases(std::span<const NodeLabel> nodes, std::span<const int32_t> node_order,
+                       std::span<const Entry> sources, double most_primary, Use use) const {
+    // Per stage count, the source labels in order of max: within one stage count an exact
+    // front falls in max as its sum grows, so that is its reverse order (sorted if not).
+    thread_local std::vector<std::vector<int32_t>> by_k;  // scratch of this call
+    for (std::vector<int32_t>& list : by_k) list.clear();
+    const bool track = objective_.track_stages;
+    for (int32_t i = 0; i < static_cast<int32_t>(sources.size()); ++i) {
+      const Label& x = sources[i].label;
+      if (x.sum + nodes.front().sum > most_primary) break;  // sources are in order of sum
+      const int k = track ? x.stages : 0;
+      if (k >= static_cast<int>(by_k.size())) by_k.resize(k + 1);
+      by_k[k].push_back(i);
+    }
+    for (std::vector<int32_t>& list : by_k) std::reverse(list.begin(), list.end());
+    const auto by_max = [&](int32_t x, int32_t y) {
+      return sources[x].label.max < sources[y].label.max;
+    };
+    for (int k = 0; k < static_cast<int>(by_k.size()); ++k) {
+      std::vector<int32_t>& list = by_k[k];
+      if (list.empty()) continue;
+      if (!std::is_sorted(list.begin(), list.end(), by_max)) {
+        std::stable_sort(list.begin(), list.end(), by_max);
+      }
+      for (size_t begin = 0; begin < node_order.size();) {
+        size_t end = begin;
+        while (end < node_order.size() &&
+               nodes[node_order[end]].stages == nodes[node_order[begin]].stages) {
+          ++end;
+        }
+        MergeGroup(nodes, node_order.subspan(begin, end - begin), sources, list,
+                   track ? k : INT_MIN, most_primary, use);
+        begin = end;
+      }
+    }
+  }
+
+  // One (k, j) group of MergeStaircases: both lists in order of max; a node label takes
+  // part only if its memory cap admits k stages after it (min_cap).
+  template <typename Use>
+  void MergeGroup(std::span<const NodeLabel> nodes, std::span<const int32_t> group,
+                  std::span<const Entry> sources, const std::vector<int32_t>& list, int min_cap,
+                  double most_primary, Use use) const {
+    constexpr double kInf = std::numeric_limits<double>::infinity();
+    double best_node = kInf, best_source = kInf, last = kInf;
+    int32_t node_at = -1, source_at = -1;
+    size_t n = 0, i = 0;
+    while (n < group.size() || i < list.size()) {
+      const double node_max = n < group.size() ? nodes[group[n]].max : kInf;
+      const double source_max = i < list.size() ? sources[list[i]].label.max : kInf;
+      double m;
+      if (node_max <= source_max) {
+        const NodeLabel& node = nodes[group[n]];
+        if (node.cap >= min_cap && node.sum < best_node) {
+          best_node = node.sum;
+          node_at = group[n];
+        }
+        m = node_max;
+        ++n;
+      } else {
+        const double sum = sources[list[i]].label.sum;
+        if (sum < best_source) {
+          best_source = sum;
+          source_at = list[i];
+        }
+        m = source_max;
+        ++i;
+      }
+      // Use the best merge once every label of this max is in.
+      const double next = std::min(n < group.size() ? nodes[group[n]].max : kInf,
+                                   i < list.size() ? sources[list[i]].label.max : kInf);
+      if (next == m || node_at < 0 || source_at < 0) continue;
+      const double sum = sources[source_at].label.sum + nodes[node_at].sum;
+      if (sum < last) {
+        last = sum;
+        if (sum <= most_primary) use(node_at, source_at);
+      }
+    }
+  }
+
+  // Every mix's result when entries are node moves: the chain of boundary states of each
+  // mix first, then the layouts of its nodes, recomputed once per (type, first layer).
+  absl::Status ExtractWithNodes(std::vector<MixResult>& results) {
+    struct NodeMove {
+      size_t mix;
+      int node, type, a, y, index;
+    };
+    std::vector<NodeMove> moves;
+    std::vector<PipelineTemplate> templates(mixes_.size());
+    std::vector<bool> found(mixes_.size(), false);
+    const int positions = model_.num_layers() + 1;
+    for (size_t m = 0; m < mixes_.size(); ++m) {
+      int64_t state = FrontIndex(0, space_.Encode(mixes_[m]), 0);
+      int32_t entry = BestAt(state);
+      if (entry < 0) continue;
+      found[m] = true;
+      templates[m].mix = mixes_[m];
+      for (int node = 0;; ++node) {
+        const Entry& e = Front(state)[entry];
+        if (e.from_state < 0) break;
+        templates[m].node_order.push_back(e.type);
+        moves.push_back({m, node, e.type, static_cast<int>(state % positions),
+                         static_cast<int>(e.from_state % positions),
+                         static_cast<uint16_t>(e.gpus)});
+        state = e.from_state;
+        entry = e.from_entry;
+      }
+    }
+    std::stable_sort(moves.begin(), moves.end(), [](const NodeMove& x, const NodeMove& y) {
+      return x.type != y.type ? x.type < y.type : x.a < y.a;
+    });
+    std::vector<std::vector<std::vector<NodeStage>>> layouts(mixes_.size());
+    for (size_t m = 0; m < mixes_.size(); ++m) layouts[m].resize(templates[m].node_order.size());
+    for (size_t k = 0; k < moves.size(); ++k) {
+      const NodeMove& move = moves[k];
+      NodeLayouts& dp = *node_layouts_[move.type];
+      if ((k == 0 || moves[k - 1].type != move.type || moves[k - 1].a != move.a) &&
+          !dp.Compute(move.a, interrupt_)) {
+        return interrupt_.stopped() ? Interrupt::Status("template search") : NodeFrontTooLarge();
+      }
+      layouts[move.mix][move.node] = dp.Layout(move.y, move.index);
+    }
+    for (size_t m = 0; m < mixes_.size(); ++m) {
+      if (!found[m]) {
+        results.push_back(Unfound(mixes_[m]));
+        continue;
+      }
+      for (size_t node = 0; node < layouts[m].size(); ++node) {
+        for (const NodeStage& s : layouts[m][node]) {
+          templates[m].stages.push_back({.layer_begin = s.layer_begin,
+                                         .layer_end = s.layer_end,
+                                         .node_index = static_cast<int>(node),
+                                         .node_type = templates[m].node_order[node],
+                                         .gpus = s.gpus});
+        }
+      }
+      results.push_back(Evaluated(mixes_[m], std::move(templates[m])));
+    }
+    return absl::OkStatus();
+  }
+
   const CostModel& model_;
   const StageCosts& costs_;
   const std::vector<NodeMix>& mixes_;
@@ -489,11 +784,19 @@ class LabelSearch {
   // The split bound needs T = sum + k max, which only 1f1b has (k = M - 1); without it
   // every part is -inf and the test never drops a mix.
   static constexpr bool kSplit = std::is_same_v<Objective, OneFOneBObjective>;
+  // Node moves need 1f1b's labels (docs/architecture/template-search.md#node-moves-1f1b).
+  static constexpr bool kNodeMovesPossible = std::is_same_v<Objective, OneFOneBObjective>;
   const PrefixMaxBound& prefix_max_;
   PrefixCostBound prefix_cost_;
   SplitBound split_;
   Interrupt& interrupt_;
   int beam_width_;
+  const bool node_moves_;
+  // With node moves: per type, its node layouts (none for a type no mix holds) and the
+  // prefix sums of its cheapest compute per layer; the prefix floor as a table.
+  std::vector<std::optional<NodeLayouts>> node_layouts_;
+  std::vector<std::vector<double>> cheapest_prefix_;
+  std::vector<double> floor_prefix_;
   int stage_cap_ = INT_MAX;  // most stages a pipeline may have
   std::atomic<int64_t> candidates_{0}, labels_{0};
   int64_t max_labels_ = kMaxTemplateSearchLabels;  // SearchOptions::max_labels of Run

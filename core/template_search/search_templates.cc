@@ -35,7 +35,7 @@ absl::StatusOr<std::vector<MixResult>> SearchTemplates(const CostModel& model,
     results = template_search::BranchAndBound(
         model, mixes,
         template_search::OneFOneBObjective{model.problem().microbatches, model.memory_can_bind()},
-        options);
+        options, template_search::Moves::kAuto);
   } else {
     const int m = model.problem().microbatches;
     int most_stages = 0;

@@ -1,0 +1,205 @@
+// The template search with node moves (docs/architecture/template-search.md#node-moves-1f1b)
+// against the same search with partial node states, the previous search
+// (tests/reference_search) and, on tiny instances, the brute force: random 1f1b instances
+// with fixed seeds, 2-6 node types of 1-8 GPUs (any count, not only powers of two), memory
+// that binds on some types and mixes, every mix of a few nodes. Same feasibility and the same
+// optimal iteration time for every mix, and a template the cost model accepts.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/cluster.h"
+#include "core/cost_model.h"
+#include "core/search.h"
+#include "core/template_search/branch_and_bound.h"
+#include "core/template_search/objectives.h"
+#include "gtest/gtest.h"
+#include "tests/oracles/exhaustive.h"
+#include "tests/reference_search/search_reference.h"
+
+namespace oobleck {
+namespace {
+
+using template_search::Moves;
+
+struct Instance {
+  PlanningProblem problem;
+  std::vector<NodeMix> mixes;
+};
+
+struct Shape {
+  int min_layers, max_layers, min_types, max_types, max_nodes_per_type, max_mix_nodes;
+};
+
+Instance MakeInstance(uint32_t seed, const Shape& shape) {
+  std::mt19937 rng(seed);
+  auto uniform = [&](double lo, double hi) {
+    return std::uniform_real_distribution<double>(lo, hi)(rng);
+  };
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const int L = pick(shape.min_layers, shape.max_layers);
+  const int T = pick(shape.min_types, shape.max_types);
+  Instance inst;
+  PlanningProblem& p = inst.problem;
+  p.cost_model = CostModelKind::kOneFOneB;
+  p.microbatches = pick(1, 24);
+  p.inter_node_bytes_per_s = uniform(2e9, 50e9);
+  p.missing_allreduce = MissingAllreduce::kRing;
+  p.stage_gpus = pick(0, 3) == 0 ? StageGpus::kDivisors : StageGpus::kAny;
+  double total_params = 0, total_acts = 0;
+  std::vector<LayerProfile> base(L);
+  for (LayerProfile& l : base) {
+    l.forward_ms = uniform(0.5, 20);
+    l.backward_ms = 2 * l.forward_ms * uniform(0.8, 1.2);
+    l.param_bytes = uniform(1e7, 5e8);
+    l.activation_bytes = uniform(1e6, 8e7);
+    l.allreduce_in_node_ms[1] = 0;
+    total_params += l.param_bytes;
+    total_acts += l.activation_bytes;
+  }
+  const double whole = p.optimizer_state_multiplier * total_params + total_acts * 8;
+  NodeMix available;
+  for (int t = 0; t < T; ++t) {
+    const std::string name = "type" + std::to_string(t);
+    const int gpus = pick(1, 8);
+    auto profile = std::make_shared<ModelProfile>();
+    profile->key = {"m", name, 1};
+    profile->layers = base;
+    const double speed = uniform(0.3, 3);
+    for (LayerProfile& l : profile->layers) {
+      l.forward_ms /= speed;
+      l.backward_ms /= speed;
+    }
+    // Per GPU: from "the whole model fits on one GPU" to "a node holds a small share".
+    const double memory = pick(0, 2) == 0 ? whole : whole * uniform(0.03, 0.5);
+    p.node_types.push_back({name, name, gpus, memory, uniform(10e9, 300e9)});
+    p.profiles.push_back(std::move(profile));
+    p.derived_from.push_back("");
+    available.push_back(pick(1, shape.max_nodes_per_type));
+  }
+  inst.mixes = EnumerateMixes(available, 1, shape.max_mix_nodes);
+  return inst;
+}
+
+absl::StatusOr<std::vector<MixResult>> Search(const CostModel& model,
+                                              const std::vector<NodeMix>& mixes, Moves moves) {
+  return template_search::BranchAndBound(
+      model, mixes,
+      template_search::OneFOneBObjective{model.problem().microbatches, model.memory_can_bind()},
+      SearchOptions{}, moves);
+}
+
+// Same feasibility and optimum as `want`, and a template Evaluate gives the same time.
+void ExpectSameOptimum(const CostModel& model, const MixResult& got, const MixResult& want,
+                       const std::string& where) {
+  ASSERT_EQ(got.feasible, want.feasible) << where;
+  if (!got.feasible) return;
+  EXPECT_NEAR(got.best.iteration_time_ms, want.best.iteration_time_ms,
+              1e-9 * want.best.iteration_time_ms)
+      << where;
+  auto evaluated = model.Evaluate(got.best);
+  ASSERT_TRUE(evaluated.ok()) << where << ": " << evaluated.status();
+  EXPECT_EQ(evaluated->iteration_time_ms, got.best.iteration_time_ms) << where;
+}
+
+std::string Where(uint32_t seed, const Instance& inst, const NodeMix& mix) {
+  return "seed " + std::to_string(seed) + " M=" + std::to_string(inst.problem.microbatches) +
+         " mix " + MixLabel(mix, inst.problem.node_types);
+}
+
+TEST(NodeDpTest, SameOptimaAsPartialNodeStates) {
+  const Shape shape{6, 30, 2, 6, 2, 4};
+  int binding = 0;
+  for (uint32_t seed = 1; seed <= 30; ++seed) {
+    const Instance inst = MakeInstance(seed, shape);
+    auto model = CostModel::Create(inst.problem);
+    ASSERT_TRUE(model.ok()) << "seed " << seed << ": " << model.status();
+    binding += model->memory_can_bind();
+    auto nodes = Search(*model, inst.mixes, Moves::kNodes);
+    auto stages = Search(*model, inst.mixes, Moves::kStages);
+    auto previous = reference_search::SearchTemplates(*model, inst.mixes);
+    ASSERT_TRUE(nodes.ok()) << "seed " << seed << ": " << nodes.status();
+    ASSERT_TRUE(stages.ok()) << "seed " << seed << ": " << stages.status();
+    ASSERT_TRUE(previous.ok()) << "seed " << seed << ": " << previous.status();
+    ASSERT_EQ(nodes->size(), inst.mixes.size());
+    for (size_t i = 0; i < inst.mixes.size(); ++i) {
+      const std::string where = Where(seed, inst, inst.mixes[i]);
+      ExpectSameOptimum(*model, (*nodes)[i], (*stages)[i], where + " (partial states)");
+      ExpectSameOptimum(*model, (*nodes)[i], (*previous)[i], where + " (previous search)");
+    }
+  }
+  EXPECT_GE(binding, 10);  // memory binds in a good share of the instances
+}
+
+TEST(NodeDpTest, SameOptimaAsBruteForce) {
+  const Shape shape{3, 7, 2, 3, 2, 3};
+  for (uint32_t seed = 1000; seed < 1030; ++seed) {
+    Instance inst = MakeInstance(seed, shape);
+    for (NodeType& type : inst.problem.node_types) {
+      type.gpus_per_node = std::min(type.gpus_per_node, 4);  // the brute force's size
+    }
+    auto model = CostModel::Create(inst.problem);
+    ASSERT_TRUE(model.ok()) << "seed " << seed << ": " << model.status();
+    auto nodes = Search(*model, inst.mixes, Moves::kNodes);
+    ASSERT_TRUE(nodes.ok()) << "seed " << seed << ": " << nodes.status();
+    for (size_t i = 0; i < inst.mixes.size(); ++i) {
+      ExpectSameOptimum(*model, (*nodes)[i], ExhaustiveSearch(*model, inst.mixes[i]),
+                        Where(seed, inst, inst.mixes[i]));
+    }
+  }
+}
+
+// The work counters of one search with the given moves.
+int64_t Candidates(const CostModel& model, const std::vector<NodeMix>& mixes, Moves moves) {
+  SearchStats stats;
+  SearchOptions options;
+  options.stats = &stats;
+  auto results = template_search::BranchAndBound(
+      model, mixes,
+      template_search::OneFOneBObjective{model.problem().microbatches, model.memory_can_bind()},
+      options, moves);
+  EXPECT_TRUE(results.ok()) << results.status();
+  return stats.candidates;
+}
+
+// SearchTemplates moves by nodes under 1f1b where the mixes hold many multisets
+// (PreferNodeMoves), and by stages on small requests, where node layouts cost more.
+TEST(NodeDpTest, SearchTemplatesMovesByNodesOnManyMultisets) {
+  for (uint32_t seed = 2000; seed < 2003; ++seed) {
+    Instance inst = MakeInstance(seed, Shape{8, 10, 6, 6, 2, 3});
+    const bool many = seed % 2 == 0;
+    if (many) inst.mixes = EnumerateMixes(NodeMix(6, 2), 1, 6);  // 435 multisets
+    auto model = CostModel::Create(inst.problem);
+    ASSERT_TRUE(model.ok());
+    SearchStats stats;
+    SearchOptions options;
+    options.stats = &stats;
+    ASSERT_TRUE(SearchTemplates(*model, inst.mixes, options).ok());
+    EXPECT_EQ(stats.candidates,
+              Candidates(*model, inst.mixes, many ? Moves::kNodes : Moves::kStages))
+        << "seed " << seed;
+  }
+}
+
+// A cancelled search stops with CANCELLED in the node-move pass too.
+TEST(NodeDpTest, Cancels) {
+  const Instance inst = MakeInstance(7, Shape{30, 30, 4, 4, 3, 5});
+  auto model = CostModel::Create(inst.problem);
+  ASSERT_TRUE(model.ok());
+  // Past the set-up, in the passes' layer loops and node layouts.
+  int calls = 0;
+  SearchOptions options;
+  options.cancelled = [&calls] { return ++calls > 200; };
+  auto result = template_search::BranchAndBound(
+      *model, inst.mixes,
+      template_search::OneFOneBObjective{model->problem().microbatches, model->memory_can_bind()},
+      options, Moves::kNodes);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled) << result.status();
+}
+
+}  // namespace
+}  // namespace oobleck

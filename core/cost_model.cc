@@ -57,6 +57,19 @@ bool StageGpusAllow(StageGpus policy, int node_gpus, int gpus) {
   return false;
 }
 
+std::vector<int> PlanningProblem::TensorParallelDegrees(int t) const {
+  std::vector<int> degrees;
+  if (t >= static_cast<int>(tp_profiles.size())) return degrees;
+  const int G = node_types[t].gpus_per_node;
+  for (const auto& profile : tp_profiles[t]) {
+    const int tp = profile ? profile->key.tp : 0;
+    if (tp >= 2 && tp <= G && StageGpusAllow(stage_gpus, G, tp)) degrees.push_back(tp);
+  }
+  std::sort(degrees.begin(), degrees.end());
+  degrees.erase(std::unique(degrees.begin(), degrees.end()), degrees.end());
+  return degrees;
+}
+
 std::string PlanningProblem::CacheKey() const {
   // Node-type names are the only free text: each is written with its length first, so no
   // name, whatever separators it holds, can reproduce another cluster's key.
@@ -74,6 +87,15 @@ std::string PlanningProblem::CacheKey() const {
     absl::StrAppendFormat(&key, "|%d#%s:%d:%a:%a:%s", t.name.size(), t.name, t.gpus_per_node,
                           t.gpu_memory_bytes, t.intra_node_bytes_per_s,
                           i < profiles.size() && profiles[i] ? profiles[i]->Fingerprint() : "-");
+    // Only a type with tensor-parallel profiles writes them, so that every key of tp = 1
+    // profiles alone stays what it was, and no such key is ever one with them.
+    if (i < tp_profiles.size() && !tp_profiles[i].empty()) {
+      absl::StrAppendFormat(&key, "|tp%d", tp_profiles[i].size());
+      for (const auto& profile : tp_profiles[i]) {
+        absl::StrAppendFormat(&key, ":%d=%s", profile ? profile->key.tp : 0,
+                              profile ? profile->Fingerprint() : "-");
+      }
+    }
   }
   return key;
 }
@@ -175,6 +197,9 @@ absl::Status CostModel::CheckFinite(const PlanningProblem& problem, const CostMo
       c.min_compute_ms = std::min(c.min_compute_ms, forward + backward);
     }
     c.param_bytes = tables.param_prefix[L];
+    for (const std::vector<double>& params : tables.tp_param_prefix) {
+      c.param_bytes = std::max(c.param_bytes, params[L]);
+    }
     c.largest_boundary_bytes = largest_boundary;
     c.across_allreduce_ms = AcrossAllreduceMs(*problem.profiles[t]);
     RETURN_IF_ERROR(CheckModelCosts(problem, static_cast<int>(t), c));
@@ -233,7 +258,66 @@ absl::Status CostModel::ValidateProfiles(const PlanningProblem& problem) {
                                           profile->num_layers(), layers));
     }
   }
+  if (problem.tp_profiles.size() > num_types) {
+    return InvalidField("tp_profiles", absl::StrFormat(": %d node types but %d lists", num_types,
+                                                       problem.tp_profiles.size()));
+  }
+  for (size_t t = 0; t < problem.tp_profiles.size(); ++t) {
+    std::vector<int> seen;
+    for (size_t j = 0; j < problem.tp_profiles[t].size(); ++j) {
+      const auto& profile = problem.tp_profiles[t][j];
+      const std::string where = absl::StrCat("node_types[", t, "].tp_profiles[", j, "]");
+      if (!profile) return InvalidField(where, " is not set");
+      const int tp = profile->key.tp;
+      if (tp < 2 || std::find(seen.begin(), seen.end(), tp) != seen.end()) {
+        return InvalidField(where, absl::StrFormat(" (%s): tp must be >= 2 and appear once",
+                                                   profile->key.ToString()));
+      }
+      seen.push_back(tp);
+      if (profile->num_layers() != layers) {
+        return InvalidField(
+            where, absl::StrFormat(" (%s) has %d layers, node_types[0] has %d",
+                                   profile->key.ToString(), profile->num_layers(), layers));
+      }
+    }
+  }
   return absl::OkStatus();
+}
+
+CostModel::TypeTables CostModel::BuildTensorParallelTables(const PlanningProblem& problem, int t,
+                                                           const std::vector<int>& degrees) {
+  const ModelProfile& base = *problem.profiles[t];
+  const int L = base.num_layers();
+  auto measured_at = [&](int g) -> const ModelProfile& {
+    if (g == 1) return base;
+    for (const auto& profile : problem.tp_profiles[t]) {
+      if (profile->key.tp == g) return *profile;
+    }
+    return base;  // not reached: every degree comes from tp_profiles[t]
+  };
+  TypeTables tables;
+  tables.sizes.push_back(1);
+  tables.sizes.insert(tables.sizes.end(), degrees.begin(), degrees.end());
+  for (int g : tables.sizes) {
+    // Measured at tp = g: what one GPU of the stage spends and holds; nothing is divided.
+    const ModelProfile& profile = measured_at(g);
+    std::vector<double> fwd(L + 1, 0), bwd(L + 1, 0), params(L + 1, 0), acts(L + 1, 0);
+    for (int l = 0; l < L; ++l) {
+      const LayerProfile& layer = profile.layers[l];
+      fwd[l + 1] = fwd[l] + layer.forward_ms;
+      bwd[l + 1] = bwd[l] + layer.backward_ms;
+      params[l + 1] = params[l] + layer.param_bytes;
+      acts[l + 1] = acts[l] + layer.activation_bytes;
+    }
+    tables.forward_prefix.push_back(std::move(fwd));
+    tables.backward_prefix.push_back(std::move(bwd));
+    tables.tp_param_prefix.push_back(std::move(params));
+    tables.tp_activation_prefix.push_back(std::move(acts));
+  }
+  // The whole layers' bytes, as a node holds or receives them (core/replan): tp = 1's.
+  tables.param_prefix = tables.tp_param_prefix[0];
+  tables.activation_prefix = tables.tp_activation_prefix[0];
+  return tables;
 }
 
 CostModel::TypeTables CostModel::BuildTypeTables(const NodeType& type, const ModelProfile& profile,
@@ -291,8 +375,11 @@ absl::StatusOr<CostModel> CostModel::Create(PlanningProblem problem) {
   }
   model.types_.reserve(num_types);
   for (size_t t = 0; t < num_types; ++t) {
-    model.types_.push_back(BuildTypeTables(problem.node_types[t], *problem.profiles[t],
-                                           problem.missing_allreduce, problem.stage_gpus));
+    const std::vector<int> degrees = problem.TensorParallelDegrees(static_cast<int>(t));
+    model.types_.push_back(degrees.empty()
+                               ? BuildTypeTables(problem.node_types[t], *problem.profiles[t],
+                                                 problem.missing_allreduce, problem.stage_gpus)
+                               : BuildTensorParallelTables(problem, static_cast<int>(t), degrees));
   }
   RETURN_IF_ERROR(CheckFinite(problem, model));
   model.problem_ = std::move(problem);
@@ -300,6 +387,11 @@ absl::StatusOr<CostModel> CostModel::Create(PlanningProblem problem) {
   if (model.kind() == CostModelKind::kOneFOneB) {
     for (int t = 0; t < model.num_types(); ++t) {
       model.memory_can_bind_ |= model.MaxStagesFromEnd(t, 1, 0, L) < kAlwaysFits;
+      // A split stage needs less per GPU than one GPU; a tensor-parallel one may not.
+      if (model.types_[t].tp_param_prefix.empty()) continue;
+      for (int g : model.stage_sizes(t)) {
+        model.memory_can_bind_ |= model.MaxStagesFromEnd(t, g, 0, L) < kAlwaysFits;
+      }
     }
   }
   return model;
@@ -343,6 +435,13 @@ double CostModel::StageCostMs(int t, int gpus, int begin, int end, Link in, Link
 
 double CostModel::MemoryBytesInFlight(int t, int gpus, int begin, int end, int in_flight) const {
   const TypeTables& tables = types_[t];
+  if (!tables.tp_param_prefix.empty()) {  // measured per GPU at tp = gpus
+    const int i = SizeIndex(t, gpus);
+    const std::vector<double>& p = tables.tp_param_prefix[i];
+    const std::vector<double>& a = tables.tp_activation_prefix[i];
+    return problem_.optimizer_state_multiplier * (p[end] - p[begin]) +
+           (a[end] - a[begin]) * in_flight;
+  }
   const double params = tables.param_prefix[end] - tables.param_prefix[begin];
   const double acts = tables.activation_prefix[end] - tables.activation_prefix[begin];
   return problem_.optimizer_state_multiplier * params / gpus + acts * in_flight;

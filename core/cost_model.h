@@ -61,6 +61,24 @@ struct PlanningProblem {
   double optimizer_state_multiplier = kDefaultOptimizerStateMultiplier;
   MissingAllreduce missing_allreduce = MissingAllreduce::kSkipSize;
   StageGpus stage_gpus = StageGpus::kAny;
+  // tp_profiles[i] (may be shorter than node_types, or empty): node_types[i]'s profiles
+  // measured at tensor-parallel degrees tp >= 2, at the micro-batch size of profiles[i]
+  // (which is the tp = 1 one). When some of them fit the node (TensorParallelDegrees), a
+  // stage of g GPUs of that type runs tensor-parallel at tp = g with the times and per-GPU
+  // bytes measured at tp = g, and the type's stage sizes are exactly 1 and those degrees
+  // (docs/COST_MODEL.md#tensor-parallel-stages); otherwise its stages split layers across
+  // their GPUs as before.
+  std::vector<std::vector<std::shared_ptr<const ModelProfile>>> tp_profiles;
+
+  // The measured tensor-parallel degrees a stage of node type t may run at besides 1:
+  // those of tp_profiles[t] within the node's GPUs that stage_gpus allows, ascending.
+  // Empty: the type's stages split the layers' work over their GPUs (tp = 1).
+  std::vector<int> TensorParallelDegrees(int t) const;
+  // The tensor-parallel degree of a stage of `gpus` GPUs of node type t: `gpus` when the
+  // type runs tensor-parallel stages, else 1.
+  int StageTensorParallel(int t, int gpus) const {
+    return TensorParallelDegrees(t).empty() ? 1 : gpus;
+  }
 
   // Content key of everything above (profile fingerprints, types, model, M, ...). A new
   // field belongs here and in CostModelCache's key (core/model_cache.cc).
@@ -141,12 +159,13 @@ class CostModel {
   // GPU counts a stage on a node of type t may use (ascending).
   const std::vector<int>& stage_sizes(int t) const { return types_[t].sizes; }
 
-  // Layers [begin, end) on `gpus` GPUs of node type t.
+  // Layers [begin, end) on `gpus` GPUs of node type t (split over them, or tensor-parallel
+  // at tp = gpus with the times measured there: PlanningProblem::tp_profiles).
   double ForwardMs(int t, int gpus, int begin, int end) const;
   double BackwardMs(int t, int gpus, int begin, int end) const;
   double ComputeMs(int t, int gpus, int begin, int end) const;  // F + B
-  // Parameter bytes of layers [begin, end) in node type t's profile (what a node must hold,
-  // or receive when it takes the layers over, core/replan).
+  // Parameter bytes of layers [begin, end) in node type t's tp = 1 profile (what a node must
+  // hold, or receive when it takes the layers over, core/replan).
   double ParamBytes(int t, int begin, int end) const {
     return types_[t].param_prefix[end] - types_[t].param_prefix[begin];
   }
@@ -155,7 +174,8 @@ class CostModel {
   double TransferMs(int t, int last_layer, Link link) const;
   // c = F + B + X_in + X_out (oobleck-sosp23: F + B).
   double StageCostMs(int t, int gpus, int begin, int end, Link in, Link out) const;
-  // k * params / g + activations * min(M, stages_from_end) (stages_from_end >= 1).
+  // k * params / g + activations * min(M, stages_from_end) (stages_from_end >= 1); for a
+  // tensor-parallel stage the per-GPU bytes measured at tp = g, not divided.
   double MemoryBytesPerGpu(int t, int gpus, int begin, int end, int stages_from_end) const;
   // Always true for oobleck-sosp23, which ignores memory.
   bool Fits(int t, int gpus, int begin, int end, int stages_from_end) const;
@@ -214,12 +234,19 @@ class CostModel {
     // Per size index: prefix sums over layers of f/g + AR and b/g + AR.
     std::vector<std::vector<double>> forward_prefix, backward_prefix;
     std::vector<double> param_prefix, activation_prefix;  // this type's profile
+    // Tensor-parallel stages: per size index, prefix sums of the per-GPU parameter and
+    // activation bytes measured at tp = size (empty when the type splits layers instead).
+    std::vector<std::vector<double>> tp_param_prefix, tp_activation_prefix;
   };
-  // One profile per node type, all of one layer count.
+  // One profile per node type, all of one layer count; tensor-parallel ones of that count
+  // too, each at its own degree >= 2.
   static absl::Status ValidateProfiles(const PlanningProblem& problem);
   // One type's tables: the stage sizes it can use and the prefix sums over its layers.
   static TypeTables BuildTypeTables(const NodeType& type, const ModelProfile& profile,
                                     MissingAllreduce missing, StageGpus stage_gpus);
+  // The same for a type whose stages run tensor-parallel at `degrees` (and 1).
+  static TypeTables BuildTensorParallelTables(const PlanningProblem& problem, int t,
+                                              const std::vector<int>& degrees);
   // Evaluate's structural checks: node order, contiguous stages, GPUs, the stage limit.
   absl::Status CheckTemplateShape(const PipelineTemplate& tmpl) const;
   CostModel() = default;

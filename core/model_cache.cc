@@ -47,6 +47,15 @@ int64_t ModelBytes(const CostModel& model) {
              (2 * static_cast<int64_t>(model.stage_sizes(t).size()) + 2);
   }
   for (const auto& profile : model.problem().profiles) bytes += ProfileBytes(*profile);
+  for (const auto& list : model.problem().tp_profiles) {
+    for (const auto& profile : list) bytes += ProfileBytes(*profile);
+  }
+  // Tensor-parallel types keep per-size parameter and activation prefix sums too.
+  for (int t = 0; t < model.num_types(); ++t) {
+    if (model.problem().TensorParallelDegrees(t).empty()) continue;
+    bytes += rows * static_cast<int64_t>(sizeof(double)) * 2 *
+             static_cast<int64_t>(model.stage_sizes(t).size());
+  }
   return bytes;
 }
 
@@ -104,6 +113,11 @@ absl::StatusOr<std::shared_ptr<const CostModel>> CostModelCache::Create(Planning
     AppendRaw(&key, type.intra_node_bytes_per_s);
   }
   for (const auto& profile : problem.profiles) AppendRaw(&key, profile.get());
+  AppendRaw(&key, problem.tp_profiles.size());
+  for (const auto& list : problem.tp_profiles) {
+    AppendRaw(&key, list.size());
+    for (const auto& profile : list) AppendRaw(&key, profile.get());
+  }
   for (const std::string& from : problem.derived_from) AppendString(&key, from);
   if (std::shared_ptr<const void> hit = Find(key)) {
     return std::static_pointer_cast<const CostModel>(hit);

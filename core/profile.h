@@ -34,8 +34,8 @@ struct ProfileKey {
   std::string model;
   std::string gpu_type;
   int microbatch_size = 1;
-  // Tensor-parallel degree the layers were measured at (each GPU holding 1/tp of every
-  // layer). The search uses tp = 1 profiles only.
+  // Tensor-parallel degree the layers were measured at (each GPU holding 1/tp of every layer);
+  // tp > 1 ones make stages tensor-parallel (docs/COST_MODEL.md#tensor-parallel-stages).
   int tp = 1;
   auto operator<=>(const ProfileKey&) const = default;
   // "model/gpu_type/mb<m>", and "/tp<t>" after it when tp != 1 (so every key of a tp = 1

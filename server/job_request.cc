@@ -3,9 +3,11 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/field_path.h"
 #include "core/profile.h"
 #include "core/shown_value.h"
@@ -53,22 +55,77 @@ absl::StatusOr<std::shared_ptr<const ModelProfile>> FindProfile(
   return found;
 }
 
-// The profile of node type i: measured, or derived from a measured one.
+// Node type i's profiles at the tensor-parallel degrees 2 to its GPUs per node, at the
+// micro-batch size of `measured` (the loaded tp = 1 profile it uses), derived as
+// `derived_gpu_type` at `relative_speed` when that is not empty. A degree loaded for that GPU
+// type at other micro-batch sizes but not at this one is FAILED_PRECONDITION naming
+// microbatch_size: the stage size would silently vanish otherwise.
+absl::StatusOr<std::vector<std::shared_ptr<const ModelProfile>>> ResolveTensorParallel(
+    const JobFields& job, int i, const ModelProfile& measured, const ProfileCatalog& catalog,
+    CostModelCache* models, const std::string& derived_gpu_type, double relative_speed) {
+  const int gpus_per_node = job.cluster->node_types(i).gpus_per_node();
+  const ProfileKey& key = measured.key;
+  std::vector<std::shared_ptr<const ModelProfile>> found;
+  std::map<int, std::set<int>> sizes_by_tp;  // every degree that fits, at any micro-batch size
+  for (std::shared_ptr<const ModelProfile>& p : catalog.List(key.model)) {
+    const ProfileKey& k = p->key;
+    if (k.gpu_type != key.gpu_type || k.tp < 2 || k.tp > gpus_per_node) continue;
+    sizes_by_tp[k.tp].insert(k.microbatch_size);
+    if (k.microbatch_size != key.microbatch_size) continue;
+    if (p->num_layers() != measured.num_layers()) {
+      return FieldError(
+          absl::StatusCode::kFailedPrecondition, NodeTypeField(i),
+          absl::StrCat(" uses profile ", key.ToString(), " with ", measured.num_layers(),
+                       " layers but its tensor-parallel "
+                       "profile ",
+                       k.ToString(), " has ", p->num_layers()));
+    }
+    if (derived_gpu_type.empty()) {
+      found.push_back(std::move(p));
+    } else if (models != nullptr) {
+      found.push_back(models->Derive(p, derived_gpu_type, relative_speed));
+    } else {
+      found.push_back(std::make_shared<const ModelProfile>(
+          DeriveProfile(*p, derived_gpu_type, relative_speed)));
+    }
+  }
+  for (const auto& [tp, sizes] : sizes_by_tp) {
+    if (sizes.count(key.microbatch_size) > 0) continue;
+    return FieldError(
+        absl::StatusCode::kFailedPrecondition, "microbatch_size",
+        absl::StrCat(" ", key.microbatch_size, ": ", NodeTypeField(i), " (GPU type ",
+                     Quote(key.gpu_type), ") has profiles of model ", Quote(key.model), " at tp ",
+                     tp, " for micro-batch sizes ", absl::StrJoin(sizes, ", "), " but not at ",
+                     key.microbatch_size, "; load that profile or choose one of those sizes"));
+  }
+  return found;
+}
+
+// The profile of node type i: measured, or derived from a measured one; and its
+// tensor-parallel profiles (none for a profile sent inline).
 absl::StatusOr<std::shared_ptr<const ModelProfile>> ResolveProfile(
     const JobFields& job, int i, const ProfileCatalog& catalog, CostModelCache* models,
-    const InlineProfiles* inline_profiles, std::string* derived_from) {
+    const InlineProfiles* inline_profiles, std::string* derived_from,
+    std::vector<std::shared_ptr<const ModelProfile>>* tp_profiles) {
   const pb::NodeType& type = job.cluster->node_types(i);
   const std::string field = NodeTypeField(i);
-  if (!type.has_derive()) {
-    return FindProfile(job, type.gpu_type(), absl::StrCat(field, ".gpu_type"), catalog,
-                       inline_profiles);
+  const bool derive = type.has_derive();
+  const std::string& measured_type = derive ? type.derive().measured_gpu_type() : type.gpu_type();
+  ASSIGN_OR_RETURN(
+      std::shared_ptr<const ModelProfile> measured,
+      FindProfile(job, measured_type,
+                  absl::StrCat(field, derive ? ".derive.measured_gpu_type" : ".gpu_type"), catalog,
+                  inline_profiles));
+  const bool sent_inline =
+      inline_profiles != nullptr && inline_profiles->For(measured_type) == measured;
+  const std::string gpu_type =
+      !derive ? "" : (type.gpu_type().empty() ? type.name() : type.gpu_type());
+  const double speed = derive ? type.derive().relative_speed() : 0;
+  if (!sent_inline) {
+    ASSIGN_OR_RETURN(*tp_profiles,
+                     ResolveTensorParallel(job, i, *measured, catalog, models, gpu_type, speed));
   }
-  const std::string& measured_type = type.derive().measured_gpu_type();
-  ASSIGN_OR_RETURN(std::shared_ptr<const ModelProfile> measured,
-                   FindProfile(job, measured_type, absl::StrCat(field, ".derive.measured_gpu_type"),
-                               catalog, inline_profiles));
-  const std::string& gpu_type = type.gpu_type().empty() ? type.name() : type.gpu_type();
-  const double speed = type.derive().relative_speed();
+  if (!derive) return measured;
   *derived_from = measured->key.gpu_type;
   if (models != nullptr) return models->Derive(measured, gpu_type, speed);
   return std::make_shared<const ModelProfile>(DeriveProfile(*measured, gpu_type, speed));
@@ -181,14 +238,21 @@ absl::StatusOr<PlanningProblem> ResolveProblem(const JobFields& job, PlanningPro
   std::map<std::string, int> index_by_gpu_type;
   for (int i = 0; i < job.cluster->node_types_size(); ++i) {
     std::string derived_from;
-    ASSIGN_OR_RETURN(std::shared_ptr<const ModelProfile> profile,
-                     ResolveProfile(job, i, catalog, models, inline_profiles, &derived_from));
+    std::vector<std::shared_ptr<const ModelProfile>> tp_profiles;
+    ASSIGN_OR_RETURN(
+        std::shared_ptr<const ModelProfile> profile,
+        ResolveProfile(job, i, catalog, models, inline_profiles, &derived_from, &tp_profiles));
     RETURN_IF_ERROR(CheckCombinable(problem, *profile, i, index_by_gpu_type));
     index_by_gpu_type.emplace(profile->key.gpu_type, i);
     problem.node_types[i].gpu_type = profile->key.gpu_type;
     problem.profiles.push_back(std::move(profile));
     problem.derived_from.push_back(std::move(derived_from));
+    problem.tp_profiles.push_back(std::move(tp_profiles));
   }
+  // A problem without tensor-parallel profiles has no list: its keys stay what they were.
+  bool any_tp = false;
+  for (const auto& list : problem.tp_profiles) any_tp |= !list.empty();
+  if (!any_tp) problem.tp_profiles.clear();
   return problem;
 }
 

@@ -135,8 +135,13 @@ void ToProtoTemplate(const PipelineTemplate& tmpl, const PlanningProblem& proble
   out->set_iteration_time_ms(tmpl.iteration_time_ms);
   out->set_microbatches(problem.microbatches);  // the M CostModel::Evaluate computed it for
   int num_gpus = 0;
+  std::vector<bool> tensor_parallel(types.size());  // per node type
+  for (size_t t = 0; t < types.size(); ++t) {
+    tensor_parallel[t] = !problem.TensorParallelDegrees(static_cast<int>(t)).empty();
+  }
   for (const Stage& stage : tmpl.stages) {
     pb::Stage* s = out->add_stages();
+    if (tensor_parallel[stage.node_type] && stage.gpus > 1) s->set_tensor_parallel(stage.gpus);
     s->set_layer_begin(stage.layer_begin);
     s->set_layer_end(stage.layer_end);
     s->set_node_index(stage.node_index);

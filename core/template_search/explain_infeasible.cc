@@ -25,24 +25,57 @@ int MinStagesPerNode(const CostModel& model, int t) {
   return best[G];
 }
 
+// The stage size of type t whose GPUs hold layer l with the least bytes each: the widest
+// when stages split layers (parameters divide, activations do not), the least measured one
+// when they run tensor-parallel (docs/COST_MODEL.md#tensor-parallel-stages).
+int LeastMemorySize(const CostModel& model, int t, int l) {
+  const std::vector<int>& sizes = model.stage_sizes(t);
+  if (model.problem().TensorParallelDegrees(t).empty()) return sizes.back();
+  int best = sizes.back();
+  for (int g : sizes) {
+    const double bytes = model.MemoryBytesPerGpu(t, g, l, l + 1, 1);
+    if (bytes < model.MemoryBytesPerGpu(t, best, l, l + 1, 1)) best = g;
+  }
+  return best;
+}
+
+// Bytes of GPU memory, over all their GPUs, stages of type t need for the whole model with
+// one micro-batch in flight at least: one GPU's k * params + activations when stages split
+// layers; with tensor-parallel stages, per layer the least over the sizes g of g GPUs' bytes.
+double LeastModelBytes(const CostModel& model, int t) {
+  const int L = model.num_layers();
+  if (model.problem().TensorParallelDegrees(t).empty()) {
+    return model.MemoryBytesPerGpu(t, 1, 0, L, 1);
+  }
+  double sum = 0;
+  for (int l = 0; l < L; ++l) {
+    double least = model.MemoryBytesPerGpu(t, 1, l, l + 1, 1);
+    for (int g : model.stage_sizes(t)) {
+      least = std::min(least, g * model.MemoryBytesPerGpu(t, g, l, l + 1, 1));
+    }
+    sum += least;
+  }
+  return sum;
+}
+
 // Why no pipeline over `mix` fits in GPU memory under 1f1b.
 std::string ExplainMemory(const CostModel& model, const NodeMix& mix) {
   constexpr double kGiB = 1024.0 * 1024 * 1024;
   const auto& types = model.problem().node_types;
   const int L = model.num_layers();
-  // A layer that does not fit even alone, as the last stage, on the widest stage of any
-  // node type of the mix.
+  // A layer that does not fit even alone, as the last stage, on the stage size of any node
+  // type of the mix that holds it in the least memory per GPU.
   for (int l = 0; l < L; ++l) {
     bool fits_somewhere = false;
     for (int t = 0; t < model.num_types() && !fits_somewhere; ++t) {
       if (mix[t] == 0) continue;
-      fits_somewhere = model.Fits(t, model.stage_sizes(t).back(), l, l + 1, 1);
+      fits_somewhere = model.Fits(t, LeastMemorySize(model, t, l), l, l + 1, 1);
     }
     if (!fits_somewhere) {
       std::string where;
       for (int t = 0; t < model.num_types(); ++t) {
         if (mix[t] == 0) continue;
-        const int g = model.stage_sizes(t).back();
+        const int g = LeastMemorySize(model, t, l);
         absl::StrAppendFormat(&where, "%s%s: %.3f GiB per GPU on %d GPU(s) > %.3f GiB",
                               where.empty() ? "" : "; ", types[t].name,
                               model.MemoryBytesPerGpu(t, g, l, l + 1, 1) / kGiB, g,
@@ -59,7 +92,7 @@ std::string ExplainMemory(const CostModel& model, const NodeMix& mix) {
   for (int t = 0; t < model.num_types(); ++t) {
     if (mix[t] == 0) continue;
     // Whole model on one GPU with one micro-batch in flight: k * params + activations.
-    const double n = model.MemoryBytesPerGpu(t, 1, 0, L, 1);
+    const double n = LeastModelBytes(model, t);
     needed = needed == 0 ? n : std::min(needed, n);
   }
   if (needed > capacity) {

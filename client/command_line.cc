@@ -84,7 +84,8 @@ ABSL_FLAG(int, max_nodes_per_pipeline, 0,
           "plan: largest pipeline in nodes (0: min(cluster nodes, 4)); larger values search "
           "many more templates");
 ABSL_FLAG(std::string, plan, "",
-          "replan: the current plan, a file with the --json output of plan or replan");
+          "replan: the current plan, a file with the --json output of plan or replan; "
+          "evaluate: the plan to predict, such a file");
 ABSL_FLAG(std::vector<std::string>, fail, {}, "replan: ids of the nodes that failed");
 ABSL_FLAG(std::vector<std::string>, join, {},
           "replan: nodes that joined, as ID:TYPE with TYPE a node type of the plan's cluster");
@@ -211,7 +212,7 @@ const std::vector<FlagUse>& FlagUses() {
       {"global_batch", {"plan", "instantiate"}},
       {"min_nodes_per_pipeline", {"plan"}},
       {"max_nodes_per_pipeline", {"plan"}},
-      {"plan", {"replan", "render"}},
+      {"plan", {"replan", "render", "evaluate"}},
       {"fail", {"replan"}},
       {"join", {"replan"}},
       {"tolerance", {"replan"}},
@@ -497,6 +498,11 @@ std::string UsageText(const std::string& command) {
       "  evaluate --sailor-plan FILE --network DIR [--server HOST:PORT] [--model M] [--json]\n"
       "      The same through the server's Evaluate call, from the profiles it stores\n"
       "      (load-profile --format sailor) and the bandwidth files of DIR, sent inline.\n"
+      "  evaluate --plan FILE [--server HOST:PORT] [--json]\n"
+      "      Predicts a plan of ours (the --json output of plan or replan) under its own cost\n"
+      "      model: its iteration time as that answer reported it, the breakdown (slowest\n"
+      "      pipeline, bubbles, p2p, all-reduce; parts the model lacks are named) and the\n"
+      "      memory per GPU of every stage (docs/COST_MODEL.md#breakdown-of-a-plan).\n"
       "  stats\n"
       "      Cache and request counters of the server.\n"
       "  health\n"

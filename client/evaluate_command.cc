@@ -1,10 +1,17 @@
 #include "client/evaluate_command.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "client/plan_commands.h"
+#include "client/requests.h"
 #include "core/fidelity/sailor_data.h"
 #include "core/file_reader.h"
 #include "core/status_macros.h"
@@ -130,7 +137,106 @@ std::pair<fidelity::Evaluation, fidelity::SailorPlan> EvaluationFromResponse(
   return {std::move(e), std::move(plan)};
 }
 
+absl::StatusOr<::oobleck::planner::v1::EvaluateRequest> JobPlanEvaluateRequest(
+    const std::string& answer_json, const std::string& source) {
+  ASSIGN_OR_RETURN(::oobleck::planner::v1::ReplanRequest read,
+                   BuildReplanRequest(answer_json, source, {}, {}, std::nullopt));
+  ::oobleck::planner::v1::EvaluateRequest request;
+  request.mutable_job_plan()->mutable_request()->Swap(read.mutable_request());
+  request.mutable_job_plan()->mutable_plan()->Swap(read.mutable_plan());
+  return request;
+}
+
+namespace {
+
+// The breakdown's parts the model has, by their short name ("pipeline", "bubbles", ...).
+std::vector<std::pair<std::string, double>> ModelledParts(
+    const ::oobleck::planner::v1::EvaluateResponse& r) {
+  const std::pair<const char*, double> all[] = {{"pipeline_ms", r.pipeline_ms()},
+                                                {"bubbles_ms", r.bubbles_ms()},
+                                                {"p2p_ms", r.p2p_ms()},
+                                                {"sync_ms", r.sync_ms()},
+                                                {"update_ms", r.update_ms()}};
+  std::vector<std::pair<std::string, double>> parts;
+  for (const auto& [field, ms] : all) {
+    if (std::find(r.unmodelled_fields().begin(), r.unmodelled_fields().end(), field) !=
+        r.unmodelled_fields().end()) {
+      continue;
+    }
+    std::string name = field;
+    parts.emplace_back(name.substr(0, name.size() - 3), ms);
+  }
+  return parts;
+}
+
+}  // namespace
+
+std::string JobPlanEvaluationJson(const ::oobleck::planner::v1::EvaluateResponse& r) {
+  nlohmann::ordered_json out;
+  out["model"] = r.model();
+  out["cost_model"] = r.cost_model();
+  out["objective"] = r.objective();
+  out["microbatches"] = r.microbatches();
+  out["slowest_pipeline"] = r.slowest_pipeline();
+  out["iteration_time_ms"] = r.iteration_time_ms();
+  nlohmann::ordered_json breakdown = nlohmann::ordered_json::object();
+  for (const auto& [name, ms] : ModelledParts(r)) breakdown[name] = ms;
+  out["breakdown_ms"] = std::move(breakdown);
+  out["unmodelled"] =
+      std::vector<std::string>(r.unmodelled_fields().begin(), r.unmodelled_fields().end());
+  out["peak_memory_bytes"] = static_cast<int64_t>(r.peak_memory_bytes());
+  nlohmann::ordered_json gpus = nlohmann::ordered_json::array();
+  for (const auto& gpu : r.memory_per_gpu()) {
+    gpus.push_back({{"pipeline", gpu.replica()},
+                    {"stage", gpu.stage()},
+                    {"node_id", gpu.node_id()},
+                    {"gpus", gpu.gpus()},
+                    {"gpu_type", gpu.gpu_type()},
+                    {"training_state_bytes", static_cast<int64_t>(gpu.training_state_bytes())},
+                    {"activation_bytes", static_cast<int64_t>(gpu.activation_bytes())},
+                    {"total_bytes", static_cast<int64_t>(gpu.total_bytes())}});
+  }
+  out["memory_per_gpu"] = std::move(gpus);
+  return out.dump(2) + "\n";
+}
+
+std::string JobPlanEvaluationTable(const ::oobleck::planner::v1::EvaluateResponse& r) {
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  std::string out = absl::StrFormat(
+      "model %s, cost model %s, objective %s; slowest pipeline %d (%d micro-batches)\n"
+      "iteration        %10.2f ms\n",
+      r.model(), r.cost_model(), r.objective(), r.slowest_pipeline(), r.microbatches(),
+      r.iteration_time_ms());
+  for (const auto& [name, ms] : ModelledParts(r)) {
+    const bool part = name == "bubbles" || name == "p2p";  // parts of pipeline
+    absl::StrAppendFormat(&out, "%-16s %10.2f ms%s\n", absl::StrCat(part ? "    " : "  ", name), ms,
+                          part ? "  (part of pipeline)" : "");
+  }
+  absl::StrAppendFormat(&out,
+                        "  not modelled: %s\n"
+                        "peak memory      %10.2f GiB\n\n"
+                        "pipeline stage node_id          gpus gpu_type     state_GiB  activ_GiB  "
+                        "total_GiB\n",
+                        absl::StrJoin(r.unmodelled_fields(), ", "), r.peak_memory_bytes() / kGiB);
+  for (const auto& gpu : r.memory_per_gpu()) {
+    absl::StrAppendFormat(&out, "%8d %5d %-16s %4d %-12s %9.2f %10.2f %10.2f\n", gpu.replica(),
+                          gpu.stage(), gpu.node_id(), gpu.gpus(), gpu.gpu_type(),
+                          gpu.training_state_bytes() / kGiB, gpu.activation_bytes() / kGiB,
+                          gpu.total_bytes() / kGiB);
+  }
+  return out;
+}
+
 absl::Status RunServerEvaluate(const CommandLine& cl, const EvaluateCall& call) {
+  if (!cl.options.plan.empty()) {
+    ASSIGN_OR_RETURN(const std::string text, ReadTextFile(cl.options.plan));
+    ASSIGN_OR_RETURN(const auto request, JobPlanEvaluateRequest(text, cl.options.plan));
+    ::oobleck::planner::v1::EvaluateResponse response;
+    RETURN_IF_ERROR(call(request, &response));
+    std::cout << (cl.options.json ? JobPlanEvaluationJson(response)
+                                  : JobPlanEvaluationTable(response));
+    return absl::OkStatus();
+  }
   ASSIGN_OR_RETURN(const auto request, EvaluateRequestFromFlags(cl.options));
   ::oobleck::planner::v1::EvaluateResponse response;
   RETURN_IF_ERROR(call(request, &response));

@@ -1,7 +1,8 @@
 // `oobleck-plan evaluate --sailor-plan FILE --sailor-data DIR [--model M] [--json]`: the
 // predicted iteration time, its breakdown and the peak memory per GPU of a plan in Sailor's
 // format, computed here by core/fidelity (no server, no RPC); with --network DIR instead of
-// --sailor-data, computed by the server's Evaluate call from the profiles it stores.
+// --sailor-data, computed by the server's Evaluate call from the profiles it stores. With
+// --plan FILE (a plan or replan --json answer) the server predicts a plan of ours.
 #ifndef OOBLECK_CLIENT_EVALUATE_COMMAND_H_
 #define OOBLECK_CLIENT_EVALUATE_COMMAND_H_
 
@@ -39,7 +40,19 @@ absl::StatusOr<::oobleck::planner::v1::EvaluateRequest> EvaluateRequestFromFlags
 std::pair<fidelity::Evaluation, fidelity::SailorPlan> EvaluationFromResponse(
     const ::oobleck::planner::v1::EvaluateResponse& response);
 
-// `evaluate --network DIR`: through the server, printed as RunEvaluate prints.
+// The request for `evaluate --plan FILE`: the answer's request and plan as job_plan
+// (INVALID_ARGUMENT naming `source` when it is not a plan or replan answer).
+absl::StatusOr<::oobleck::planner::v1::EvaluateRequest> JobPlanEvaluateRequest(
+    const std::string& answer_json, const std::string& source);
+
+// The --json document of a job_plan's answer: the modelled parts in breakdown_ms, the others
+// listed in "unmodelled" (never printed as zeros), and the memory of every stage's GPU.
+std::string JobPlanEvaluationJson(const ::oobleck::planner::v1::EvaluateResponse& response);
+// A table for people.
+std::string JobPlanEvaluationTable(const ::oobleck::planner::v1::EvaluateResponse& response);
+
+// `evaluate --network DIR` or `evaluate --plan FILE`: through the server, printed as
+// RunEvaluate prints (--plan: the two functions above).
 absl::Status RunServerEvaluate(const CommandLine& cl, const EvaluateCall& call);
 
 }  // namespace oobleck::client

@@ -141,6 +141,29 @@ absl::Status CheckSailorLoadUsage(const CommandLine& cl) {
   return absl::OkStatus();
 }
 
+// evaluate: --plan FILE alone (a plan of ours), or --sailor-plan with one of --sailor-data
+// and --network.
+absl::Status CheckEvaluateUsage(const CommandLine& cl) {
+  const CliOptions& o = cl.options;
+  if (!o.plan.empty()) {
+    for (const char* flag : {"sailor_plan", "sailor_data", "network", "model"}) {
+      if (cl.IsSet(flag)) {
+        return Usage(absl::StrCat("--", DashedFlag(flag),
+                                  " is for plans in Sailor's format, not with --plan (the plan's "
+                                  "answer holds its job)"));
+      }
+    }
+    return absl::OkStatus();
+  }
+  if (o.sailor_plan.empty() || o.sailor_data.empty() == o.network.empty()) {
+    return Usage(
+        "evaluate needs --plan FILE (a plan or replan answer), or --sailor-plan FILE and either "
+        "--sailor-data DIR (evaluated here) or --network DIR (evaluated by the server from its "
+        "stored profiles)");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckUsage(const CommandLine& cl) {
   const CliOptions& o = cl.options;
   if (!(o.timeout_s > 0)) return Usage("--timeout_s must be > 0");
@@ -167,12 +190,7 @@ absl::Status CheckUsage(const CommandLine& cl) {
   if (cl.command == "instantiate") return CheckInstantiateUsage(cl);
   if (cl.command == "plan" || cl.command == "replan") return CheckPlanUsage(cl);
   if (cl.command == "render" && o.job.microbatches < 0) return Usage("--microbatches must be >= 0");
-  if (cl.command == "evaluate" &&
-      (o.sailor_plan.empty() || o.sailor_data.empty() == o.network.empty())) {
-    return Usage(
-        "evaluate needs --sailor-plan FILE and either --sailor-data DIR (evaluated here) or "
-        "--network DIR (evaluated by the server from its stored profiles)");
-  }
+  if (cl.command == "evaluate") return CheckEvaluateUsage(cl);
   if (cl.command != "templates") return absl::OkStatus();
 
   if (cl.IsSet("nodes")) {
@@ -446,7 +464,7 @@ int RunCommand(int argc, char** argv) {
     std::cerr << "run oobleck-plan " << cl->command << " --help for usage\n";
     return 2;
   }
-  const bool local_evaluate = cl->command == "evaluate" && cl->options.network.empty();
+  const bool local_evaluate = cl->command == "evaluate" && !cl->options.sailor_data.empty();
   if (cl->command == "render" || local_evaluate) {  // reads files; no server
     absl::Status status = cl->command == "render" ? RunRender(*cl) : RunEvaluate(*cl);
     if (!status.ok()) PrintError(status);

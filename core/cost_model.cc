@@ -433,18 +433,24 @@ double CostModel::StageCostMs(int t, int gpus, int begin, int end, Link in, Link
          TransferMs(t, end - 1, out);
 }
 
-double CostModel::MemoryBytesInFlight(int t, int gpus, int begin, int end, int in_flight) const {
+CostModel::GpuMemoryParts CostModel::MemoryParts(int t, int gpus, int begin, int end,
+                                                 int in_flight) const {
   const TypeTables& tables = types_[t];
   if (!tables.tp_param_prefix.empty()) {  // measured per GPU at tp = gpus
     const int i = SizeIndex(t, gpus);
     const std::vector<double>& p = tables.tp_param_prefix[i];
     const std::vector<double>& a = tables.tp_activation_prefix[i];
-    return problem_.optimizer_state_multiplier * (p[end] - p[begin]) +
-           (a[end] - a[begin]) * in_flight;
+    return {problem_.optimizer_state_multiplier * (p[end] - p[begin]),
+            (a[end] - a[begin]) * in_flight};
   }
   const double params = tables.param_prefix[end] - tables.param_prefix[begin];
   const double acts = tables.activation_prefix[end] - tables.activation_prefix[begin];
-  return problem_.optimizer_state_multiplier * params / gpus + acts * in_flight;
+  return {problem_.optimizer_state_multiplier * params / gpus, acts * in_flight};
+}
+
+double CostModel::MemoryBytesInFlight(int t, int gpus, int begin, int end, int in_flight) const {
+  const GpuMemoryParts parts = MemoryParts(t, gpus, begin, end, in_flight);
+  return parts.training_state_bytes + parts.activation_bytes;
 }
 
 double CostModel::MemoryBytesPerGpu(int t, int gpus, int begin, int end,

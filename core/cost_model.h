@@ -174,6 +174,13 @@ class CostModel {
   double TransferMs(int t, int last_layer, Link link) const;
   // c = F + B + X_in + X_out (oobleck-sosp23: F + B).
   double StageCostMs(int t, int gpus, int begin, int end, Link in, Link out) const;
+  // The one memory expression per GPU in its two parts, with `in_flight` micro-batches of
+  // activations kept (MemoryBytesPerGpu and the fit checks add them up).
+  struct GpuMemoryParts {
+    double training_state_bytes = 0;  // k * params / g: weights, gradients, optimizer state
+    double activation_bytes = 0;      // activations * in_flight
+  };
+  GpuMemoryParts MemoryParts(int t, int gpus, int begin, int end, int in_flight) const;
   // k * params / g + activations * min(M, stages_from_end) (stages_from_end >= 1); for a
   // tensor-parallel stage the per-GPU bytes measured at tp = g, not divided.
   double MemoryBytesPerGpu(int t, int gpus, int begin, int end, int stages_from_end) const;

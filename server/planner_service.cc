@@ -249,6 +249,11 @@ grpc::Status PlannerService::Evaluate(grpc::ServerContext* context,
                                       const pb::EvaluateRequest* request,
                                       pb::EvaluateResponse* response) {
   if (absl::Status synced = CheckSynced(); !synced.ok()) return ToGrpcStatus(synced);
+  if (request->has_job_plan()) {
+    return HandleEvaluateJobPlan(context, *request, response,
+                                 {catalog_, &cluster_planner_, options_.search_gate, &models_,
+                                  &shutdown_, /*arena_blocks=*/nullptr, &inline_profiles_});
+  }
   return HandleEvaluate(context, *request, response, *catalog_, &shutdown_);
 }
 

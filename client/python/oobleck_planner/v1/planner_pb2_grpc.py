@@ -136,9 +136,11 @@ class PlannerServicer(object):
 
     def Evaluate(self, request, context):
         """Predicts the iteration time (with its breakdown) and the peak memory per GPU of a plan
-        the caller gives, in Sailor's format, from the stored profiles of its model (per GPU
+        the caller gives: one in Sailor's format, from the stored profiles of its model (per GPU
         type, micro-batch size and tp; LoadProfile with `sailor`) and the cluster's measured
-        network sent in the request (docs/COST_MODEL.md, "Predicting real runs").
+        network sent in the request (docs/COST_MODEL.md, "Predicting real runs"); or one of
+        ours (a Plan or Replan answer's `request` and `plan`), under our own cost model, with
+        the figures that answer reported (docs/COST_MODEL.md#breakdown-of-a-plan).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

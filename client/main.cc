@@ -157,9 +157,9 @@ absl::Status CheckEvaluateUsage(const CommandLine& cl) {
   }
   if (o.sailor_plan.empty() || o.sailor_data.empty() == o.network.empty()) {
     return Usage(
-        "evaluate needs --plan FILE (a plan or replan answer), or --sailor-plan FILE and either "
-        "--sailor-data DIR (evaluated here) or --network DIR (evaluated by the server from its "
-        "stored profiles)");
+        "evaluate needs --sailor-plan FILE and either --sailor-data DIR (evaluated here) or "
+        "--network DIR (evaluated by the server from its stored profiles), or --plan FILE (a "
+        "plan or replan --json answer, evaluated by the server)");
   }
   return absl::OkStatus();
 }

@@ -118,8 +118,11 @@ absl::StatusOr<PlanBreakdown> BreakDownPlan(const CostModel& model, const NodeSe
   out.iteration_time_ms = out.plan.iteration_time_ms;
   out.pipeline_ms = out.plan.pipeline_time_ms;
   out.sync_ms = out.plan.allreduce_ms;
-  while (out.plan.pipelines[out.slowest_pipeline].time_ms != out.pipeline_ms)
-    ++out.slowest_pipeline;
+  for (size_t i = 0; i < out.plan.pipelines.size(); ++i) {
+    if (out.plan.pipelines[i].time_ms != out.pipeline_ms) continue;
+    out.slowest_pipeline = static_cast<int>(i);
+    break;
+  }
   const PlannedPipeline& slowest = out.plan.pipelines[out.slowest_pipeline];
   if (!oobleck && model.kind() == CostModelKind::kOneFOneB) OneFOneBParts(slowest, &out);
   if (!oobleck && model.kind() == CostModelKind::kOobleckSosp23) Sosp23Parts(model, slowest, &out);

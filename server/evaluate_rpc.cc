@@ -245,7 +245,7 @@ void ToProtoBreakdown(const PlanBreakdown& b, const PlanningProblem& problem,
     gpu->set_stage(m.stage);
     gpu->set_replica(m.pipeline);
     gpu->set_gpu_type(problem.node_types[m.node_type].gpu_type);
-    gpu->set_tp(1);  // a stage's GPUs of one node are data parallel (docs/COST_MODEL.md)
+    gpu->set_tp(problem.StageTensorParallel(m.node_type, m.gpus));
     gpu->set_training_state_bytes(m.training_state_bytes);
     gpu->set_activation_bytes(m.activation_bytes);
     gpu->set_total_bytes(m.total_bytes());

@@ -122,5 +122,57 @@ TEST_F(TpSearchServiceTest, AMicroBatchSizeMissingAtAMeasuredTpIsNamed) {
   EXPECT_THAT(status.error_message(), HasSubstr("cluster.node_types[0].gpu_type"));
 }
 
+// A Plan over per-tp profiles, sent back to Evaluate as a job_plan: the same iteration time,
+// and each stage's memory entry carries its tensor-parallel degree and the per-GPU bytes
+// measured at it (what the template reported for a stage kept full).
+TEST_F(TpSearchServiceTest, EvaluateOfATensorParallelPlanReportsEachStagesTp) {
+  Load("opt-350", [](nlohmann::json&) {});
+  pb::PlanRequest request;
+  request.set_model("opt-350");
+  request.set_microbatch_size(1);
+  request.set_microbatches(2);
+  request.add_global_batch(4);
+  pb::Cluster* cluster = request.mutable_cluster();
+  cluster->set_inter_node_bytes_per_s(25e9);
+  pb::NodeType* gh200 = cluster->add_node_types();
+  gh200->set_name("gh200");
+  gh200->set_gpu_type("GH-96");
+  gh200->set_gpus_per_node(4);
+  gh200->set_gpu_memory_bytes(96e9);
+  gh200->set_intra_node_bytes_per_s(150e9);
+  for (int i = 0; i < 2; ++i) {
+    pb::Node* node = request.add_nodes();
+    node->set_id("gh-" + std::to_string(i));
+    node->set_node_type("gh200");
+  }
+  pb::PlanResponse planned;
+  {
+    grpc::ClientContext context;
+    const grpc::Status status = served_.stub->Plan(&context, request, &planned);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  pb::EvaluateRequest evaluate;
+  *evaluate.mutable_job_plan()->mutable_request() = planned.request();
+  *evaluate.mutable_job_plan()->mutable_plan() = planned.plan();
+  pb::EvaluateResponse e;
+  grpc::ClientContext context;
+  const grpc::Status status = served_.stub->Evaluate(&context, evaluate, &e);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  const pb::ClusterPlan& plan = planned.plan();
+  EXPECT_EQ(e.iteration_time_ms(), plan.iteration_time_ms());
+  int tensor_parallel = 0;
+  ASSERT_GT(e.memory_per_gpu_size(), 0);
+  for (const pb::GpuMemoryUse& gpu : e.memory_per_gpu()) {
+    const pb::PlannedPipeline& p = plan.pipelines(gpu.replica());
+    const pb::Stage& stage = p.template_().stages(gpu.stage());
+    EXPECT_EQ(gpu.tp(), stage.tensor_parallel() > 1 ? stage.tensor_parallel() : 1);
+    tensor_parallel += gpu.tp() > 1;
+    if (p.microbatches() >= p.template_().stages_size()) {
+      EXPECT_NEAR(gpu.total_bytes(), stage.memory_bytes_per_gpu(), 1e-6 * gpu.total_bytes());
+    }
+  }
+  EXPECT_GT(tensor_parallel, 0);
+}
+
 }  // namespace
 }  // namespace oobleck::server

@@ -376,14 +376,7 @@ class LabelSearch {
       const auto use = [&](int32_t i) {
         if (Objective::Stages(sources[i].label) + 1 > max_after) return;
         Label label = objective_.Extend(sources[i].label, c);
-        objective_.Clamp(label, served.rest_max_ms());
-        if (a > 0 && sentinels.have &&
-            (objective_.Dominates(sentinels.best_final, label) ||
-             objective_.Dominates(sentinels.best_primary, label))) {
-          return;
-        }
-        if (!served.SomeFits(label)) return;
-        if (a > 0) Remember(label, sentinels);
+        if (!Keep(a, label, served, sentinels)) return;
         candidates.push_back({label, src, i, static_cast<int16_t>(t), static_cast<int16_t>(g)});
       };
       objective_.ForUsefulSources(sources, c, served.rest_max_ms(), served.most_primary(), by_sum,
@@ -391,6 +384,20 @@ class LabelSearch {
     }
   }
 
+  // Whether a candidate label of a state at layer `a` is worth keeping: clamped to what the
+  // served mixes can still use, no sentinel dominates it and some served mix can use it (it
+  // then tightens the sentinels). One test for stage moves and node moves alike.
+  bool Keep(int a, Label& label, ServedMixes<Objective>& served, Sentinels& sentinels) {
+    objective_.Clamp(label, served.rest_max_ms());
+    if (a > 0 && sentinels.have &&
+        (objective_.Dominates(sentinels.best_final, label) ||
+         objective_.Dominates(sentinels.best_primary, label))) {
+      return false;
+    }
+    if (!served.SomeFits(label)) return false;
+    if (a > 0) Remember(label, sentinels);
+    return true;
+  }
   void Remember(const Label& label, Sentinels& sentinels) const {
     if (!sentinels.have || objective_.Final(label) < objective_.Final(sentinels.best_final)) {
       sentinels.best_final = label;
@@ -605,14 +612,7 @@ class LabelSearch {
         const NodeLabel& node = nodes[n];
         Label label{x.sum + node.sum, std::max(x.max, node.max),
                     std::min(x.stages + node.stages, M)};
-        objective_.Clamp(label, served.rest_max_ms());
-        if (a > 0 && sentinels.have &&
-            (objective_.Dominates(sentinels.best_final, label) ||
-             objective_.Dominates(sentinels.best_primary, label))) {
-          return;
-        }
-        if (!served.SomeFits(label)) return;
-        if (a > 0) Remember(label, sentinels);
+        if (!Keep(a, label, served, sentinels)) return;
         candidates.push_back({label, src, i, static_cast<int16_t>(t),
                               static_cast<int16_t>(static_cast<uint16_t>(n))});
       };

@@ -25,6 +25,18 @@ const fs::path kSailorDir = fs::path(OOBLECK_SOURCE_DIR) / "data" / "sailor";
 
 std::string Text(const fs::path& path) { return *ReadRegularFile(path); }
 
+// A cluster of GH200 nodes (4 GH-96 GPUs each, Clariden's links); the node type is returned.
+pb::NodeType* AddGh200(pb::Cluster* cluster) {
+  cluster->set_inter_node_bytes_per_s(25e9);
+  pb::NodeType* gh200 = cluster->add_node_types();
+  gh200->set_name("gh200");
+  gh200->set_gpu_type("GH-96");
+  gh200->set_gpus_per_node(4);
+  gh200->set_gpu_memory_bytes(96e9);
+  gh200->set_intra_node_bytes_per_s(150e9);
+  return gh200;
+}
+
 class TpSearchServiceTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(served_.Start().ok()); }
@@ -53,15 +65,7 @@ class TpSearchServiceTest : public ::testing::Test {
     request.set_model(model);
     request.set_microbatch_size(microbatch_size);
     request.set_microbatches(2);
-    pb::Cluster* cluster = request.mutable_cluster();
-    cluster->set_inter_node_bytes_per_s(25e9);
-    pb::NodeType* gh200 = cluster->add_node_types();
-    gh200->set_name("gh200");
-    gh200->set_gpu_type("GH-96");
-    gh200->set_gpus_per_node(4);
-    gh200->set_gpu_memory_bytes(96e9);
-    gh200->set_intra_node_bytes_per_s(150e9);
-    gh200->set_count(2);
+    AddGh200(request.mutable_cluster())->set_count(2);
     grpc::ClientContext context;
     return served_.stub->PlanTemplates(&context, request, response);
   }
@@ -132,14 +136,7 @@ TEST_F(TpSearchServiceTest, EvaluateOfATensorParallelPlanReportsEachStagesTp) {
   request.set_microbatch_size(1);
   request.set_microbatches(2);
   request.add_global_batch(4);
-  pb::Cluster* cluster = request.mutable_cluster();
-  cluster->set_inter_node_bytes_per_s(25e9);
-  pb::NodeType* gh200 = cluster->add_node_types();
-  gh200->set_name("gh200");
-  gh200->set_gpu_type("GH-96");
-  gh200->set_gpus_per_node(4);
-  gh200->set_gpu_memory_bytes(96e9);
-  gh200->set_intra_node_bytes_per_s(150e9);
+  AddGh200(request.mutable_cluster());
   for (int i = 0; i < 2; ++i) {
     pb::Node* node = request.add_nodes();
     node->set_id("gh-" + std::to_string(i));

@@ -53,8 +53,10 @@ std::string ToJson(const google::protobuf::Message& message) {
 }
 
 std::string FormatStage(const pb::Stage& stage) {
+  const std::string gpus = stage.tensor_parallel() > 1 ? absl::StrCat("tp", stage.tensor_parallel())
+                                                       : absl::StrCat(stage.gpus(), "g");
   return absl::StrCat("[", stage.layer_begin(), ",", stage.layer_end(), ")@n", stage.node_index(),
-                      ":", stage.node_type(), "/", stage.gpus(), "g");
+                      ":", stage.node_type(), "/", gpus);
 }
 
 std::string FormatBytes(double bytes) {

@@ -21,7 +21,8 @@ std::string ToJson(const google::protobuf::Message& message);
 // Left-aligned columns separated by two spaces (the last column unpadded).
 std::string RenderTable(const std::vector<std::vector<std::string>>& rows);
 
-// "[0,12)@n0:v100/2g": layers [0, 12) on pipeline node 0 (type v100), 2 GPUs.
+// "[0,12)@n0:v100/2g": layers [0, 12) on pipeline node 0 (type v100), 2 GPUs;
+// "[0,12)@n0:gh200/tp4": on 4 GPUs running tensor-parallel (Stage.tensor_parallel).
 std::string FormatStage(const pb::Stage& stage);
 
 // "1.23 GB", "45.6 MB", "789 B" (decimal units, as network transfers are counted).

@@ -102,5 +102,17 @@ TEST(WriteSvgFile, NamesThePathItCannotWrite) {
   EXPECT_EQ(std::filesystem::file_size(path), 6u);
 }
 
+// A stage's GPUs: "2g" when they split the layers' work, "tp4" when they run tensor-parallel.
+TEST(FormatStage, ShowsATensorParallelDegree) {
+  pb::Stage stage;
+  stage.set_layer_begin(0);
+  stage.set_layer_end(12);
+  stage.set_node_type("gh200");
+  stage.set_gpus(4);
+  EXPECT_EQ(FormatStage(stage), "[0,12)@n0:gh200/4g");
+  stage.set_tensor_parallel(4);
+  EXPECT_EQ(FormatStage(stage), "[0,12)@n0:gh200/tp4");
+}
+
 }  // namespace
 }  // namespace oobleck::client

@@ -55,6 +55,16 @@ absl::StatusOr<std::shared_ptr<const ModelProfile>> FindProfile(
   return found;
 }
 
+// `profile` itself when `gpu_type` is empty, else derived as `gpu_type` at `speed` (through
+// the model cache when there is one, so that equal derivations share one profile).
+std::shared_ptr<const ModelProfile> MaybeDerived(std::shared_ptr<const ModelProfile> profile,
+                                                 const std::string& gpu_type, double speed,
+                                                 CostModelCache* models) {
+  if (gpu_type.empty()) return profile;
+  if (models != nullptr) return models->Derive(profile, gpu_type, speed);
+  return std::make_shared<const ModelProfile>(DeriveProfile(*profile, gpu_type, speed));
+}
+
 // Node type i's profiles at the tensor-parallel degrees 2 to its GPUs per node, at the
 // micro-batch size of `measured` (the loaded tp = 1 profile it uses), derived as
 // `derived_gpu_type` at `relative_speed` when that is not empty. A degree loaded for that GPU
@@ -80,14 +90,7 @@ absl::StatusOr<std::vector<std::shared_ptr<const ModelProfile>>> ResolveTensorPa
                        "profile ",
                        k.ToString(), " has ", p->num_layers()));
     }
-    if (derived_gpu_type.empty()) {
-      found.push_back(std::move(p));
-    } else if (models != nullptr) {
-      found.push_back(models->Derive(p, derived_gpu_type, relative_speed));
-    } else {
-      found.push_back(std::make_shared<const ModelProfile>(
-          DeriveProfile(*p, derived_gpu_type, relative_speed)));
-    }
+    found.push_back(MaybeDerived(std::move(p), derived_gpu_type, relative_speed, models));
   }
   for (const auto& [tp, sizes] : sizes_by_tp) {
     if (sizes.count(key.microbatch_size) > 0) continue;
@@ -125,10 +128,8 @@ absl::StatusOr<std::shared_ptr<const ModelProfile>> ResolveProfile(
     ASSIGN_OR_RETURN(*tp_profiles,
                      ResolveTensorParallel(job, i, *measured, catalog, models, gpu_type, speed));
   }
-  if (!derive) return measured;
-  *derived_from = measured->key.gpu_type;
-  if (models != nullptr) return models->Derive(measured, gpu_type, speed);
-  return std::make_shared<const ModelProfile>(DeriveProfile(*measured, gpu_type, speed));
+  if (derive) *derived_from = measured->key.gpu_type;
+  return MaybeDerived(std::move(measured), gpu_type, speed, models);
 }
 
 // Node type i's profile against those of the types before it.

@@ -476,9 +476,11 @@ GpuMemory MemoryOf(const ReplicaCosts& c, int in_flight) {
 }  // namespace
 
 absl::StatusOr<double> GpuMemoryBytes(absl::string_view gpu_type) {
+  // Published sizes; the mixed RTX cluster's RTX-2080 is an 11 GiB card (Sailor's description
+  // of that cluster, docs/COST_MODEL.md).
   static constexpr std::pair<absl::string_view, double> kGiB[] = {
-      {"V100-16", 16},   {"A100-40", 40}, {"A100-80", 80}, {"GH-96", 96},
-      {"Titan-RTX", 24}, {"RTX-2080", 8}, {"RTX-3090", 24}};
+      {"V100-16", 16},   {"A100-40", 40},  {"A100-80", 80}, {"GH-96", 96},
+      {"Titan-RTX", 24}, {"RTX-2080", 11}, {"RTX-3090", 24}};
   for (const auto& [name, gib] : kGiB) {
     if (name == gpu_type) return gib * double(int64_t{1} << 30);
   }

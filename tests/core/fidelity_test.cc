@@ -177,6 +177,20 @@ TEST(FidelityTest, MixedReplicaTypesAndPerStageTp) {
   EXPECT_NE(per_stage_tp->pipeline_s, base->pipeline_s);
 }
 
+TEST(FidelityTest, RtxClusterRtx2080IsAnElevenGibCard) {
+  // Sailor's description of the mixed cluster (basic_cluster_config.json) gives its RTX-2080
+  // 11 GiB (a 2080 Ti), and the reserve is that fraction of it (docs/COST_MODEL.md).
+  const double gib = double(int64_t{1} << 30);
+  EXPECT_EQ(*GpuMemoryBytes("RTX-2080"), 11 * gib);
+  json doc = RunDoc("N4_D4");  // 1 stage, dp 4, tp 4
+  for (auto& r : doc["pipeline_list"][0]["tmp_per_stage"][0]) {
+    r = json::parse(R"([[["RTX-2080", 4, "us-central1-a"]], 4])");
+  }
+  auto e = EvaluateDoc(doc);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->memory[0][0].reserve, kRuntimeReserveFraction * 11 * gib);
+}
+
 TEST(FidelityTest, MeasuredLinksOnlyOneWayOrAtOtherSizes) {
   // RTX-2080 pairs of 2 GPUs were measured to RTX-3090 but not to Titan-RTX; the
   // Titan-RTX → RTX-2080 direction was.

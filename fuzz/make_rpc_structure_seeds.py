@@ -174,6 +174,11 @@ def instantiate(templates, num_nodes, global_batch, allreduce, instances=None):
     """Instantiate: templates (nodes, stages, ms) with small values, the all-reduce table
     {pipelines: ms} with pipeline counts 1.. in order and integer times, fixed instances."""
     e = Encoder()
+    instantiate_into(e, templates, num_nodes, global_batch, allreduce, instances)
+    return e.data()
+
+
+def instantiate_into(e, templates, num_nodes, global_batch, allreduce, instances=None):
     e.int_in_range(0, 7, 7)
     e.boolean(False)                 # the short template list
     e.int_in_range(0, 5, len(templates))
@@ -198,6 +203,34 @@ def instantiate(templates, num_nodes, global_batch, allreduce, instances=None):
             e.int_in_range(-1, 9, count)
         e.boolean(False)             # no extra count
         e.boolean(num_nodes == 0)
+
+
+def evaluate_job_plan(mode, edits=()):
+    """After an Instantiate, an Evaluate of an empty plan in Sailor's format (refused), then
+    the Evaluate of the harness's Plan answer as a job_plan: mode 0 as planned, 4 with the
+    edits (pipeline, kind, stage, value) of EditPlan, 1 with a model set (refused)."""
+    e = Encoder()
+    instantiate_into(e, [(2, 4, 510)], 2, 8, {1: 0})
+    e.boolean(True)                  # Evaluate
+    e.boolean(True)                  # model OPT-350
+    e.int_in_range(0, 6, 0)          # no stages
+    e.int_in_range(0, 4, 0)          # no replicas
+    e.boolean(True)                  # mbs 2
+    e.boolean(True)                  # gbs = mbs x dp x 1
+    e.int_in_range(1, 64, 1)
+    e.boolean(False)                 # the text whole
+    e.boolean(False)                 # the in-node bandwidths kept
+    e.boolean(True)                  # EvaluateJobPlan
+    e.int_in_range(0, 6, mode)
+    if mode == 1:
+        e.boolean(True)              # model "gpt2-xl"
+    if mode == 4:
+        e.int_in_range(0, 3, len(edits))
+        for pipeline, kind, stage, value in edits:
+            e.int_in_range(0, 1, pipeline)  # the harness plan has 2 pipelines
+            e.int_in_range(0, 4, kind)
+            e.int_in_range(0, 1, stage)
+            e.int_in_range({0: -2, 1: -1, 2: -1}[kind], {0: 9, 1: 60, 2: 9}[kind], value)
     return e.data()
 
 
@@ -351,6 +384,11 @@ SEEDS = {
                                         drop_in={"stage_gpus": 1}),
     "dropin-plan-oobleck-instantiation": plan(1, 6, 3, oobleck_instantiation=True,
                                               drop_in={"inline_files": 1}),
+    # Evaluate of a plan of ours (job_plan, issue 27): as planned (the Plan answer's figures
+    # bit for bit), a stage's layer end moved (not a partition), a model set with job_plan.
+    "evaluate-job-plan-as-planned": evaluate_job_plan(0),
+    "evaluate-job-plan-layer-end-moved": evaluate_job_plan(4, [(0, 1, 0, 7)]),
+    "evaluate-job-plan-with-model": evaluate_job_plan(1),
 }
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@
 // node, splits exactly the global batch and adds up its time), and the request fields
 // stage_gpus, inline profiles and fault_tolerance_rule, decided after every older decision
 // so that the older seeds keep their meaning. Evaluate (issue 27): plans in Sailor's format
-// against stored per-tp profiles, after an Instantiate.
+// against stored per-tp profiles, after an Instantiate, then plans of ours (job_plan).
 #include <fuzzer/FuzzedDataProvider.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/grpcpp.h>
@@ -366,32 +366,14 @@ pb::PlanRequest PlanRequest(FuzzedDataProvider& in) {
   return r;
 }
 
-// The harness's real plan, half-broken: events, stages and node ids changed.
-pb::ReplanRequest ReplanRequest(FuzzedDataProvider& in) {
-  const pb::PlanResponse& planned = Get().plan;
-  pb::ReplanRequest r;
-  *r.mutable_request() = planned.request();
-  *r.mutable_plan() = planned.plan();
-  const int failures = in.ConsumeIntegralInRange(0, 5);
-  for (int j = 0; j < failures; ++j) {
-    r.add_failed_node_ids(
-        in.ConsumeBool() && planned.request().nodes_size() > 0
-            ? planned.request()
-                  .nodes(in.ConsumeIntegralInRange(0, planned.request().nodes_size() - 1))
-                  .id()
-            : Name(in, "x", j));
-  }
-  const int joins = in.ConsumeIntegralInRange(0, 3);
-  for (int j = 0; j < joins; ++j) {
-    pb::Node* node = r.add_joined_nodes();
-    node->set_id(Name(in, "new", j));
-    node->set_node_type(Name(in, "t", in.ConsumeIntegralInRange(0, 2)));
-  }
-  if (in.ConsumeBool()) r.set_tolerance(Special(in));
+// Up to three edits of a plan of ours: a stage moved to another node index, its layer end
+// or GPUs changed, a pipeline's micro-batches or node id changed. Returns how many were
+// decided (0: the plan is as it was).
+int EditPlan(FuzzedDataProvider& in, pb::ClusterPlan* plan) {
   const int edits = in.ConsumeIntegralInRange(0, 3);
-  for (int j = 0; j < edits && r.plan().pipelines_size() > 0; ++j) {
-    pb::PlannedPipeline* p = r.mutable_plan()->mutable_pipelines(
-        in.ConsumeIntegralInRange(0, r.plan().pipelines_size() - 1));
+  for (int j = 0; j < edits && plan->pipelines_size() > 0; ++j) {
+    pb::PlannedPipeline* p =
+        plan->mutable_pipelines(in.ConsumeIntegralInRange(0, plan->pipelines_size() - 1));
     pb::PipelineTemplate* t = p->mutable_template_();
     switch (in.ConsumeIntegralInRange(0, 4)) {
       case 0:
@@ -419,6 +401,32 @@ pb::ReplanRequest ReplanRequest(FuzzedDataProvider& in) {
         if (p->node_ids_size() > 0) p->set_node_ids(0, Name(in, "n", j));
     }
   }
+  return edits;
+}
+
+// The harness's real plan, half-broken: events, stages and node ids changed.
+pb::ReplanRequest ReplanRequest(FuzzedDataProvider& in) {
+  const pb::PlanResponse& planned = Get().plan;
+  pb::ReplanRequest r;
+  *r.mutable_request() = planned.request();
+  *r.mutable_plan() = planned.plan();
+  const int failures = in.ConsumeIntegralInRange(0, 5);
+  for (int j = 0; j < failures; ++j) {
+    r.add_failed_node_ids(
+        in.ConsumeBool() && planned.request().nodes_size() > 0
+            ? planned.request()
+                  .nodes(in.ConsumeIntegralInRange(0, planned.request().nodes_size() - 1))
+                  .id()
+            : Name(in, "x", j));
+  }
+  const int joins = in.ConsumeIntegralInRange(0, 3);
+  for (int j = 0; j < joins; ++j) {
+    pb::Node* node = r.add_joined_nodes();
+    node->set_id(Name(in, "new", j));
+    node->set_node_type(Name(in, "t", in.ConsumeIntegralInRange(0, 2)));
+  }
+  if (in.ConsumeBool()) r.set_tolerance(Special(in));
+  EditPlan(in, r.mutable_plan());
   if (in.ConsumeBool()) FillCluster(in, r.mutable_request()->mutable_cluster());
   pb::PlanRequest* job = r.mutable_request();
   job->set_stage_gpus(static_cast<pb::StageGpus>(in.ConsumeIntegralInRange(0, 3)));
@@ -880,6 +888,77 @@ void Evaluate(FuzzedDataProvider& in) {
   }
 }
 
+// Evaluate of a plan of ours (job_plan, docs/ERRORS.md#evaluate): the harness's Plan answer,
+// as it was planned or half-broken as Replan's plans are (EditPlan), with its request's
+// options or cluster changed, or with the fields a job_plan must leave unset (model,
+// network) set. Any OK answer's times are finite, >= 0 and add up; the plan as it was
+// planned, for the request it was planned for, has the Plan answer's figures bit for bit.
+void EvaluateJobPlan(FuzzedDataProvider& in) {
+  const pb::PlanResponse& planned = Get().plan;
+  pb::EvaluateRequest request;
+  pb::JobPlan* job = request.mutable_job_plan();
+  *job->mutable_request() = planned.request();
+  *job->mutable_plan() = planned.plan();
+  bool as_planned = true;
+  switch (in.ConsumeIntegralInRange(0, 6)) {
+    case 1:
+      request.set_model(in.ConsumeBool() ? "gpt2-xl" : Text(in, 8));
+      break;
+    case 2:
+      *request.mutable_network() = Get().network;
+      break;
+    case 3:
+      if (in.ConsumeBool()) {
+        job->clear_request();
+      } else {
+        job->clear_plan();
+      }
+      break;
+    case 4:
+      as_planned = EditPlan(in, job->mutable_plan()) == 0;
+      break;
+    case 5: {
+      pb::PlanRequest* options = job->mutable_request();
+      static const char* kCostModels[] = {"", "1f1b", "oobleck-sosp23", "gpipe"};
+      options->set_cost_model(kCostModels[in.ConsumeIntegralInRange(0, 3)]);
+      static const char* kObjectives[] = {"", "time", "oobleck-instantiation", "cost", "x"};
+      options->set_objective(kObjectives[in.ConsumeIntegralInRange(0, 4)]);
+      options->set_microbatches(in.ConsumeIntegralInRange(-1, 64));
+      if (in.ConsumeBool()) options->set_optimizer_state_multiplier(Special(in));
+      as_planned = false;
+      break;
+    }
+    case 6:
+      FillCluster(in, job->mutable_request()->mutable_cluster());
+      as_planned = false;
+      break;
+    default:
+      break;
+  }
+  pb::EvaluateResponse a;
+  if (!Call(&pb::Planner::Stub::Evaluate, request, "Evaluate", &a).ok()) return;
+  if (!std::isfinite(a.iteration_time_ms()) || !(a.iteration_time_ms() >= 0) ||
+      !(a.pipeline_ms() >= 0) || !(a.sync_ms() >= 0) || !(a.bubbles_ms() >= 0) ||
+      !(a.p2p_ms() >= 0) || a.iteration_time_ms() != a.pipeline_ms() + a.sync_ms() ||
+      !std::isfinite(a.peak_memory_bytes()) || !(a.peak_memory_bytes() >= 0)) {
+    Finding(absl::StrFormat("a job_plan evaluation of %.17g ms = %.17g + %.17g, bubbles %.17g, "
+                            "p2p %.17g, peak %.17g bytes",
+                            a.iteration_time_ms(), a.pipeline_ms(), a.sync_ms(), a.bubbles_ms(),
+                            a.p2p_ms(), a.peak_memory_bytes()),
+            request);
+  }
+  const pb::ClusterPlan& plan = planned.plan();
+  if (as_planned &&
+      (a.iteration_time_ms() != plan.iteration_time_ms() ||
+       a.pipeline_ms() != plan.pipeline_time_ms() || a.sync_ms() != plan.allreduce_ms())) {
+    Finding(absl::StrFormat("the plan as planned evaluated to %.17g = %.17g + %.17g ms, Plan "
+                            "answered %.17g = %.17g + %.17g",
+                            a.iteration_time_ms(), a.pipeline_ms(), a.sync_ms(),
+                            plan.iteration_time_ms(), plan.pipeline_time_ms(), plan.allreduce_ms()),
+            request);
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -915,7 +994,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     default:
       Instantiate(in);
       // Decided after every older decision, so that older seeds keep their meaning.
-      if (in.remaining_bytes() > 0 && in.ConsumeBool()) Evaluate(in);
+      if (in.remaining_bytes() > 0 && in.ConsumeBool()) {
+        Evaluate(in);
+        if (in.remaining_bytes() > 0 && in.ConsumeBool()) EvaluateJobPlan(in);
+      }
   }
   return 0;
 }

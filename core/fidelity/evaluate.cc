@@ -463,9 +463,21 @@ absl::StatusOr<double> SyncSeconds(const SailorData& data, const std::vector<Pip
   return slowest;
 }
 
+// The flat buffer DeepSpeed's allreduce_bucket copies a stage's gradients into before it
+// all-reduces them (deepspeed/engine.py of eth-easl/sailor: _exec_reduce_grads →
+// buffered_allreduce_fallback → allreduce_no_retain → allreduce_bucket → flatten), on every
+// rank each iteration, dp 1 included; a bucket closes past kGradientBucketBytes. It is
+// allocated after the last backward pass freed the activations, but PyTorch's caching
+// allocator serves a request from one cached segment, never from several, so the freed
+// activations serve it only if one of their tensors alone was as large; llm_info gives a
+// layer's total, not its tensors, so the buffer is always counted (docs/COST_MODEL.md).
+double GradientBucketBytes(const ReplicaCosts& c) {
+  return std::min(c.params_bytes, kGradientBucketBytes);
+}
+
 GpuMemory MemoryOf(const ReplicaCosts& c, int in_flight) {
   GpuMemory m;
-  m.training_state = kTrainingStateBytesPerParameterByte * c.params_bytes;
+  m.training_state = kTrainingStateBytesPerParameterByte * c.params_bytes + GradientBucketBytes(c);
   // 1F1B keeps the activations of up to (stages − s) micro-batches on stage s; the backward
   // pass of a layer needs one more layer's worth for the gradients it produces.
   m.activations = in_flight * c.act_mem_bytes + c.max_layer_act_bytes;

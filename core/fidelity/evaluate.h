@@ -17,6 +17,10 @@ namespace oobleck::fidelity {
 // fp32 weights, gradients and AdamW's two moments: 16 bytes per parameter, i.e. 4 × the
 // fp32 parameter bytes of llm_info.json (the runs' setup, data/sailor/README.md).
 inline constexpr double kTrainingStateBytesPerParameterByte = 4.0;
+// Largest flat buffer into which DeepSpeed copies a stage's fp32 gradients to all-reduce them:
+// 500 M elements (MEMORY_OPT_ALLREDUCE_SIZE, the bucket size _exec_reduce_grads passes) × 4
+// bytes. From the engine's source (eth-easl/sailor's deepspeed/engine.py), not calibrated.
+inline constexpr double kGradientBucketBytes = 500e6 * 4;
 // Fraction of the network's measured bandwidth a gradient all-reduce reaches: 1, not
 // calibrated (docs/COST_MODEL.md, "Predicting real runs", says why).
 inline constexpr double kAllReduceEfficiency = 1.0;
@@ -26,13 +30,15 @@ inline constexpr double kAllReduceEfficiency = 1.0;
 inline constexpr double kHostTensorBytesPerS = 12e9;
 // Memory the runtime holds beyond tensors (CUDA context, NCCL buffers, the caching
 // allocator's slack), as a fraction of the GPU's memory. Calibrated on the 15 OPT-350 runs.
-inline constexpr double kRuntimeReserveFraction = 0.0485;  // 5.0 GB of a 96 GiB GH200
+inline constexpr double kRuntimeReserveFraction = 0.047;  // 4.8 GB of a 96 GiB GH200
 
 // Memory of one GPU, bytes.
 struct GpuMemory {
-  double training_state = 0;  // weights, gradients, optimizer moments
-  double activations = 0;     // micro-batches in flight under 1F1B, plus one layer's backward
-  double reserve = 0;         // runtime reserve of the GPU type
+  // Weights, gradients and optimizer moments, plus the flat copy of the gradients that
+  // DeepSpeed all-reduces (one bucket of up to kGradientBucketBytes).
+  double training_state = 0;
+  double activations = 0;  // micro-batches in flight under 1F1B, plus one layer's backward
+  double reserve = 0;      // runtime reserve of the GPU type
   double total() const { return training_state + activations + reserve; }
 };
 

@@ -113,13 +113,34 @@ TEST(FidelityShapesTest, StagesWithDifferentDp) {
   EXPECT_NEAR(e->iteration_s, 0.312 + 5 * kRebuild, 1e-9);
   EXPECT_EQ(e->microbatches, 4);
   // Stage 0 keeps min(4, 2) micro-batches of 2 MB in flight plus one layer's 1 MB; stage 1
-  // (2 micro-batches each) keeps one.
+  // (2 micro-batches each) keeps one. Each holds 16 B per parameter (4 × its 2 MB) and the
+  // flat copy of its 2 MB of gradients that DeepSpeed all-reduces.
   ASSERT_EQ(e->memory.size(), 2u);
   ASSERT_EQ(e->memory[1].size(), 2u);
-  EXPECT_DOUBLE_EQ(e->memory[0][0].training_state, 8e6);
+  EXPECT_DOUBLE_EQ(e->memory[0][0].training_state, 10e6);
   EXPECT_DOUBLE_EQ(e->memory[0][0].activations, 5e6);
   EXPECT_DOUBLE_EQ(e->memory[1][1].activations, 3e6);
-  EXPECT_DOUBLE_EQ(e->peak_memory_bytes, 13e6 + kReserve);
+  EXPECT_DOUBLE_EQ(e->peak_memory_bytes, 15e6 + kReserve);
+}
+
+TEST(FidelityShapesTest, GradientBucketIsOneStageCopyUpToTheBucketSize) {
+  // DeepSpeed copies a stage's gradients into a flat buffer of at most kGradientBucketBytes
+  // to all-reduce them, dp 1 included. 1 MB of parameters per layer: a 2-layer stage's bucket
+  // is its 2 MB. 1.5 GB per layer: a 4-layer stage's 6 GB of gradients go in buckets of at
+  // most 2 GB, and the largest is what the allocator keeps.
+  const json one_replica = Plan(1, {Pipeline({{0, 1}, {2, 3}}, {{OneGpu()}, {OneGpu()}})});
+  auto small = Evaluate(one_replica);
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_DOUBLE_EQ(small->memory[0][0].training_state, 4 * 2e6 + 2e6);
+  std::map<std::string, json> docs = ToyDocs();
+  for (json& sizes : docs["llm_info.json"]["toy"]["1"]) sizes["params_bytes"] = 1.5e9;
+  auto big_data = SailorDataFromJson(docs);
+  ASSERT_TRUE(big_data.ok()) << big_data.status();
+  auto plan = SailorPlanFromJson(Plan(1, {Pipeline({{0, 1, 2, 3}}, {{OneGpu()}})}));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto big = EvaluateSailorPlan(*big_data, *plan);
+  ASSERT_TRUE(big.ok()) << big.status();
+  EXPECT_DOUBLE_EQ(big->memory[0][0].training_state, 4 * 6e9 + kGradientBucketBytes);
 }
 
 TEST(FidelityShapesTest, DifferentDpNeedsAnEvenSplit) {
@@ -224,15 +245,16 @@ TEST(FidelityShapesTest, SeveralPipelines) {
   EXPECT_EQ(e->slowest_pipeline_entry, 0);
   EXPECT_NEAR(e->sync_s, 0.004, 1e-9);
   EXPECT_EQ(e->microbatches, 2);
-  // Pipeline 0's one stage; pipeline 1's two, each holding 2 MB of parameters and up to
-  // min(2, 2 - s) micro-batches of 2 MB, plus a layer's 1 MB.
+  // Pipeline 0's one stage; pipeline 1's two, each holding 2 MB of parameters (and their
+  // gradient bucket) and up to min(2, 2 - s) micro-batches of 2 MB, plus a layer's 1 MB.
   EXPECT_EQ(e->memory.size(), 1u);
   ASSERT_EQ(e->other_pipelines_memory.size(), 1u);
   ASSERT_EQ(e->other_pipelines_memory[0].size(), 2u);
-  EXPECT_DOUBLE_EQ(e->other_pipelines_memory[0][0][0].training_state, 8e6);
+  EXPECT_DOUBLE_EQ(e->other_pipelines_memory[0][0][0].training_state, 10e6);
   EXPECT_DOUBLE_EQ(e->other_pipelines_memory[0][0][0].activations, 5e6);
-  // Pipeline 0's GPU: 4 MB of parameters, one micro-batch of 4 MB in flight, a layer's 1 MB.
-  EXPECT_DOUBLE_EQ(e->peak_memory_bytes, 16e6 + 5e6 + kReserve);
+  // Pipeline 0's GPU: 4 MB of parameters (16 MB of state, a 4 MB bucket), one micro-batch of
+  // 4 MB in flight, a layer's 1 MB.
+  EXPECT_DOUBLE_EQ(e->peak_memory_bytes, 16e6 + 4e6 + 5e6 + kReserve);
 }
 
 TEST(FidelityShapesTest, SeveralPipelinesBadInput) {

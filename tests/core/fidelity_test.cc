@@ -113,9 +113,10 @@ double Median(std::vector<double> v) {
 }
 
 // The regression test of the model: the 15 measured runs stay within what it reaches (median
-// 1.7 % time, 3.1 % memory; max 5.6 % memory, and 16.0 % time for the runs whose causes no
+// 1.7 % time, 3.3 % memory; max 4.9 % memory, and 16.0 % time for the runs whose causes no
 // model of the plan sees: docs/COST_MODEL.md, "Predicting real runs"). Without the runtime
-// reserve, memory's median is 16 %; without rebuilding received boundaries on the host, the
+// reserve, memory's median is 16 %; without the gradient bucket DeepSpeed flattens to
+// all-reduce, memory's max is 6.0 %; without rebuilding received boundaries on the host, the
 // multi-stage runs at micro-batch 8 are 14-15 % short and the time median is 6.5 %.
 TEST(FidelityTest, Opt350RunsWithinBounds) {
   std::vector<double> time_errors, memory_errors;
@@ -134,9 +135,10 @@ TEST(FidelityTest, Opt350RunsWithinBounds) {
   // 6.5 % before Sailor's engine rebuilding each received boundary tensor on the host
   // (reconstruct_tensor) was priced (docs/COST_MODEL.md, "Predicting real runs").
   EXPECT_LE(Median(time_errors), 1.8);
-  EXPECT_LE(Median(memory_errors), 3.2);
+  EXPECT_LE(Median(memory_errors), 3.4);
   EXPECT_LE(*std::max_element(time_errors.begin(), time_errors.end()), 16.1);
-  EXPECT_LE(*std::max_element(memory_errors.begin(), memory_errors.end()), 5.7);
+  // 5.6 % (6.0 % at today's reserve) before the gradient bucket was counted.
+  EXPECT_LE(*std::max_element(memory_errors.begin(), memory_errors.end()), 5.0);
 }
 
 TEST(FidelityTest, BreakdownOfAPipeline) {

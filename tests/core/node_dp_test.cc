@@ -18,6 +18,7 @@
 #include "core/template_search/branch_and_bound.h"
 #include "core/template_search/objectives.h"
 #include "gtest/gtest.h"
+#include "tests/asan.h"
 #include "tests/oracles/exhaustive.h"
 #include "tests/reference_search/search_reference.h"
 
@@ -113,8 +114,9 @@ std::string Where(uint32_t seed, const Instance& inst, const NodeMix& mix) {
 
 TEST(NodeDpTest, SameOptimaAsPartialNodeStates) {
   const Shape shape{6, 30, 2, 6, 2, 4};
+  const int seeds = OracleSeeds(30);
   int binding = 0;
-  for (uint32_t seed = 1; seed <= 30; ++seed) {
+  for (uint32_t seed = 1; seed <= static_cast<uint32_t>(seeds); ++seed) {
     const Instance inst = MakeInstance(seed, shape);
     auto model = CostModel::Create(inst.problem);
     ASSERT_TRUE(model.ok()) << "seed " << seed << ": " << model.status();
@@ -132,7 +134,7 @@ TEST(NodeDpTest, SameOptimaAsPartialNodeStates) {
       ExpectSameOptimum(*model, (*nodes)[i], (*previous)[i], where + " (previous search)");
     }
   }
-  EXPECT_GE(binding, 10);  // memory binds in a good share of the instances
+  EXPECT_GE(binding, seeds / 3);  // memory binds in a good share of the instances
 }
 
 TEST(NodeDpTest, SameOptimaAsBruteForce) {

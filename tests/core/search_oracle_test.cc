@@ -15,6 +15,7 @@
 #include "core/cost_model.h"
 #include "core/search.h"
 #include "gtest/gtest.h"
+#include "tests/asan.h"
 #include "tests/reference_search/search_reference.h"
 
 namespace oobleck {
@@ -78,7 +79,8 @@ class SearchOracleTest : public ::testing::TestWithParam<std::tuple<CostModelKin
 
 TEST_P(SearchOracleTest, SameOptimaAsThePreviousSearch) {
   const auto [kind, first_seed] = GetParam();
-  for (uint32_t seed = first_seed; seed < static_cast<uint32_t>(first_seed) + 5; ++seed) {
+  const uint32_t seeds = OracleSeeds(5);
+  for (uint32_t seed = first_seed; seed < static_cast<uint32_t>(first_seed) + seeds; ++seed) {
     const MidSizeInstance inst = MakeMidSizeInstance(seed, kind);
     auto model = CostModel::Create(inst.problem);
     ASSERT_TRUE(model.ok()) << "seed " << seed << ": " << model.status();

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "gtest/gtest.h"
-#include "tests/service/asan.h"
+#include "tests/asan.h"
 
 namespace oobleck::server {
 

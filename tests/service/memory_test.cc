@@ -15,7 +15,7 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/service/asan.h"
+#include "tests/asan.h"
 #include "tests/service/call_budget.h"
 
 namespace oobleck::server {

@@ -208,9 +208,10 @@ inline absl::StatusOr<SearchCase> ClusterFileCase(const std::string& path, CostM
 // embedding and head kept and its blocks repeated with compute, parameters and all-reduce
 // times x 4; nodes of 8 GPUs (ring all-reduce estimates for the sizes GPT-2 XL lacks) of the
 // first `num_types` of A100, V100, H100, RTX 4090, RTX 3090, L40S, `nodes_per_type` nodes of each,
-// real GPU memory (24-80 GiB); every mix of 1..max_nodes nodes.
+// real GPU memory (24-80 GiB); every mix of 1..max_nodes nodes. `activation_scale` > 1 scales
+// the blocks' activations too (longer sequences): memory then binds on many more stages.
 inline absl::StatusOr<SearchCase> Llm80Case(int num_types, CostSetting cost, int max_nodes,
-                                            int nodes_per_type = 8) {
+                                            int nodes_per_type = 8, double activation_scale = 1) {
   constexpr int kLayers = 80;
   constexpr double kBlockScale = 4;
   auto base = LoadGpt2XlProfile(kGpt2XlProfile, "rtx4090");
@@ -224,6 +225,7 @@ inline absl::StatusOr<SearchCase> Llm80Case(int num_types, CostSetting cost, int
     layer.forward_ms *= kBlockScale;
     layer.backward_ms *= kBlockScale;
     layer.param_bytes *= kBlockScale;
+    layer.activation_bytes *= activation_scale;
     for (auto& [gpus, ms] : layer.allreduce_in_node_ms) ms *= kBlockScale;
     for (auto& [nodes, ms] : layer.allreduce_across_nodes_ms) ms *= kBlockScale;
   }

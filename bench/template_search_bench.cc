@@ -143,6 +143,35 @@ absl::StatusOr<SearchCase> Synthetic1000ThreeTypesCase(const NodeMix& available,
                   max_nodes);
 }
 
+// The LLM cases (bench_problems.h's Llm80Case).
+void RegisterLlm80Cases() {
+  // The LLM shape of issue 12: 80 layers, 8-GPU nodes of 4 and 6 types, every mix of up
+  // to 4 and 8 nodes (69 and 494 mixes with 4 types; 209 and 3002 with 6), 1f1b M = 16.
+  // (oobleck-sosp23 at this shape does not finish: see bench/README.md.)
+  constexpr CostSetting kOneFOneBM16{CostModelKind::kOneFOneB, 16};
+  for (int types : {4, 6}) {
+    for (int max_nodes : {4, 8}) {
+      Register(absl::StrCat("Llm80x", types, "Types/", kOneFOneBM16.Label(), "/8gpu/nodes:1-",
+                            max_nodes),
+               [=] { return Llm80Case(types, kOneFOneBM16, max_nodes); })
+          ->Iterations(1);
+    }
+  }
+  // The same shape where memory binds and the types differ widely (issue 28): activations x 8
+  // (longer sequences), so that on the 24-32 GiB types memory caps the stages on many mixes
+  // (4 types, <= 4 nodes: best_ms_sum 2690642 -> 2708258 ms, one mix infeasible as before).
+  constexpr double kLongSequenceActivations = 8;
+  for (int types : {4, 6}) {
+    for (int max_nodes : {4, 8}) {
+      Register(
+          absl::StrCat("Llm80x", types, "TypesMemoryBound/", kOneFOneBM16.Label(), "/8gpu/nodes:1-",
+                       max_nodes),
+          [=] { return Llm80Case(types, kOneFOneBM16, max_nodes, 8, kLongSequenceActivations); })
+          ->Iterations(1);
+    }
+  }
+}
+
 void RegisterAll() {
   const CostSetting both_models[] = {kOobleckNoM, kOneFOneBM50};
   const int node_ranges[] = {4, 8, 16};
@@ -188,21 +217,10 @@ void RegisterAll() {
           return c;
         });
   }
+  RegisterLlm80Cases();
   // 1000 layers, 3 GPU types, a 16-node cluster (6 V100 + 5 RTX 3090 + 5 RTX 4090 nodes of
   // 2 GPUs): its single full mix, and every mix of 1..16 of its nodes. Slow: one iteration.
   // Growing pipelines of the same model show how the exact search scales with nodes.
-  // The LLM shape of issue 12: 80 layers, 8-GPU nodes of 4 and 6 types, every mix of up
-  // to 4 and 8 nodes (69 and 494 mixes with 4 types; 209 and 3002 with 6), 1f1b M = 16.
-  // (oobleck-sosp23 at this shape does not finish: see bench/README.md.)
-  constexpr CostSetting kOneFOneBM16{CostModelKind::kOneFOneB, 16};
-  for (int types : {4, 6}) {
-    for (int max_nodes : {4, 8}) {
-      Register(absl::StrCat("Llm80x", types, "Types/", kOneFOneBM16.Label(), "/8gpu/nodes:1-",
-                            max_nodes),
-               [=] { return Llm80Case(types, kOneFOneBM16, max_nodes); })
-          ->Iterations(1);
-    }
-  }
   Register("Synthetic1000x3Types/1f1b-M50/2gpu/full3", [] {
     return Synthetic1000ThreeTypesCase({1, 1, 1}, 3, 3);
   })->Iterations(1);

@@ -145,6 +145,10 @@ absl::Status SettleByGuessedRounds(const StageCosts& costs, const std::vector<No
       options.progress(kGuessedExactPhase, done, total);
     };
   }
+  // A template a round met above a mix's bound: the next rounds bound the mix by it where
+  // it is below their guess (and then settle it).
+  std::vector<double> incumbents(mixes.size(), std::numeric_limits<double>::infinity());
+  constexpr double kWidestGuess = kExactGuessSlacks[std::size(kExactGuessSlacks) - 1];
   for (double slack : kExactGuessSlacks) {
     // Each round first sets up its state space (polled) and bounds.
     if (interrupt.Poll()) return Interrupt::Status("template search");
@@ -155,7 +159,7 @@ absl::Status SettleByGuessedRounds(const StageCosts& costs, const std::vector<No
       if (results[i] || !(guesses[i] > 0 && std::isfinite(guesses[i]))) continue;
       pending.push_back(i);
       round_mixes.push_back(mixes[i]);
-      round_bounds.push_back(guesses[i] * (1 + slack));
+      round_bounds.push_back(std::min(guesses[i] * (1 + slack), incumbents[i]));
     }
     if (pending.empty()) break;
     OwnPrefixMax own;
@@ -164,11 +168,18 @@ absl::Status SettleByGuessedRounds(const StageCosts& costs, const std::vector<No
     if (round_max == nullptr) return Interrupt::Status("template search");
     LabelSearch<Objective> exact(costs, round_mixes, objective, 0, round_bounds, *round_max,
                                  interrupt, moves);
+    // Incumbents above the widest guess would bound no later round.
+    std::vector<double> terminal_bounds;
+    for (size_t i : pending) terminal_bounds.push_back(guesses[i] * (1 + kWidestGuess));
+    exact.OpenTerminals(terminal_bounds);
     ASSIGN_OR_RETURN(std::vector<MixResult> round, exact.Run(round_options));
     for (size_t j = 0; j < pending.size(); ++j) {
       MixResult& r = round[j];
-      if (r.feasible && r.best.iteration_time_ms <= round_bounds[j]) {
+      if (!r.feasible) continue;
+      if (r.best.iteration_time_ms <= round_bounds[j]) {
         results[pending[j]] = std::move(r);
+      } else {
+        incumbents[pending[j]] = std::min(incumbents[pending[j]], r.best.iteration_time_ms);
       }
     }
   }

@@ -51,6 +51,12 @@ class LabelSearch {
     int16_t type;
     int16_t gpus;
   };
+  // A source label as a node-move merge reads it: its sum, max and stages, and its index in
+  // its front.
+  struct Stair {
+    double sum, max;
+    int32_t index, stages;
+  };
 
   // beam_width > 0 keeps only that many labels per state (a heuristic that yields valid
   // templates, used for incumbents); 0 is exact. upper_bounds[i] (may be +inf) is a time
@@ -111,6 +117,19 @@ class LabelSearch {
                                  std::min(L, MixGpus(mix)), false);
   }
 
+  // Terminal states (a = 0) keep their mix's best pipeline up to `terminal_bounds[i]` (per
+  // mix; above its bound): Run then also returns, for a mix whose optimum is above its bound,
+  // the best template within the terminal bound it met (if any), an incumbent for a later
+  // pass. Nothing else changes: every label the bound lets through still reaches the
+  // terminal, so a template within the bound is still optimal.
+  void OpenTerminals(const std::vector<double>& terminal_bounds) {
+    terminal_bounds_.assign(space_.num_useful(), -std::numeric_limits<double>::infinity());
+    for (size_t i = 0; i < mixes_.size() && i < terminal_bounds.size(); ++i) {
+      double& bound = terminal_bounds_[space_.Dense(space_.Encode(mixes_[i]))];
+      bound = std::max(bound, WithSlack(terminal_bounds[i]));
+    }
+  }
+
   absl::StatusOr<std::vector<MixResult>> Run(const SearchOptions& options) {
     if (interrupt_.stopped()) return Interrupt::Status("template search");
     max_labels_ = options.max_labels;
@@ -120,9 +139,12 @@ class LabelSearch {
     layer_fronts_.assign(num_targets, {});
     held_labels_.assign(num_targets, {});
     label_positions_.assign(num_targets, {});
+    const bool stairs = StairsKept();
+    held_stairs_.assign(stairs ? num_targets : 0, {});
     const int empty_suffix = TargetOf(0, 0);
     held_labels_[empty_suffix].push_back({Label{}, -1, -1, -1, 0});
     label_positions_[empty_suffix].push_back({L, 0, 1});
+    if (stairs) AppendStairs(held_labels_[empty_suffix], held_stairs_[empty_suffix]);
     for (int a = L - 1; a >= 0; --a) {
       if (interrupt_.Poll()) return Interrupt::Status("template search");
       if (node_moves_) RETURN_IF_ERROR(ComputeNodeLayouts(a));
@@ -143,6 +165,7 @@ class LabelSearch {
         label_positions_[target].push_back(
             {a, static_cast<int64_t>(held.size()), static_cast<int32_t>(front.size())});
         held.insert(held.end(), front.begin(), front.end());
+        if (stairs) AppendStairs(front, held_stairs_[target]);
         front.clear();
       });
       if (options.progress) options.progress(phase_name(), L - a, L);
@@ -262,6 +285,7 @@ class LabelSearch {
     const int NS = space_.num_node_states();
     const SplitParts suffix = split_.Suffix(a, u, ns);
     const std::vector<TargetMix>& mixes = targets_[space_.Dense(u)];
+    TargetMix open_mix{};  // see OpenTerminals; outlives `served`, which points to it
     for (size_t k = 0; k < mixes.size(); ++k) {
       // Most tests are cache misses and most mixes are dropped by them: fetch ahead.
       constexpr size_t kPrefetchAhead = 8;
@@ -271,7 +295,12 @@ class LabelSearch {
       const TargetMix& mix = mixes[k];
       if (a == 0 ? mix.free != 0 : ns == 0 && mix.free == 0) continue;  // nodes must match
       const int dense_free = mix.dense_free;
-      served.Add(mix, serve_tests_[ServeTestIndex(dense_free, ns)],
+      const bool open = a == 0 && !terminal_bounds_.empty();
+      if (open) {  // the one mix a terminal serves, with its terminal bound
+        open_mix = mix;
+        open_mix.bound = std::max(mix.bound, terminal_bounds_[space_.Dense(u)]);
+      }
+      served.Add(open ? open_mix : mix, serve_tests_[ServeTestIndex(dense_free, ns)],
                  layer_[static_cast<size_t>(dense_free) * NS + ns],
                  prefix_cost_.floor_ms(L) - floor_ms, suffix);
     }
@@ -394,8 +423,15 @@ class LabelSearch {
          objective_.Dominates(sentinels.best_primary, label))) {
       return false;
     }
+    // An open terminal (OpenTerminals) meets many complete pipelines; only a faster one than
+    // the best so far can be its answer (Reduce keeps the first of least final time).
+    const bool open_terminal = a == 0 && !terminal_bounds_.empty();
+    if (open_terminal && sentinels.have &&
+        !(objective_.Final(label) < objective_.Final(sentinels.best_final))) {
+      return false;
+    }
     if (!served.SomeFits(label)) return false;
-    if (a > 0) Remember(label, sentinels);
+    if (a > 0 || open_terminal) Remember(label, sentinels);
     return true;
   }
   void Remember(const Label& label, Sentinels& sentinels) const {
@@ -607,8 +643,7 @@ class LabelSearch {
       }
       const int64_t src = FrontIndex(y, source.u_src, 0);
       const std::span<const Entry> sources(held + it->offset, it->count);
-      const auto use = [&](int32_t n, int32_t i) {
-        const Label& x = sources[i].label;
+      const auto use = [&](int32_t n, const Label& x, int32_t i) {
         const NodeLabel& node = nodes[n];
         Label label{x.sum + node.sum, std::max(x.max, node.max),
                     std::min(x.stages + node.stages, M)};
@@ -617,56 +652,83 @@ class LabelSearch {
                               static_cast<int16_t>(static_cast<uint16_t>(n))});
       };
       if (beam_width_ > 0) {  // a beam front is a few labels in order of final time
+        const std::span<const Entry> sources(held + it->offset, it->count);
         for (int32_t n = 0; n < static_cast<int32_t>(nodes.size()); ++n) {
           for (int32_t i = 0; i < static_cast<int32_t>(sources.size()); ++i) {
-            if (!objective_.track_stages || sources[i].label.stages <= nodes[n].cap) use(n, i);
+            const Label& x = sources[i].label;
+            if (!objective_.track_stages || x.stages <= nodes[n].cap) use(n, x, i);
           }
         }
         continue;
       }
-      MergeStaircases(nodes, layouts.ByStages(y), sources, served.most_primary(), use);
+      // The next front this scan reads (the fronts lie right to left, the scan goes left to
+      // right): fetched while this one is merged, as most reads of a front miss the cache.
+      if (std::next(it) != positions.rend()) {
+        __builtin_prefetch(held_stairs_[source_target].data() + std::next(it)->offset);
+      }
+      MergeStaircases(
+          nodes, layouts.ByStages(y),
+          std::span<const Stair>(held_stairs_[source_target].data() + it->offset, it->count),
+          served.most_primary(), use);
+    }
+  }
+
+  // Whether the pass keeps every held front's labels in staircase order too (held_stairs_):
+  // exact node-move passes, whose merges read them so.
+  bool StairsKept() const { return node_moves_ && beam_width_ == 0; }
+
+  // Appends `front`'s labels (an exact 1f1b front, in order of sum) in the order the merge
+  // reads them: by stage count (0 for all where memory cannot bind), then by max, then by
+  // decreasing index (within one stage count an exact front falls in max as its sum grows,
+  // so this is the reverse of the front).
+  void AppendStairs(std::span<const Entry> front, std::vector<Stair>& stairs) const {
+    if constexpr (kNodeMovesPossible) {
+      const size_t begin = stairs.size();
+      for (int32_t i = 0; i < static_cast<int32_t>(front.size()); ++i) {
+        const Label& x = front[i].label;
+        stairs.push_back({x.sum, x.max, i, x.stages});
+      }
+      const bool track = objective_.track_stages;
+      std::sort(stairs.begin() + begin, stairs.end(), [track](const Stair& x, const Stair& y) {
+        if (track && x.stages != y.stages) return x.stages < y.stages;
+        if (x.max != y.max) return x.max < y.max;
+        return x.index > y.index;
+      });
     }
   }
 
   // Calls use(n, i) for merges of node label n with source label i that together dominate
-  // every merge of the two fronts (exact fronts, in order of sum): per stage count k of the
-  // source and j of the node, the merges of the least sum at each max. A merge at max m is
-  // then beaten by (least node sum with max <= m) + (least source sum with max <= m), which
-  // has the same stages, so only those (one per max where the sum drops) are used. Merges
-  // above `most_primary` are skipped (ServedMixes::SomeFits would reject them).
+  // every merge of the two fronts (exact fronts): per stage count k of the source and j of
+  // the node, the merges of the least sum at each max. A merge at max m is then beaten by
+  // (least node sum with max <= m) + (least source sum with max <= m), which has the same
+  // stages, so only those (one per max where the sum drops) are used. `stairs` is the source
+  // front in AppendStairs' order. Merges above `most_primary` are skipped (ServedMixes::SomeFits
+  // would reject them), and so are the sources whose sum plus the least node sum is above it:
+  // the front is in order of sum, so those are the ones from the first such source on.
   template <typename Use>
   void MergeStaircases(std::span<const NodeLabel> nodes, std::span<const int32_t> node_order,
-                       std::span<const Entry> sources, double most_primary, Use use) const {
-    // Per stage count, the source labels in order of max: within one stage count an exact
-    // front falls in max as its sum grows, so that is its reverse order (sorted if not).
-    thread_local std::vector<std::vector<int32_t>> by_k;  // scratch of this call
-    for (std::vector<int32_t>& list : by_k) list.clear();
+                       std::span<const Stair> stairs, double most_primary, Use use) const {
+    thread_local std::vector<Stair> list;  // scratch of this call: one stage count's sources
     const bool track = objective_.track_stages;
-    for (int32_t i = 0; i < static_cast<int32_t>(sources.size()); ++i) {
-      const Label& x = sources[i].label;
-      if (x.sum + nodes.front().sum > most_primary) break;  // sources are in order of sum
-      const int k = track ? x.stages : 0;
-      if (k >= static_cast<int>(by_k.size())) by_k.resize(k + 1);
-      by_k[k].push_back(i);
-    }
-    for (std::vector<int32_t>& list : by_k) std::reverse(list.begin(), list.end());
-    const auto by_max = [&](int32_t x, int32_t y) {
-      return sources[x].label.max < sources[y].label.max;
-    };
-    for (int k = 0; k < static_cast<int>(by_k.size()); ++k) {
-      std::vector<int32_t>& list = by_k[k];
-      if (list.empty()) continue;
-      if (!std::is_sorted(list.begin(), list.end(), by_max)) {
-        std::stable_sort(list.begin(), list.end(), by_max);
+    const double least_node_sum = nodes.front().sum;
+    for (size_t first = 0; first < stairs.size();) {
+      const int k = stairs[first].stages;
+      size_t last = first;
+      list.clear();
+      for (; last < stairs.size() && (!track || stairs[last].stages == k); ++last) {
+        // The same addition as the scan in order of sum made (the sum the merge would give).
+        if (stairs[last].sum + least_node_sum <= most_primary) list.push_back(stairs[last]);
       }
+      first = last;
+      if (list.empty()) continue;
       for (size_t begin = 0; begin < node_order.size();) {
         size_t end = begin;
         while (end < node_order.size() &&
                nodes[node_order[end]].stages == nodes[node_order[begin]].stages) {
           ++end;
         }
-        MergeGroup(nodes, node_order.subspan(begin, end - begin), sources, list,
-                   track ? k : INT_MIN, most_primary, use);
+        MergeGroup(nodes, node_order.subspan(begin, end - begin), list, track ? k : INT_MIN,
+                   most_primary, use);
         begin = end;
       }
     }
@@ -676,15 +738,15 @@ class LabelSearch {
   // part only if its memory cap admits k stages after it (min_cap).
   template <typename Use>
   void MergeGroup(std::span<const NodeLabel> nodes, std::span<const int32_t> group,
-                  std::span<const Entry> sources, const std::vector<int32_t>& list, int min_cap,
-                  double most_primary, Use use) const {
+                  const std::vector<Stair>& list, int min_cap, double most_primary, Use use) const {
     constexpr double kInf = std::numeric_limits<double>::infinity();
     double best_node = kInf, best_source = kInf, last = kInf;
-    int32_t node_at = -1, source_at = -1;
+    int32_t node_at = -1;
+    const Stair* source_at = nullptr;
     size_t n = 0, i = 0;
     while (n < group.size() || i < list.size()) {
       const double node_max = n < group.size() ? nodes[group[n]].max : kInf;
-      const double source_max = i < list.size() ? sources[list[i]].label.max : kInf;
+      const double source_max = i < list.size() ? list[i].max : kInf;
       double m;
       if (node_max <= source_max) {
         const NodeLabel& node = nodes[group[n]];
@@ -695,22 +757,23 @@ class LabelSearch {
         m = node_max;
         ++n;
       } else {
-        const double sum = sources[list[i]].label.sum;
-        if (sum < best_source) {
-          best_source = sum;
-          source_at = list[i];
+        if (list[i].sum < best_source) {
+          best_source = list[i].sum;
+          source_at = &list[i];
         }
         m = source_max;
         ++i;
       }
       // Use the best merge once every label of this max is in.
       const double next = std::min(n < group.size() ? nodes[group[n]].max : kInf,
-                                   i < list.size() ? sources[list[i]].label.max : kInf);
-      if (next == m || node_at < 0 || source_at < 0) continue;
-      const double sum = sources[source_at].label.sum + nodes[node_at].sum;
+                                   i < list.size() ? list[i].max : kInf);
+      if (next == m || node_at < 0 || source_at == nullptr) continue;
+      const double sum = source_at->sum + nodes[node_at].sum;
       if (sum < last) {
         last = sum;
-        if (sum <= most_primary) use(node_at, source_at);
+        if (sum <= most_primary) {
+          use(node_at, Label{source_at->sum, source_at->max, source_at->stages}, source_at->index);
+        }
       }
     }
   }
@@ -792,6 +855,7 @@ class LabelSearch {
   Interrupt& interrupt_;
   int beam_width_;
   const bool node_moves_;
+  std::vector<double> terminal_bounds_;  // per multiset (a mix's): OpenTerminals; or empty
   // With node moves: per type, its node layouts (none for a type no mix holds) and the
   // prefix sums of its cheapest compute per layer; the prefix floor as a table.
   std::vector<std::optional<NodeLayouts>> node_layouts_;
@@ -822,6 +886,11 @@ class LabelSearch {
     int32_t count;
   };
   std::vector<std::vector<Held>> label_positions_;
+  // Per (u, ns), densely, where StairsKept: held_labels_' labels again, each front in the
+  // order node-move merges read it (AppendStairs), at the same offsets. Built once per front
+  // rather than by every merge that reads it (each front is read by every target one node
+  // further left, at every layer), and compact, so a merge reads fewer cache lines.
+  std::vector<std::vector<Stair>> held_stairs_;
 };
 
 }  // namespace oobleck::template_search

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -14,9 +15,14 @@
 
 #include "core/cluster.h"
 #include "core/cost_model.h"
+#include "core/interrupt.h"
 #include "core/search.h"
+#include "core/template_search/bottleneck_bound.h"
 #include "core/template_search/branch_and_bound.h"
+#include "core/template_search/label_search.h"
 #include "core/template_search/objectives.h"
+#include "core/template_search/stage_costs.h"
+#include "core/template_search/state_space.h"
 #include "gtest/gtest.h"
 #include "tests/asan.h"
 #include "tests/oracles/exhaustive.h"
@@ -26,6 +32,8 @@ namespace oobleck {
 namespace {
 
 using template_search::Moves;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
 
 struct Instance {
   PlanningProblem problem;
@@ -185,6 +193,63 @@ TEST(NodeDpTest, SearchTemplatesMovesByNodesOnManyMultisets) {
               Candidates(*model, inst.mixes, many ? Moves::kNodes : Moves::kStages))
         << "seed " << seed;
   }
+}
+
+// A pass whose terminals are open (LabelSearch::OpenTerminals) returns, for a mix whose
+// optimum is above its bound, a real template within the terminal bound when it meets one;
+// a second pass bounded by that template's time finds the optimum. Bounds at the root lower
+// bound (below nearly every optimum) make most results such incumbents.
+TEST(NodeDpTest, OpenTerminalsGiveIncumbentsThatBoundExactly) {
+  int incumbents = 0;
+  for (uint32_t seed = 3000; seed < 3020; ++seed) {
+    const Instance inst = MakeInstance(seed, Shape{6, 24, 2, 4, 2, 4});
+    auto model = CostModel::Create(inst.problem);
+    ASSERT_TRUE(model.ok()) << "seed " << seed << ": " << model.status();
+    auto previous = reference_search::SearchTemplates(*model, inst.mixes);
+    ASSERT_TRUE(previous.ok()) << "seed " << seed << ": " << previous.status();
+    for (Moves moves : {Moves::kNodes, Moves::kStages}) {
+      Interrupt interrupt(nullptr);
+      const template_search::StageCosts costs(*model);
+      const template_search::StateSpace space(*model, inst.mixes, &interrupt);
+      const template_search::PrefixMaxBound prefix_max(costs, space, inst.mixes, interrupt);
+      const template_search::OneFOneBObjective objective{model->problem().microbatches,
+                                                         model->memory_can_bind()};
+      const std::vector<double> none(inst.mixes.size(), kInf);
+      std::vector<double> bounds;
+      {
+        const template_search::LabelSearch<template_search::OneFOneBObjective> probe(
+            costs, inst.mixes, objective, 0, none, prefix_max, interrupt, moves);
+        for (const NodeMix& mix : inst.mixes) bounds.push_back(probe.RootLowerBound(mix));
+      }
+      template_search::LabelSearch<template_search::OneFOneBObjective> tight(
+          costs, inst.mixes, objective, 0, bounds, prefix_max, interrupt, moves);
+      tight.OpenTerminals(none);
+      auto first = tight.Run(SearchOptions{});
+      ASSERT_TRUE(first.ok()) << first.status();
+      std::vector<double> found(inst.mixes.size(), kInf);
+      for (size_t i = 0; i < inst.mixes.size(); ++i) {
+        const std::string where = Where(seed, inst, inst.mixes[i]);
+        const MixResult& got = (*first)[i];
+        const MixResult& want = (*previous)[i];
+        if (!got.feasible) continue;
+        ASSERT_TRUE(want.feasible) << where;
+        auto evaluated = model->Evaluate(got.best);
+        ASSERT_TRUE(evaluated.ok()) << where << ": " << evaluated.status();
+        EXPECT_GE(got.best.iteration_time_ms, want.best.iteration_time_ms * (1 - 1e-9)) << where;
+        if (got.best.iteration_time_ms > bounds[i]) ++incumbents;
+        found[i] = got.best.iteration_time_ms;
+      }
+      template_search::LabelSearch<template_search::OneFOneBObjective> exact(
+          costs, inst.mixes, objective, 0, found, prefix_max, interrupt, moves);
+      auto second = exact.Run(SearchOptions{});
+      ASSERT_TRUE(second.ok()) << second.status();
+      for (size_t i = 0; i < inst.mixes.size(); ++i) {
+        if (!std::isfinite(found[i])) continue;
+        ExpectSameOptimum(*model, (*second)[i], (*previous)[i], Where(seed, inst, inst.mixes[i]));
+      }
+    }
+  }
+  EXPECT_GE(incumbents, 20);  // many results of the tight passes are above their bounds
 }
 
 // A cancelled search stops with CANCELLED in the node-move pass too.

@@ -1,0 +1,292 @@
+#include "core/template_search/whole_layer_bound.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "core/template_search/tolerances.h"
+#include "tbb/parallel_for.h"
+
+namespace oobleck::template_search {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+}  // namespace
+
+// Per call of ForMix: the DP's values, one monotone deque per option, and the options' prices.
+struct WholeLayerBound::Scratch {
+  std::vector<double> least;               // [l]: least priced sum of a partition of [0, l)
+  std::vector<double> slope;               // [l]: the price's derivative summed over that partition
+  std::vector<std::vector<int>> ends;      // per option: candidate stage starts, keys increasing
+  std::vector<double> price, price_slope;  // per option: lambda_t g and its derivative
+  std::vector<size_t> head, first;         // per option: the deque's front, the window's start
+};
+
+WholeLayerBound::WholeLayerBound(const StageCosts& costs, int microbatches)
+    : costs_(costs), microbatches_(microbatches) {
+  const CostModel& model = costs.model();
+  layers_ = model.num_layers();
+  const int T = model.num_types();
+  sizes_.resize(T);
+  for (int t = 0; t < T; ++t) {
+    const int G = model.node_type(t).gpus_per_node;
+    sizes_[t].resize(G + 1);
+    for (int g : model.stage_sizes(t)) {
+      SizeTables& s = sizes_[t][g];
+      s.prefix.resize(layers_ + 1);
+      for (int l = 0; l <= layers_; ++l) s.prefix[l] = costs.ComputeMs(t, g, 0, l);
+      // A stage's transfers: at a boundary inside the model the cheaper of the two links,
+      // or the inter-node one when the stage fills its node (its neighbours are then on
+      // other nodes); none at the model's ends.
+      const auto transfer = [&](int boundary) {
+        if (boundary == 0 || boundary == layers_) return 0.0;
+        const double inter = model.TransferMs(t, boundary - 1, Link::kInterNode);
+        return g == G ? inter
+                      : std::min(inter, model.TransferMs(t, boundary - 1, Link::kIntraNode));
+      };
+      s.transfer.resize(layers_ + 1);
+      for (int l = 0; l <= layers_; ++l) s.transfer[l] = transfer(l);
+    }
+  }
+}
+
+WholeLayerBound::Partition WholeLayerBound::BestPartition(const std::vector<Option>& options,
+                                                          double cap, Scratch& scratch) const {
+  const int L = layers_;
+  std::vector<double>& least = scratch.least;
+  std::vector<double>& slope = scratch.slope;
+  least.assign(L + 1, kInf);
+  slope.assign(L + 1, 0);
+  least[0] = 0;
+  scratch.ends.resize(options.size());
+  scratch.head.assign(options.size(), 0);
+  scratch.first.assign(options.size(), 0);
+  for (std::vector<int>& e : scratch.ends) e.clear();
+  for (int j = 1; j <= L; ++j) {
+    double best = kInf, best_slope = 0;
+    for (size_t o = 0; o < options.size(); ++o) {
+      const Option& option = options[o];
+      const std::vector<double>& p = option.sizes->prefix;
+      const std::vector<double>& x = option.sizes->transfer;
+      std::vector<int>& ends = scratch.ends[o];
+      size_t& head = scratch.head[o];
+      // Stage [i, j) costs at least p[j] - p[i] + x[i] + x[j]: the best start minimises
+      // least[i] - p[i] + x[i] over the
+      // starts whose stage fits under the cap, a window that only moves right (compute is
+      // >= 0 per layer), hence a monotone deque.
+      if (std::isfinite(least[j - 1])) {
+        const double key = least[j - 1] - p[j - 1] + x[j - 1];
+        while (ends.size() > head && least[ends.back()] - p[ends.back()] + x[ends.back()] >= key)
+          ends.pop_back();
+        ends.push_back(j - 1);
+      }
+      size_t& lo = scratch.first[o];
+      while (static_cast<int>(lo) < j &&
+             costs_.ComputeMs(option.type, option.gpus, static_cast<int>(lo), j) > cap) {
+        ++lo;
+      }
+      while (head < ends.size() && static_cast<size_t>(ends[head]) < lo) ++head;
+      if (head == ends.size()) continue;
+      const int i = ends[head];
+      const double value = least[i] + (p[j] - p[i]) + x[i] + x[j] + scratch.price[o];
+      if (value < best) {
+        best = value;
+        best_slope = slope[i] + scratch.price_slope[o];
+      }
+    }
+    least[j] = best;
+    slope[j] = best_slope;
+  }
+  return {least[L], slope[L]};
+}
+
+WholeLayerBound::Priced WholeLayerBound::PriceBy(const std::vector<Option>& options, double cap,
+                                                 const std::vector<double>& lambda,
+                                                 const std::vector<double>& derivative,
+                                                 const std::vector<double>& type_gpus,
+                                                 Scratch& scratch) const {
+  scratch.price.resize(options.size());
+  scratch.price_slope.resize(options.size());
+  for (size_t o = 0; o < options.size(); ++o) {
+    scratch.price[o] = lambda[options[o].type] * options[o].gpus;
+    scratch.price_slope[o] = derivative[options[o].type] * options[o].gpus;
+  }
+  const Partition best = BestPartition(options, cap, scratch);
+  Priced priced{best.priced_ms, best.price_slope};
+  for (size_t t = 0; t < type_gpus.size(); ++t) {
+    if (type_gpus[t] == 0) continue;
+    priced.value -= lambda[t] * type_gpus[t];
+    priced.slope -= derivative[t] * type_gpus[t];
+  }
+  return priced;
+}
+
+double WholeLayerBound::LeastSum(const std::vector<Option>& options, double cap,
+                                 const std::vector<double>& type_gpus, Scratch& scratch) const {
+  const int T = static_cast<int>(type_gpus.size());
+  std::vector<double> lambda(T, 0), derivative(T, 0);
+  // Without a cap every stage is as cheap as it can be: no prices.
+  if (!std::isfinite(cap)) {
+    return PriceBy(options, cap, lambda, derivative, type_gpus, scratch).value;
+  }
+  double cheapest = kInf;
+  for (const Option& o : options) cheapest = std::min(cheapest, o.whole_ms);
+  if (!(cheapest > 0) || !std::isfinite(cheapest)) {
+    return PriceBy(options, cap, lambda, derivative, type_gpus, scratch).value;
+  }
+  // Every node's GPUs are split into stages without idle ones, so the stages on type t use
+  // exactly type_gpus[t] GPUs and prices of any sign give a bound. One price pi per whole
+  // model's work sets every type's: a GPU of type t costs
+  // lambda_t(pi) = cap max_g (pi / rho_tg - 1) / g, rho_tg the whole model's compute on g GPUs
+  // of type t: the dual prices of the fractional relaxation, where a full stage holds
+  // cap / rho_tg of the work (negative: the type's GPUs must be used although other work is
+  // cheaper). Its slope in pi is that of the prices (at a tie the steepest).
+  const auto by_pi = [&](double pi, std::vector<double>& l, std::vector<double>& d) {
+    std::fill(l.begin(), l.end(), -kInf);
+    std::fill(d.begin(), d.end(), 0.0);
+    for (const Option& o : options) {
+      const double v = cap * (pi / o.whole_ms - 1) / o.gpus;
+      const double dv = cap / (o.whole_ms * o.gpus);
+      if (v > l[o.type] || (v == l[o.type] && dv > d[o.type])) {
+        l[o.type] = v;
+        d[o.type] = dv;
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      if (type_gpus[t] == 0) l[t] = d[t] = 0;
+    }
+  };
+  double best = -kInf;  // every price gives a valid bound: the best one found
+  const auto at_pi = [&](double pi) {
+    by_pi(pi, lambda, derivative);
+    const Priced p = PriceBy(options, cap, lambda, derivative, type_gpus, scratch);
+    best = std::max(best, p.value);
+    return p;
+  };
+  const Priced first = at_pi(cheapest);
+  if (!std::isfinite(first.value)) return kInf;  // no partition fits under the cap
+  MaximiseAlong(cheapest, first, at_pi, cheapest);
+  return best;
+}
+
+template <typename At>
+void WholeLayerBound::MaximiseAlong(double x, Priced fx, At at, double step) {
+  // f is concave along the line (a minimum of affine functions): bracket its maximum by
+  // steps that double away from x, lo rising (slope > 0) and hi falling, then try where
+  // their tangents meet (the middle if that is not inside), which bounds f from above there;
+  // stop once what was found is within the resolution of that. Each evaluation reports its
+  // own best to the caller.
+  struct Point {
+    double x;
+    Priced f;
+  };
+  Point lo{x, fx}, hi{x, fx};
+  if (fx.slope == 0) return;
+  const double direction = fx.slope > 0 ? 1 : -1;
+  Point& moving = fx.slope > 0 ? hi : lo;
+  Point& trailing = fx.slope > 0 ? lo : hi;
+  for (int i = 0; i < kWholeLayerPriceDoublings && (moving.f.slope > 0) == (direction > 0) &&
+                  moving.f.slope != 0;
+       ++i, step *= 2) {
+    trailing = moving;
+    moving.x += direction * step;
+    moving.f = at(moving.x);
+  }
+  if (!(lo.f.slope > 0 && hi.f.slope <= 0) || !(lo.x < hi.x)) return;
+  for (int i = 0; i < kWholeLayerPriceSteps; ++i) {
+    double mid = (hi.f.value - lo.f.value + lo.f.slope * lo.x - hi.f.slope * hi.x) /
+                 (lo.f.slope - hi.f.slope);
+    if (!(mid > lo.x && mid < hi.x)) mid = (lo.x + hi.x) / 2;
+    const double ceiling = lo.f.value + lo.f.slope * (mid - lo.x);
+    const Priced f = at(mid);
+    if (ceiling - std::max({f.value, lo.f.value, hi.f.value}) <=
+        kWholeLayerCapResolution * std::abs(f.value)) {
+      return;
+    }
+    (f.slope > 0 ? lo : hi) = Point{mid, f};
+  }
+}
+
+double WholeLayerBound::ForMix(const NodeMix& mix, double least_max_ms,
+                               Interrupt& interrupt) const {
+  const CostModel& model = costs_.model();
+  std::vector<Option> options;
+  std::vector<double> type_gpus(model.num_types(), 0);
+  for (int t = 0; t < model.num_types(); ++t) {
+    if (t >= static_cast<int>(mix.size()) || mix[t] <= 0) continue;
+    type_gpus[t] = mix[t] * model.node_type(t).gpus_per_node;
+    for (int g : model.stage_sizes(t)) {
+      options.push_back({t, g, &sizes_[t][g], sizes_[t][g].prefix[layers_]});
+    }
+  }
+  if (options.empty() || layers_ == 0) return 0;
+  Scratch scratch;
+  const double k = microbatches_ - 1;
+  // Some stage holds each layer: the largest stage compute is at least every layer's
+  // cheapest compute.
+  double least_max = std::max(least_max_ms, 0.0);
+  for (int l = 0; l < layers_; ++l) {
+    double cheapest = kInf;
+    for (const Option& o : options)
+      cheapest = std::min(cheapest, costs_.ComputeMs(o.type, o.gpus, l, l + 1));
+    least_max = std::max(least_max, cheapest);
+  }
+  const double floor_ms = LeastSum(options, kInf, type_gpus, scratch);  // no cap
+  if (!(k > 0) || !(least_max > 0) || !std::isfinite(least_max) || !std::isfinite(floor_ms)) {
+    return std::max(0.0, (floor_ms + k * least_max) * (1 - kRelativeSlack));
+  }
+  // caps[j] ascending from least_max; sums[j] = LeastSum at caps[j] (sums[0] unused). The
+  // interval [caps[j], caps[j + 1]] bounds T by sums[j + 1] + k caps[j]; above the last cap
+  // T >= floor_ms + k caps.back().
+  std::vector<double> caps = {least_max}, sums = {kInf};
+  const auto least_interval = [&](double& value) {
+    size_t arg = 0;
+    value = kInf;
+    for (size_t j = 0; j + 1 < caps.size(); ++j) {
+      const double v = sums[j + 1] + k * caps[j];
+      if (v < value) {
+        value = v;
+        arg = j;
+      }
+    }
+    return arg;
+  };
+  // Extend the caps while the open interval above the last one could set the bound, else
+  // split the interval that sets it until it is narrow.
+  for (int evaluations = 0; evaluations < kWholeLayerMaxCaps; ++evaluations) {
+    double least = kInf;
+    const size_t j = least_interval(least);
+    if (interrupt.Poll()) break;
+    if (floor_ms + k * caps.back() < least) {
+      caps.push_back(caps.back() * kWholeLayerCapStep);
+      sums.push_back(LeastSum(options, caps.back(), type_gpus, scratch));
+      continue;
+    }
+    if (caps[j + 1] <= caps[j] * (1 + kWholeLayerCapResolution)) break;
+    const double mid = std::sqrt(caps[j] * caps[j + 1]);
+    caps.insert(caps.begin() + static_cast<std::ptrdiff_t>(j) + 1, mid);
+    sums.insert(sums.begin() + static_cast<std::ptrdiff_t>(j) + 1,
+                LeastSum(options, mid, type_gpus, scratch));
+  }
+  double least = kInf;
+  least_interval(least);
+  const double bound = std::min(least, floor_ms + k * caps.back());
+  return std::isfinite(bound) ? std::max(0.0, bound * (1 - kRelativeSlack)) : 0;
+}
+
+std::vector<double> WholeLayerBound::ForMixes(const std::vector<NodeMix>& mixes,
+                                              const std::vector<double>& least_max_ms,
+                                              Interrupt& interrupt) const {
+  std::vector<double> bounds(mixes.size(), 0);
+  tbb::parallel_for(0, static_cast<int>(mixes.size()), [&](int i) {
+    if (interrupt.stopped()) return;
+    bounds[i] = ForMix(mixes[i], i < static_cast<int>(least_max_ms.size()) ? least_max_ms[i] : 0,
+                       interrupt);
+  });
+  return bounds;
+}
+
+}  // namespace oobleck::template_search

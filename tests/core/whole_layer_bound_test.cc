@@ -1,0 +1,118 @@
+// The whole-layer bound (core/template_search/whole_layer_bound.h) against the optima on random
+// long-ish instances with fixed seeds: it must never exceed a mix's optimum (the exact search's,
+// itself checked against the previous search and the brute force by search_oracle_test and
+// search_test), under the real 1f1b cost model with transfers, memory that binds on some types,
+// GPU splits with all-reduces and per-layer speeds that differ by type (so no one price per GPU
+// is exact). It must also be close to the optimum on most mixes, or it would be useless as a
+// guess.
+#include "core/template_search/whole_layer_bound.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/cluster.h"
+#include "core/cost_model.h"
+#include "core/interrupt.h"
+#include "core/search.h"
+#include "core/template_search/bottleneck_bound.h"
+#include "core/template_search/stage_costs.h"
+#include "core/template_search/state_space.h"
+#include "gtest/gtest.h"
+
+namespace oobleck {
+namespace {
+
+struct LongInstance {
+  PlanningProblem problem;
+  std::vector<NodeMix> mixes;
+};
+
+LongInstance MakeLongInstance(uint32_t seed) {
+  std::mt19937 rng(seed);
+  auto uniform = [&](double lo, double hi) {
+    return std::uniform_real_distribution<double>(lo, hi)(rng);
+  };
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const int L = pick(60, 140);
+  const int T = pick(2, 3);
+  LongInstance inst;
+  PlanningProblem& p = inst.problem;
+  p.cost_model = CostModelKind::kOneFOneB;
+  p.microbatches = pick(2, 50);
+  p.inter_node_bytes_per_s = uniform(2e9, 50e9);
+  p.missing_allreduce = MissingAllreduce::kRing;
+  double total_params = 0, total_acts = 0;
+  std::vector<LayerProfile> base(L);
+  for (LayerProfile& l : base) {
+    l.forward_ms = uniform(0.5, 20);
+    l.backward_ms = 2 * l.forward_ms * uniform(0.8, 1.2);
+    l.param_bytes = uniform(1e7, 5e8);
+    l.activation_bytes = uniform(1e6, 5e7);
+    l.allreduce_in_node_ms[1] = 0;
+    total_params += l.param_bytes;
+    total_acts += l.activation_bytes;
+  }
+  const double whole = p.optimizer_state_multiplier * total_params + total_acts * 8;
+  NodeMix available;
+  for (int t = 0; t < T; ++t) {
+    const std::string name = "type" + std::to_string(t);
+    const int gpus = 1 << pick(0, 2);
+    auto profile = std::make_shared<ModelProfile>();
+    profile->key = {"m", name, 1};
+    profile->layers = base;
+    const double speed = uniform(0.3, 3);
+    for (LayerProfile& l : profile->layers) {
+      const double layer_speed = speed * uniform(0.7, 1.4);  // types differ layer by layer
+      l.forward_ms /= layer_speed;
+      l.backward_ms /= layer_speed;
+    }
+    const double memory = pick(0, 1) == 0 ? whole : whole * uniform(0.1, 0.6);
+    p.node_types.push_back({name, name, gpus, memory, uniform(10e9, 300e9)});
+    p.profiles.push_back(std::move(profile));
+    p.derived_from.push_back("");
+    available.push_back(pick(1, 2));
+  }
+  inst.mixes = EnumerateMixes(available, 1, pick(2, 4));
+  return inst;
+}
+
+TEST(WholeLayerBoundTest, NeverAboveTheOptimumAndCloseToItOnLongInstances) {
+  int feasible = 0, close = 0;
+  for (uint32_t seed = 1; seed <= 8; ++seed) {
+    const LongInstance inst = MakeLongInstance(seed);
+    auto model = CostModel::Create(inst.problem);
+    ASSERT_TRUE(model.ok()) << "seed " << seed << ": " << model.status();
+    auto optima = SearchTemplates(*model, inst.mixes);
+    ASSERT_TRUE(optima.ok()) << "seed " << seed << ": " << optima.status();
+    Interrupt interrupt(nullptr);
+    const template_search::StageCosts costs(*model);
+    const template_search::StateSpace space(*model, inst.mixes, &interrupt);
+    const template_search::PrefixMaxBound prefix_max(costs, space, inst.mixes, interrupt);
+    const template_search::WholeLayerBound bound(costs, inst.problem.microbatches);
+    for (size_t i = 0; i < inst.mixes.size(); ++i) {
+      const MixResult& r = (*optima)[i];
+      if (!r.feasible) continue;
+      ++feasible;
+      const double optimum = r.best.iteration_time_ms;
+      const double with_max =
+          bound.ForMix(inst.mixes[i], prefix_max.ForMix(inst.mixes[i]), interrupt);
+      const double alone = bound.ForMix(inst.mixes[i], 0, interrupt);
+      const std::string where = "seed " + std::to_string(seed) +
+                                " M=" + std::to_string(inst.problem.microbatches) + " mix " +
+                                MixLabel(r.mix, inst.problem.node_types);
+      EXPECT_LE(with_max, optimum * (1 + 1e-9)) << where;
+      EXPECT_LE(alone, optimum * (1 + 1e-9)) << where;
+      EXPECT_GT(with_max, 0) << where;
+      if (with_max >= 0.97 * optimum) ++close;
+    }
+  }
+  EXPECT_GE(feasible, 40);
+  EXPECT_GE(close, feasible / 2) << close << " of " << feasible << " within 3 %";
+}
+
+}  // namespace
+}  // namespace oobleck

@@ -23,9 +23,7 @@ inline constexpr bool kAddressSanitizer = false;
 // looks for memory and undefined-behaviour errors, which the first seeds' searches reach as
 // the others' do; the release build (scripts/test.sh, the same CI run) checks every seed's
 // optimum.
-constexpr int OracleSeeds(int seeds) {
-  return kAddressSanitizer ? (seeds + 2) / 3 : seeds;
-}
+constexpr int OracleSeeds(int seeds) { return kAddressSanitizer ? (seeds + 2) / 3 : seeds; }
 
 }  // namespace oobleck
 

@@ -122,7 +122,10 @@ class LabelSearch {
   // the best template within the terminal bound it met (if any), an incumbent for a later
   // pass. Nothing else changes: every label the bound lets through still reaches the
   // terminal, so a template within the bound is still optimal.
+  // A search stopped while its state space was walked has no space to index (Run then
+  // answers the interrupt's status).
   void OpenTerminals(const std::vector<double>& terminal_bounds) {
+    if (interrupt_.stopped()) return;
     terminal_bounds_.assign(space_.num_useful(), -std::numeric_limits<double>::infinity());
     for (size_t i = 0; i < mixes_.size() && i < terminal_bounds.size(); ++i) {
       double& bound = terminal_bounds_[space_.Dense(space_.Encode(mixes_[i]))];

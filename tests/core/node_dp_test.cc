@@ -11,6 +11,8 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/cluster.h"
@@ -266,6 +268,44 @@ TEST(NodeDpTest, Cancels) {
       template_search::OneFOneBObjective{model->problem().microbatches, model->memory_can_bind()},
       options, Moves::kNodes);
   EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled) << result.status();
+}
+
+// A stop at any poll between two passes (where a pass sets up its state space and bounds)
+// ends the search with CANCELLED. Found by fuzz/rpc_structure: a stop while an exact round's
+// state space was being walked left that space empty, and the round's open terminals
+// indexed it.
+TEST(NodeDpTest, CancelledBetweenPassesEndsCancelled) {
+  const Instance inst = MakeInstance(7, Shape{30, 30, 4, 4, 3, 5});
+  auto model = CostModel::Create(inst.problem);
+  ASSERT_TRUE(model.ok());
+  const template_search::OneFOneBObjective objective{model->problem().microbatches,
+                                                     model->memory_can_bind()};
+  // The polls before each pass's first layer, after the previous pass's last one.
+  std::vector<std::pair<int64_t, int64_t>> gaps;
+  int64_t calls = 0, last = 0;
+  SearchOptions counting;
+  counting.cancelled = [&calls] { return ++calls, false; };
+  counting.progress = [&](std::string_view, int64_t done, int64_t) {
+    if (done == 1) gaps.push_back({last + 1, calls});
+    last = calls;
+  };
+  ASSERT_TRUE(
+      template_search::BranchAndBound(*model, inst.mixes, objective, counting, Moves::kNodes)
+          .ok());
+  ASSERT_GE(gaps.size(), 2u);
+  int stops = 0;
+  for (const auto& [first, end] : gaps) {
+    const int64_t step = std::max<int64_t>(1, (end - first) / 30);  // <= ~30 stops a gap
+    for (int64_t stop_at = first; stop_at <= end; stop_at += step, ++stops) {
+      int64_t n = 0;
+      SearchOptions options;
+      options.cancelled = [&n, stop_at] { return ++n >= stop_at; };
+      auto result =
+          template_search::BranchAndBound(*model, inst.mixes, objective, options, Moves::kNodes);
+      ASSERT_EQ(result.status().code(), absl::StatusCode::kCancelled) << stop_at;
+    }
+  }
+  EXPECT_GT(stops, 0);
 }
 
 }  // namespace

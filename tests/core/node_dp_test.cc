@@ -290,8 +290,7 @@ TEST(NodeDpTest, CancelledBetweenPassesEndsCancelled) {
     last = calls;
   };
   ASSERT_TRUE(
-      template_search::BranchAndBound(*model, inst.mixes, objective, counting, Moves::kNodes)
-          .ok());
+      template_search::BranchAndBound(*model, inst.mixes, objective, counting, Moves::kNodes).ok());
   ASSERT_GE(gaps.size(), 2u);
   int stops = 0;
   for (const auto& [first, end] : gaps) {

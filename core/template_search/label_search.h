@@ -706,8 +706,8 @@ class LabelSearch {
   // (least node sum with max <= m) + (least source sum with max <= m), which has the same
   // stages, so only those (one per max where the sum drops) are used. `stairs` is the source
   // front in AppendStairs' order. Merges above `most_primary` are skipped (ServedMixes::SomeFits
-  // would reject them), and so are the sources whose sum plus the least node sum is above it:
-  // the front is in order of sum, so those are the ones from the first such source on.
+  // would reject them), and so are the sources whose sum plus the least node sum is above it
+  // (each is tested: `stairs` is in order of stages and max, not of sum).
   template <typename Use>
   void MergeStaircases(std::span<const NodeLabel> nodes, std::span<const int32_t> node_order,
                        std::span<const Stair> stairs, double most_primary, Use use) const {

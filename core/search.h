@@ -58,6 +58,13 @@ absl::StatusOr<std::vector<MixResult>> SearchTemplates(const CostModel& model,
                                                        const std::vector<NodeMix>& mixes,
                                                        const SearchOptions& options = {});
 
+// The RESOURCE_EXHAUSTED of a search that stopped at SearchOptions::max_labels, and its
+// test: unlike the other RESOURCE_EXHAUSTED answers a search may give (the size limits, a
+// busy server's admission), it depends on how many mixes are searched at once, so a caller
+// may search fewer together and retry.
+absl::Status OverLabelBudgetError(const std::string& message);
+bool IsOverLabelBudget(const absl::Status& status);
+
 // Why no pipeline over `mix` exists (for mixes the search found infeasible).
 std::string ExplainInfeasible(const CostModel& model, const NodeMix& mix);
 

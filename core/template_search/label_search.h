@@ -327,7 +327,7 @@ class LabelSearch {
 
   // The pass would hold more than max_labels_ labels (by position a).
   absl::Status OverBudget(int a) const {
-    return absl::ResourceExhaustedError(absl::StrCat(
+    return OverLabelBudgetError(absl::StrCat(
         "the template search would hold more than ", max_labels_,
         " labels (the limit of one pass, its memory) by layer ", a, " of ", model_.num_layers(),
         "; ask for fewer node types or smaller mixes (min_nodes/max_nodes, mixes)"));

@@ -1,9 +1,11 @@
 // SearchTemplates (core/search.h): validates the request, refuses what passes the size
 // limits, and runs branch and bound with the cost model's objective.
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "core/interrupt.h"
 #include "core/search.h"
@@ -13,6 +15,22 @@
 #include "core/template_search/objectives.h"
 
 namespace oobleck {
+namespace {
+
+constexpr char kOverLabelBudgetPayload[] = "oobleck.planner/template-search-labels";
+
+}  // namespace
+
+absl::Status OverLabelBudgetError(const std::string& message) {
+  absl::Status status = absl::ResourceExhaustedError(message);
+  status.SetPayload(kOverLabelBudgetPayload, absl::Cord("max_labels"));
+  return status;
+}
+
+bool IsOverLabelBudget(const absl::Status& status) {
+  return absl::IsResourceExhausted(status) &&
+         status.GetPayload(kOverLabelBudgetPayload).has_value();
+}
 
 absl::StatusOr<std::vector<MixResult>> SearchTemplates(const CostModel& model,
                                                        const std::vector<NodeMix>& mixes,

@@ -39,18 +39,19 @@ inline constexpr int kExactGuessesBelowLayers = 256;
 inline constexpr char kGuessedExactPhase[] = "guessed exact search (layers)";
 
 // The prefix-max bound of a pass over `subset` of the request's mixes: `all_mixes` itself
-// when the subset is every mix (`all`), else one built on the subset's own state space in
-// `own`, which must outlive its use. Null when the interrupt stopped the set-up.
+// when the subset is every mix (`all`), else one built on the subset's own state space (with
+// partial node states or not, as the pass's: LabelSearch::PartialNodes) in `own`, which must
+// outlive its use. Null when the interrupt stopped the set-up.
 struct OwnPrefixMax {
   std::optional<StateSpace> space;
   std::optional<PrefixMaxBound> bound;
 };
 inline const PrefixMaxBound* PrefixMaxFor(const StageCosts& costs,
                                           const std::vector<NodeMix>& subset, bool all,
-                                          const PrefixMaxBound& all_mixes, Interrupt& interrupt,
-                                          OwnPrefixMax& own) {
+                                          bool partial_nodes, const PrefixMaxBound& all_mixes,
+                                          Interrupt& interrupt, OwnPrefixMax& own) {
   if (all) return &all_mixes;
-  own.space.emplace(costs.model(), subset, &interrupt);
+  own.space.emplace(costs.model(), subset, &interrupt, partial_nodes);
   if (interrupt.stopped()) return nullptr;
   own.bound.emplace(costs, *own.space, subset, interrupt);
   return interrupt.stopped() ? nullptr : &*own.bound;
@@ -104,7 +105,8 @@ absl::StatusOr<std::vector<double>> FindIncumbents(const StageCosts& costs,
     }
     OwnPrefixMax own;
     const PrefixMaxBound* round_max = PrefixMaxFor(
-        costs, round_mixes, pending.size() == mixes.size(), prefix_max, interrupt, own);
+        costs, round_mixes, pending.size() == mixes.size(),
+        LabelSearch<Objective>::PartialNodes(moves), prefix_max, interrupt, own);
     if (round_max == nullptr) return Interrupt::Status("template search");
     LabelSearch<Objective> beam(costs, round_mixes, objective, kBeamWidth, round_bounds, *round_max,
                                 interrupt, moves);
@@ -164,7 +166,8 @@ absl::Status SettleByGuessedRounds(const StageCosts& costs, const std::vector<No
     if (pending.empty()) break;
     OwnPrefixMax own;
     const PrefixMaxBound* round_max = PrefixMaxFor(
-        costs, round_mixes, pending.size() == mixes.size(), prefix_max, interrupt, own);
+        costs, round_mixes, pending.size() == mixes.size(),
+        LabelSearch<Objective>::PartialNodes(moves), prefix_max, interrupt, own);
     if (round_max == nullptr) return Interrupt::Status("template search");
     LabelSearch<Objective> exact(costs, round_mixes, objective, 0, round_bounds, *round_max,
                                  interrupt, moves);
@@ -205,7 +208,8 @@ absl::Status SettleWithIncumbents(const StageCosts& costs, const std::vector<Nod
   if (interrupt.Poll()) return Interrupt::Status("template search");
   OwnPrefixMax own;
   const PrefixMaxBound* rest_max =
-      PrefixMaxFor(costs, rest_mixes, rest.size() == mixes.size(), prefix_max, interrupt, own);
+      PrefixMaxFor(costs, rest_mixes, rest.size() == mixes.size(),
+                   LabelSearch<Objective>::PartialNodes(moves), prefix_max, interrupt, own);
   if (rest_max == nullptr) return Interrupt::Status("template search");
   const PrefixMaxBound& bound = *rest_max;
   ASSIGN_OR_RETURN(
@@ -230,13 +234,17 @@ absl::StatusOr<std::vector<MixResult>> BranchAndBoundWith(const CostModel& model
                                                           Moves moves) {
   Interrupt interrupt(options.cancelled);
   const StageCosts costs(model);
-  const StateSpace space(model, mixes, &interrupt);
+  std::optional<StateSpace> space(std::in_place, model, mixes, &interrupt);
   if (interrupt.stopped()) return Interrupt::Status("template search");
   if (moves == Moves::kAuto) {
     moves =
-        PreferNodeMoves(model.num_layers(), space.num_useful()) ? Moves::kNodes : Moves::kStages;
+        PreferNodeMoves(model.num_layers(), space->num_useful()) ? Moves::kNodes : Moves::kStages;
   }
-  const PrefixMaxBound prefix_max(costs, space, mixes, interrupt);
+  if (!LabelSearch<Objective>::PartialNodes(moves)) {  // the passes' own node states
+    space.emplace(model, mixes, &interrupt, false);
+    if (interrupt.stopped()) return Interrupt::Status("template search");
+  }
+  const PrefixMaxBound prefix_max(costs, *space, mixes, interrupt);
   if (interrupt.Poll()) return Interrupt::Status("template search");
   std::vector<std::optional<MixResult>> settled(mixes.size());
   const int L = model.num_layers();

@@ -71,7 +71,7 @@ class LabelSearch {
         costs_(costs),
         mixes_(mixes),
         objective_(objective),
-        space_(model_, mixes, &interrupt),
+        space_(model_, mixes, &interrupt, PartialNodes(moves)),
         prefix_max_(prefix_max),
         prefix_cost_(model_, space_, objective.CommonPrefixCoefficient(), interrupt),
         split_(
@@ -108,6 +108,10 @@ class LabelSearch {
       if (node_moves_) MakeNodeLayouts(upper_bounds);
     }
   }
+
+  // Whether a search with `moves` has partial node states (StateSpace's partial_nodes): all
+  // but node moves. The bottleneck bound it is given must be built on a space with the same.
+  static bool PartialNodes(Moves moves) { return !(kNodeMovesPossible && moves == Moves::kNodes); }
 
   // A lower bound on the time of every pipeline over `mix`.
   double RootLowerBound(const NodeMix& mix) const {

@@ -217,17 +217,24 @@ void NodeLayouts::Filter(std::vector<Item>& items) const {
     return x.label.cap > y.label.cap;
   });
   // In order of sum, a label survives iff no earlier survivor is no worse in final time,
-  // stage count and cap (the last two only where memory binds).
+  // stage count and cap (the last two only where memory binds). None is if the least final
+  // time of the survivors is above the label's; where memory cannot bind, that is the test.
   size_t kept = 0;
+  double least_final = std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < items.size(); ++i) {
     const NodeLabel& x = items[i].label;
     const double f = final_ms(x);
-    bool dominated = false;
-    for (size_t k = 0; k < kept && !dominated; ++k) {
-      const NodeLabel& s = items[k].label;
-      dominated = final_ms(s) <= f && (!track_memory_ || (s.stages <= x.stages && s.cap >= x.cap));
+    bool dominated = least_final <= f;
+    if (dominated && track_memory_) {
+      dominated = false;
+      for (size_t k = 0; k < kept && !dominated; ++k) {
+        const NodeLabel& s = items[k].label;
+        dominated = final_ms(s) <= f && s.stages <= x.stages && s.cap >= x.cap;
+      }
     }
-    if (!dominated) items[kept++] = items[i];
+    if (dominated) continue;
+    least_final = std::min(least_final, f);
+    items[kept++] = items[i];
   }
   items.resize(kept);
 }

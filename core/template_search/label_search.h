@@ -801,7 +801,8 @@ class LabelSearch {
   }
 
   // Every mix's result when entries are node moves: the chain of boundary states of each
-  // mix first, then the layouts of its nodes, recomputed once per (type, first layer).
+  // mix first, then the layouts of its nodes, read once per (type, first layer) from the
+  // layouts the pass merged (NodeLayouts::Prepare at the limit it read them at).
   absl::Status ExtractWithNodes(std::vector<MixResult>& results) {
     struct NodeMove {
       size_t mix;

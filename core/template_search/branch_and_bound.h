@@ -39,18 +39,19 @@ inline constexpr int kExactGuessesBelowLayers = 256;
 inline constexpr char kGuessedExactPhase[] = "guessed exact search (layers)";
 
 // The prefix-max bound of a pass over `subset` of the request's mixes: `all_mixes` itself
-// when the subset is every mix (`all`), else one built on the subset's own state space in
-// `own`, which must outlive its use. Null when the interrupt stopped the set-up.
+// when the subset is every mix (`all`), else one built on the subset's own state space (with
+// partial node states or not, as the pass's: LabelSearch::PartialNodes) in `own`, which must
+// outlive its use. Null when the interrupt stopped the set-up.
 struct OwnPrefixMax {
   std::optional<StateSpace> space;
   std::optional<PrefixMaxBound> bound;
 };
 inline const PrefixMaxBound* PrefixMaxFor(const StageCosts& costs,
                                           const std::vector<NodeMix>& subset, bool all,
-                                          const PrefixMaxBound& all_mixes, Interrupt& interrupt,
-                                          OwnPrefixMax& own) {
+                                          bool partial_nodes, const PrefixMaxBound& all_mixes,
+                                          Interrupt& interrupt, OwnPrefixMax& own) {
   if (all) return &all_mixes;
-  own.space.emplace(costs.model(), subset, &interrupt);
+  own.space.emplace(costs.model(), subset, &interrupt, partial_nodes);
   if (interrupt.stopped()) return nullptr;
   own.bound.emplace(costs, *own.space, subset, interrupt);
   return interrupt.stopped() ? nullptr : &*own.bound;
@@ -65,12 +66,10 @@ inline const PrefixMaxBound* PrefixMaxFor(const StageCosts& costs,
 // layers or nodes have many GPU splits; otherwise one unbounded beam pass finds every
 // incumbent.
 template <SearchObjective Objective>
-absl::StatusOr<std::vector<double>> FindIncumbents(const StageCosts& costs,
-                                                   const std::vector<NodeMix>& mixes,
-                                                   const Objective& objective,
-                                                   const PrefixMaxBound& prefix_max, bool guess,
-                                                   Interrupt& interrupt,
-                                                   const SearchOptions& options, Moves moves) {
+absl::StatusOr<std::vector<double>> FindIncumbents(
+    const StageCosts& costs, const std::vector<NodeMix>& mixes, const Objective& objective,
+    const PrefixMaxBound& prefix_max, bool guess, Interrupt& interrupt,
+    const SearchOptions& options, Moves moves, NodeLayoutsByType* node_layouts) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   // The guessed rounds (if any), then one unbounded round (slack -1) for the mixes left.
   std::vector<double> slacks;
@@ -81,7 +80,7 @@ absl::StatusOr<std::vector<double>> FindIncumbents(const StageCosts& costs,
   if (slacks.size() > 1) {
     if (interrupt.Poll()) return Interrupt::Status("template search");
     LabelSearch<Objective> probe(costs, mixes, objective, kBeamWidth, upper_bounds, prefix_max,
-                                 interrupt, moves);
+                                 interrupt, moves, node_layouts);
     if (interrupt.stopped()) return Interrupt::Status("template search");
     for (size_t i = 0; i < mixes.size(); ++i) {
       const double lb = probe.RootLowerBound(mixes[i]);
@@ -103,11 +102,12 @@ absl::StatusOr<std::vector<double>> FindIncumbents(const StageCosts& costs,
       round_bounds.push_back(slack < 0 ? kInf : guesses[i] * (1 + slack));
     }
     OwnPrefixMax own;
-    const PrefixMaxBound* round_max = PrefixMaxFor(
-        costs, round_mixes, pending.size() == mixes.size(), prefix_max, interrupt, own);
+    const PrefixMaxBound* round_max =
+        PrefixMaxFor(costs, round_mixes, pending.size() == mixes.size(),
+                     LabelSearch<Objective>::PartialNodes(moves), prefix_max, interrupt, own);
     if (round_max == nullptr) return Interrupt::Status("template search");
     LabelSearch<Objective> beam(costs, round_mixes, objective, kBeamWidth, round_bounds, *round_max,
-                                interrupt, moves);
+                                interrupt, moves, node_layouts);
     ASSIGN_OR_RETURN(auto incumbents, beam.Run(options));
     for (size_t j = 0; j < pending.size(); ++j) {
       if (incumbents[j].feasible) {
@@ -130,12 +130,13 @@ template <SearchObjective Objective>
 absl::Status SettleByGuessedRounds(const StageCosts& costs, const std::vector<NodeMix>& mixes,
                                    const Objective& objective, const PrefixMaxBound& prefix_max,
                                    Interrupt& interrupt, const SearchOptions& options, Moves moves,
+                                   NodeLayoutsByType* node_layouts,
                                    std::vector<std::optional<MixResult>>& results) {
   std::vector<double> guesses(mixes.size(), 0);
   {
     const std::vector<double> none(mixes.size(), std::numeric_limits<double>::infinity());
     const LabelSearch<Objective> probe(costs, mixes, objective, 0, none, prefix_max, interrupt,
-                                       moves);
+                                       moves, node_layouts);
     if (interrupt.stopped()) return Interrupt::Status("template search");
     for (size_t i = 0; i < mixes.size(); ++i) guesses[i] = probe.RootLowerBound(mixes[i]);
   }
@@ -163,11 +164,12 @@ absl::Status SettleByGuessedRounds(const StageCosts& costs, const std::vector<No
     }
     if (pending.empty()) break;
     OwnPrefixMax own;
-    const PrefixMaxBound* round_max = PrefixMaxFor(
-        costs, round_mixes, pending.size() == mixes.size(), prefix_max, interrupt, own);
+    const PrefixMaxBound* round_max =
+        PrefixMaxFor(costs, round_mixes, pending.size() == mixes.size(),
+                     LabelSearch<Objective>::PartialNodes(moves), prefix_max, interrupt, own);
     if (round_max == nullptr) return Interrupt::Status("template search");
     LabelSearch<Objective> exact(costs, round_mixes, objective, 0, round_bounds, *round_max,
-                                 interrupt, moves);
+                                 interrupt, moves, node_layouts);
     // Incumbents above the widest guess would bound no later round.
     std::vector<double> terminal_bounds;
     for (size_t i : pending) terminal_bounds.push_back(guesses[i] * (1 + kWidestGuess));
@@ -192,7 +194,8 @@ template <SearchObjective Objective>
 absl::Status SettleWithIncumbents(const StageCosts& costs, const std::vector<NodeMix>& mixes,
                                   const Objective& objective, const PrefixMaxBound& prefix_max,
                                   bool guess, Interrupt& interrupt, const SearchOptions& options,
-                                  Moves moves, std::vector<std::optional<MixResult>>& results) {
+                                  Moves moves, NodeLayoutsByType* node_layouts,
+                                  std::vector<std::optional<MixResult>>& results) {
   std::vector<size_t> rest;
   std::vector<NodeMix> rest_mixes;
   for (size_t i = 0; i < mixes.size(); ++i) {
@@ -205,14 +208,15 @@ absl::Status SettleWithIncumbents(const StageCosts& costs, const std::vector<Nod
   if (interrupt.Poll()) return Interrupt::Status("template search");
   OwnPrefixMax own;
   const PrefixMaxBound* rest_max =
-      PrefixMaxFor(costs, rest_mixes, rest.size() == mixes.size(), prefix_max, interrupt, own);
+      PrefixMaxFor(costs, rest_mixes, rest.size() == mixes.size(),
+                   LabelSearch<Objective>::PartialNodes(moves), prefix_max, interrupt, own);
   if (rest_max == nullptr) return Interrupt::Status("template search");
   const PrefixMaxBound& bound = *rest_max;
-  ASSIGN_OR_RETURN(
-      std::vector<double> upper_bounds,
-      FindIncumbents(costs, rest_mixes, objective, bound, guess, interrupt, options, moves));
+  ASSIGN_OR_RETURN(std::vector<double> upper_bounds,
+                   FindIncumbents(costs, rest_mixes, objective, bound, guess, interrupt, options,
+                                  moves, node_layouts));
   LabelSearch<Objective> exact(costs, rest_mixes, objective, 0, upper_bounds, bound, interrupt,
-                               moves);
+                               moves, node_layouts);
   ASSIGN_OR_RETURN(std::vector<MixResult> found, exact.Run(options));
   for (size_t j = 0; j < rest.size(); ++j) results[rest[j]] = std::move(found[j]);
   return absl::OkStatus();
@@ -230,26 +234,32 @@ absl::StatusOr<std::vector<MixResult>> BranchAndBoundWith(const CostModel& model
                                                           Moves moves) {
   Interrupt interrupt(options.cancelled);
   const StageCosts costs(model);
-  const StateSpace space(model, mixes, &interrupt);
+  std::optional<StateSpace> space(std::in_place, model, mixes, &interrupt);
   if (interrupt.stopped()) return Interrupt::Status("template search");
   if (moves == Moves::kAuto) {
     moves =
-        PreferNodeMoves(model.num_layers(), space.num_useful()) ? Moves::kNodes : Moves::kStages;
+        PreferNodeMoves(model.num_layers(), space->num_useful()) ? Moves::kNodes : Moves::kStages;
   }
-  const PrefixMaxBound prefix_max(costs, space, mixes, interrupt);
+  if (!LabelSearch<Objective>::PartialNodes(moves)) {  // the passes' own node states
+    space.emplace(model, mixes, &interrupt, false);
+    if (interrupt.stopped()) return Interrupt::Status("template search");
+  }
+  const PrefixMaxBound prefix_max(costs, *space, mixes, interrupt);
   if (interrupt.Poll()) return Interrupt::Status("template search");
   std::vector<std::optional<MixResult>> settled(mixes.size());
+  // The node layouts, shared by every pass (NodeLayouts keeps them for the next passes).
+  NodeLayoutsByType node_layouts;
   const int L = model.num_layers();
   const bool guess = L >= Objective::kGuessFromLayers;
   const bool exact_guesses = guess && L < kExactGuessesBelowLayers;
   if (exact_guesses) {
     RETURN_IF_ERROR(SettleByGuessedRounds(costs, mixes, objective, prefix_max, interrupt, options,
-                                          moves, settled));
+                                          moves, &node_layouts, settled));
   }
   // After exact rounds, the mixes left have optima far above the guesses: beam rounds with
   // guesses would find nothing.
   RETURN_IF_ERROR(SettleWithIncumbents(costs, mixes, objective, prefix_max, guess && !exact_guesses,
-                                       interrupt, options, moves, settled));
+                                       interrupt, options, moves, &node_layouts, settled));
   std::vector<MixResult> results;
   results.reserve(mixes.size());
   for (std::optional<MixResult>& r : settled) results.push_back(*std::move(r));

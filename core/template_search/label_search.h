@@ -63,15 +63,17 @@ class LabelSearch {
   // some template of mixes[i] achieves: the exact search drops what cannot beat it. The
   // set-up polls `interrupt`; once it has stopped, only Run (which then returns CANCELLED)
   // may be called. With `moves` kNodes (1f1b only; ignored otherwise) states exist only at
-  // node boundaries and a move places a whole node (NodeLayouts).
+  // node boundaries and a move places a whole node (NodeLayouts): from `node_layouts`, the
+  // layouts the request's earlier passes kept (null: the pass's own).
   LabelSearch(const StageCosts& costs, const std::vector<NodeMix>& mixes, Objective objective,
               int beam_width, const std::vector<double>& upper_bounds,
-              const PrefixMaxBound& prefix_max, Interrupt& interrupt, Moves moves = Moves::kStages)
+              const PrefixMaxBound& prefix_max, Interrupt& interrupt, Moves moves = Moves::kStages,
+              NodeLayoutsByType* node_layouts = nullptr)
       : model_(costs.model()),
         costs_(costs),
         mixes_(mixes),
         objective_(objective),
-        space_(model_, mixes, &interrupt),
+        space_(model_, mixes, &interrupt, PartialNodes(moves)),
         prefix_max_(prefix_max),
         prefix_cost_(model_, space_, objective.CommonPrefixCoefficient(), interrupt),
         split_(
@@ -80,7 +82,8 @@ class LabelSearch {
             interrupt),
         interrupt_(interrupt),
         beam_width_(beam_width),
-        node_moves_(kNodeMovesPossible && moves == Moves::kNodes) {
+        node_moves_(kNodeMovesPossible && moves == Moves::kNodes),
+        node_layouts_(node_layouts != nullptr ? *node_layouts : own_node_layouts_) {
     const CostModel& model = model_;
     // Oobleck's formula with M is defined for at most M stages (CostModel::Evaluate).
     if (model.kind() == CostModelKind::kOobleckSosp23 && model.problem().microbatches > 0) {
@@ -108,6 +111,10 @@ class LabelSearch {
       if (node_moves_) MakeNodeLayouts(upper_bounds);
     }
   }
+
+  // Whether a search with `moves` has partial node states (StateSpace's partial_nodes): all
+  // but node moves. The bottleneck bound it is given must be built on a space with the same.
+  static bool PartialNodes(Moves moves) { return !(kNodeMovesPossible && moves == Moves::kNodes); }
 
   // A lower bound on the time of every pipeline over `mix`.
   double RootLowerBound(const NodeMix& mix) const {
@@ -575,24 +582,30 @@ class LabelSearch {
   void MakeNodeLayouts(const std::vector<double>& upper_bounds) {
     const int T = model_.num_types(), L = model_.num_layers();
     constexpr double kNone = -std::numeric_limits<double>::infinity();
-    std::vector<double> limit_at_0(T, kNone), limit(T, kNone);
+    node_limit_at_0_.assign(T, kNone);
+    node_limit_.assign(T, kNone);
     for (size_t i = 0; i < mixes_.size(); ++i) {
       const double bound = WithSlack(
           i < upper_bounds.size() ? upper_bounds[i] : std::numeric_limits<double>::infinity());
       for (int t = 0; t < T; ++t) {
         if (mixes_[i][t] == 0) continue;
-        limit_at_0[t] = std::max(limit_at_0[t], bound);
-        if (MixSize(mixes_[i]) >= 2) limit[t] = std::max(limit[t], bound);
+        node_limit_at_0_[t] = std::max(node_limit_at_0_[t], bound);
+        if (MixSize(mixes_[i]) >= 2) node_limit_[t] = std::max(node_limit_[t], bound);
       }
     }
     floor_prefix_.resize(L + 1);
     for (int l = 0; l <= L; ++l) floor_prefix_[l] = prefix_cost_.floor_ms(l);
     node_layouts_.resize(T);
+    computed_limits_.assign(T, {});
     cheapest_prefix_.assign(T, std::vector<double>(L + 1, 0));
     for (int t = 0; t < T; ++t) {
-      if (limit_at_0[t] == kNone) continue;
-      node_layouts_[t].emplace(costs_, t, objective_.microbatches, objective_.track_stages,
-                               &floor_prefix_, limit_at_0[t], limit[t]);
+      if (node_limit_at_0_[t] == kNone) continue;
+      // The floor depends on the model alone: the same for every pass of the request.
+      if (!node_layouts_[t]) {
+        node_layouts_[t].emplace(costs_, t, objective_.microbatches, objective_.track_stages,
+                                 floor_prefix_);
+      }
+      computed_limits_[t].assign(L, std::numeric_limits<double>::quiet_NaN());
       for (int l = 0; l < L; ++l) {
         double cheapest = std::numeric_limits<double>::infinity();
         for (int g : model_.stage_sizes(t))
@@ -601,20 +614,26 @@ class LabelSearch {
       }
     }
   }
+  // The limit a pass's node layouts of type t at first layer a are pruned with.
+  double NodeLimit(int t, int a) const { return a == 0 ? node_limit_at_0_[t] : node_limit_[t]; }
 
-  // N_t(a, y) of every type, for the targets of layer a; their labels count against the
-  // pass's budget while they are held.
+  // N_t(a, y) of every type the pass's mixes hold, for the targets of layer a; the labels
+  // the layouts hold count against the pass's budget.
   absl::Status ComputeNodeLayouts(int a) {
     const int T = model_.num_types();
     tbb::parallel_for(0, T, [&](int t) {
-      if (node_layouts_[t]) node_layouts_[t]->Compute(a, interrupt_);
+      if (computed_limits_[t].empty()) return;
+      NodeLayouts& layouts = *node_layouts_[t];
+      if (layouts.Prepare(a, NodeLimit(t, a), interrupt_)) {
+        computed_limits_[t][a] = layouts.computed_limit();
+      }
     });
     if (interrupt_.stopped()) return Interrupt::Status("template search");
     int64_t held = 0;
-    for (const std::optional<NodeLayouts>& layouts : node_layouts_) {
-      if (!layouts) continue;
-      if (layouts->too_large()) return NodeFrontTooLarge();
-      held += layouts->labels();
+    for (int t = 0; t < T; ++t) {
+      if (computed_limits_[t].empty()) continue;
+      if (node_layouts_[t]->too_large()) return NodeFrontTooLarge();
+      held += node_layouts_[t]->labels();
     }
     if (labels_ + held > max_labels_) return OverBudget(a);
     return absl::OkStatus();
@@ -782,7 +801,8 @@ class LabelSearch {
   }
 
   // Every mix's result when entries are node moves: the chain of boundary states of each
-  // mix first, then the layouts of its nodes, recomputed once per (type, first layer).
+  // mix first, then the layouts of its nodes, read once per (type, first layer) from the
+  // layouts the pass merged (NodeLayouts::Prepare at the limit it read them at).
   absl::Status ExtractWithNodes(std::vector<MixResult>& results) {
     struct NodeMove {
       size_t mix;
@@ -817,8 +837,10 @@ class LabelSearch {
     for (size_t k = 0; k < moves.size(); ++k) {
       const NodeMove& move = moves[k];
       NodeLayouts& dp = *node_layouts_[move.type];
+      // The very fronts the pass merged (kept, or computed again at the same limit).
       if ((k == 0 || moves[k - 1].type != move.type || moves[k - 1].a != move.a) &&
-          !dp.Compute(move.a, interrupt_)) {
+          !dp.Prepare(move.a, NodeLimit(move.type, move.a), interrupt_,
+                      computed_limits_[move.type][move.a])) {
         return interrupt_.stopped() ? Interrupt::Status("template search") : NodeFrontTooLarge();
       }
       layouts[move.mix][move.node] = dp.Layout(move.y, move.index);
@@ -859,9 +881,15 @@ class LabelSearch {
   int beam_width_;
   const bool node_moves_;
   std::vector<double> terminal_bounds_;  // per multiset (a mix's): OpenTerminals; or empty
-  // With node moves: per type, its node layouts (none for a type no mix holds) and the
-  // prefix sums of its cheapest compute per layer; the prefix floor as a table.
-  std::vector<std::optional<NodeLayouts>> node_layouts_;
+  // With node moves: per type, its node layouts (the request's, or the pass's own; none for
+  // a type no mix of the request holds), the limits this pass prunes them with at a = 0 and
+  // after (-inf for a type no mix of the pass holds), the limit the layouts it read at each
+  // first layer were computed at (empty for a type no mix of the pass holds) and the prefix
+  // sums of its cheapest compute per layer; the prefix floor as a table.
+  NodeLayoutsByType own_node_layouts_;
+  NodeLayoutsByType& node_layouts_;
+  std::vector<double> node_limit_at_0_, node_limit_;
+  std::vector<std::vector<double>> computed_limits_;
   std::vector<std::vector<double>> cheapest_prefix_;
   std::vector<double> floor_prefix_;
   int stage_cap_ = INT_MAX;  // most stages a pipeline may have

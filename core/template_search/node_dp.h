@@ -8,6 +8,8 @@
 #define OOBLECK_CORE_TEMPLATE_SEARCH_NODE_DP_H_
 
 #include <cstdint>
+#include <limits>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -62,22 +64,41 @@ struct NodeStage {
   int gpus, layer_begin, layer_end;
 };
 
+// Most labels the layouts of one node type keep computed for later passes (NodeLayouts):
+// past it, Prepare forgets every first layer but the one it is at. About 21 MB of layouts per
+// type; bench/README.md's memory-bound LLM cases keep 65 k (4 types) and 89 k (6 types) per
+// type on average after their first pass.
+inline constexpr int64_t kMaxKeptNodeLabels = int64_t{1} << 19;
+
 // N_t(a, y) of one node type, for one a at a time: a forward DP over (layer, GPUs used) inside
-// the node. Labels that no mix of the pass can use are dropped: those whose sum + (M - 1) max,
+// the node. Labels that no mix of a pass can use are dropped: those whose sum + (M - 1) max,
 // plus the cheapest compute of the layers before a and after the label's last stage, exceed
-// the pass's loosest bound for a node there (`limit_at_0` for a = 0, `limit` after).
+// the pass's loosest bound for a node there (its `limit`). The layouts at a computed for one
+// pass are kept for the next passes of the request (up to kMaxKeptNodeLabels): a pass whose
+// limit is no looser reads them filtered by its own limit, the same fronts as computed at that
+// limit (a label dropped by a limit leads only to labels above it: the test's left side never
+// falls as stages are added, and a label's dominators pass wherever it does; see
+// docs/architecture/template-search.md#node-moves-1f1b).
 class NodeLayouts {
  public:
   // `floor_prefix[l]`: a lower bound on the compute of the layers [0, l) (nondecreasing, its
-  // differences lower-bound every stage's compute on the layers between).
+  // differences lower-bound every stage's compute on the layers between). Keeps up to
+  // `max_kept_labels` (tests pass less).
   NodeLayouts(const StageCosts& costs, int type, int microbatches, bool track_memory,
-              const std::vector<double>* floor_prefix, double limit_at_0, double limit);
+              std::vector<double> floor_prefix, int64_t max_kept_labels = kMaxKeptNodeLabels);
 
-  // Computes N_t(a, y) for every y > a. Polls `interrupt` per layer; false if it stopped or
-  // a front grew past kMaxNodeFront (too_large() then says so).
-  bool Compute(int a, Interrupt& interrupt);
+  // Makes Front, ByStages, LeastMax and Layout answer N_t(a, y) for every y > a as a pass
+  // bounded by `limit` has them: the layouts kept at a if they were computed at a limit no
+  // tighter, else computed at `compute_limit` (NaN: `limit`; a pass that reads a's layouts
+  // again passes the computed_limit() it read them at, so that it reads the same fronts).
+  // Polls `interrupt` per layer; false if it stopped or a front grew past kMaxNodeFront
+  // (too_large() then says so).
+  bool Prepare(int a, double limit, Interrupt& interrupt,
+               double compute_limit = std::numeric_limits<double>::quiet_NaN());
   bool too_large() const { return too_large_; }
-  // N_t(a, y) of the last Compute, in order of sum (empty when no layout fits).
+  // The limit the layouts Prepare read were computed at.
+  double computed_limit() const { return computed_[a_].limit; }
+  // N_t(a, y) of the last Prepare, in order of sum (empty when no layout fits).
   std::span<const NodeLabel> Front(int y) const;
   // The least max of Front(y)'s labels (+inf if none).
   double LeastMax(int y) const { return least_max_[y - a_]; }
@@ -86,8 +107,8 @@ class NodeLayouts {
   std::span<const int32_t> ByStages(int y) const;
   // The stages of the index-th label of Front(y), in pipeline order.
   std::vector<NodeStage> Layout(int y, int index) const;
-  // Labels the last Compute holds (every state's front), for the pass's budget.
-  int64_t labels() const { return labels_; }
+  // Labels held (every state's front, at every first layer kept), for a pass's budget.
+  int64_t labels() const { return kept_labels_; }
 
  private:
   struct Item {
@@ -96,32 +117,58 @@ class NodeLayouts {
     int32_t parent_index;
     int gpus;
   };
-  int State(int p, int used) const { return (p - a_) * gpus_per_node_ + used; }
-  int StateLayer(int state) const { return a_ + state / gpus_per_node_; }
+  // The DP's fronts at one first layer a, computed at `limit` (valid: computed at all), each
+  // state's in one array: partial[partial_at[State(a, p, used)] + i] (used < G), closed
+  // (N_t(a, y), by sum) and order (its ByStages) at closed_at[y - a] + i.
+  struct Computed {
+    bool valid = false;
+    double limit = 0;
+    std::vector<Item> partial, closed;
+    std::vector<int32_t> order, partial_at, closed_at;
+    int64_t labels = 0;
+  };
+  int State(int a, int p, int used) const { return (p - a) * gpus_per_node_ + used; }
+  int StateLayer(int a, int state) const { return a + state / gpus_per_node_; }
   int MaxStagesFromEnd(int size_index, int begin, int end);
+  // Computes the DP at a with `limit` into computed_[a]; false if stopped or too large.
+  bool Compute(int a, double limit, Interrupt& interrupt);
   // Extends every label of state (p, used) by every stage that starts at p.
-  void Expand(int p, int used);
+  void Expand(int a, double limit, int p, int used);
   // Keeps the Pareto front of `items` (sorted by sum).
   void Filter(std::vector<Item>& items) const;
+  // The fronts of computed_[a_] whose labels pass `limit`, as Front and ByStages read them.
+  bool View(double limit);
+  // Whether a label of N_t(a, y) passes `limit` (the test Expand drops labels by).
+  bool Passes(const NodeLabel& x, int a, int y, double limit) const;
 
   const StageCosts& costs_;
   const int type_, microbatches_, gpus_per_node_, num_layers_;
   const bool track_memory_;
-  const std::vector<double>& floor_prefix_;
-  const double limit_at_0_, limit_;
+  const std::vector<double> floor_prefix_;
+  const int64_t max_kept_labels_;
   std::vector<int> sizes_;
   // [size index][begin * (L + 1) + end]: CostModel::MaxStagesFromEnd, -1 until asked (only
   // if memory binds and the table is small; else empty).
   std::vector<std::vector<int>> max_stages_from_end_;
+  // Compute's scratch: the items of each partial state (State(a, p, used)) and of each
+  // closed one (y - a) while the DP runs.
+  std::vector<std::vector<Item>> partial_, closed_;
+  std::vector<Computed> computed_;  // per first layer a
+  int64_t kept_labels_ = 0;         // over computed_
+  // The view of the last Prepare, per y - a: Front's labels, ByStages, LeastMax and the
+  // index of each label in computed_[a_].closed.
   int a_ = 0;
-  std::vector<std::vector<Item>> partial_;       // per State(p, used), used < G
-  std::vector<std::vector<Item>> closed_;        // per y - a
-  std::vector<std::vector<NodeLabel>> fronts_;   // per y - a: closed_'s labels
-  std::vector<std::vector<int32_t>> by_stages_;  // per y - a: ByStages
-  std::vector<double> least_max_;                // per y - a: LeastMax
-  int64_t labels_ = 0;
+  std::vector<std::vector<NodeLabel>> fronts_;
+  std::vector<std::vector<int32_t>> by_stages_;
+  std::vector<double> least_max_;
+  std::vector<std::vector<int32_t>> kept_index_;
+  std::vector<int32_t> remap_;  // scratch of View
   bool too_large_ = false;
 };
+
+// The node layouts of every type (none for a type no pass has needed yet), shared by the passes
+// of one request (label_search.h).
+using NodeLayoutsByType = std::vector<std::optional<NodeLayouts>>;
 
 }  // namespace oobleck::template_search
 

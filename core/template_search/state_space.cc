@@ -5,7 +5,7 @@
 namespace oobleck::template_search {
 
 StateSpace::StateSpace(const CostModel& model, const std::vector<NodeMix>& mixes,
-                       Interrupt* interrupt)
+                       Interrupt* interrupt, bool partial_nodes)
     : model_(model) {
   auto stopped = [interrupt](int u) {
     return u % kBoxWalkPollStride == 0 && interrupt != nullptr && interrupt->Poll();
@@ -24,7 +24,7 @@ StateSpace::StateSpace(const CostModel& model, const std::vector<NodeMix>& mixes
   // Node states: 0 = boundary; then per type the partial states u = 1..G-1.
   partial_offset_.assign(T, 0);
   num_node_states_ = 1;
-  for (int t = 0; t < T; ++t) {
+  for (int t = 0; t < T && partial_nodes; ++t) {
     partial_offset_[t] = num_node_states_ - 1;
     num_node_states_ += model.node_type(t).gpus_per_node - 1;
   }

@@ -4,6 +4,8 @@
 // with fixed seeds, 2-6 node types of 1-8 GPUs (any count, not only powers of two), memory
 // that binds on some types and mixes, every mix of a few nodes. Same feasibility and the same
 // optimal iteration time for every mix, and a template the cost model accepts.
+#include "core/template_search/node_dp.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -252,6 +254,92 @@ TEST(NodeDpTest, OpenTerminalsGiveIncumbentsThatBoundExactly) {
     }
   }
   EXPECT_GE(incumbents, 20);  // many results of the tight passes are above their bounds
+}
+
+// The node layouts one pass computed, kept for the next passes (NodeLayouts), give a pass
+// with a tighter limit the very fronts, orders and layouts that pass would compute at its own
+// limit; and so do layouts computed again after they were forgotten (as the extraction does
+// with the limit the pass read them at). Limits at quantiles of the labels' pruning test, so
+// that the tight one drops many labels the loose one keeps.
+TEST(NodeDpTest, KeptLayoutsServeTighterLimitsAsComputedAtThem) {
+  int dropped = 0, forgotten_reads = 0;
+  for (uint32_t seed = 4000; seed < 4030; ++seed) {
+    const Instance inst = MakeInstance(seed, Shape{4, 28, 1, 3, 2, 4});
+    auto model = CostModel::Create(inst.problem);
+    ASSERT_TRUE(model.ok()) << "seed " << seed << ": " << model.status();
+    const template_search::StageCosts costs(*model);
+    const int L = model->num_layers(), M = model->problem().microbatches;
+    std::vector<double> floor(L + 1, 0);  // the cheapest compute of each layer, summed
+    for (int l = 0; l < L; ++l) {
+      double cheapest = kInf;
+      for (int t = 0; t < model->num_types(); ++t) {
+        for (int g : model->stage_sizes(t))
+          cheapest = std::min(cheapest, costs.ComputeMs(t, g, l, l + 1));
+      }
+      floor[l + 1] = floor[l] + cheapest;
+    }
+    const bool memory = model->memory_can_bind();
+    for (int t = 0; t < model->num_types(); ++t) {
+      Interrupt interrupt(nullptr);
+      template_search::NodeLayouts all(costs, t, M, memory, floor);
+      template_search::NodeLayouts kept(costs, t, M, memory, floor);
+      template_search::NodeLayouts forgetful(costs, t, M, memory, floor, /*max_kept_labels=*/0);
+      for (int a = L - 1; a >= 0; --a) {
+        const std::string where = "seed " + std::to_string(seed) + " type " + std::to_string(t) +
+                                  " a " + std::to_string(a);
+        // The pruning test's value of every label at +inf; the limits at its quantiles.
+        ASSERT_TRUE(all.Prepare(a, kInf, interrupt)) << where;
+        std::vector<double> tests;
+        for (int y = a + 1; y <= L; ++y) {
+          for (const template_search::NodeLabel& x : all.Front(y)) {
+            tests.push_back(x.sum + (M - 1) * x.max + floor[a] + (floor[L] - floor[y]));
+          }
+        }
+        if (tests.empty()) continue;
+        std::sort(tests.begin(), tests.end());
+        const double tight = tests[tests.size() / 3], loose = tests[tests.size() * 2 / 3];
+        template_search::NodeLayouts fresh(costs, t, M, memory, floor);
+        ASSERT_TRUE(fresh.Prepare(a, tight, interrupt)) << where;
+        ASSERT_TRUE(kept.Prepare(a, loose, interrupt)) << where;
+        ASSERT_TRUE(kept.Prepare(a, tight, interrupt)) << where;
+        EXPECT_EQ(kept.computed_limit(), loose) << where;  // read from the kept layouts
+        // Another first layer makes the forgetful one forget a's; read again at `loose`.
+        ASSERT_TRUE(forgetful.Prepare(a, loose, interrupt)) << where;
+        ASSERT_TRUE(forgetful.Prepare(a + 1, kInf, interrupt)) << where;
+        ASSERT_TRUE(forgetful.Prepare(a, tight, interrupt, loose)) << where;
+        EXPECT_EQ(forgetful.computed_limit(), loose) << where;
+        ++forgotten_reads;
+        for (int y = a + 1; y <= L; ++y) {
+          dropped += static_cast<int>(all.Front(y).size() - fresh.Front(y).size());
+          for (const template_search::NodeLayouts* got : {&kept, &forgetful}) {
+            const auto want_front = fresh.Front(y), got_front = got->Front(y);
+            ASSERT_EQ(got_front.size(), want_front.size()) << where << " y " << y;
+            for (size_t i = 0; i < want_front.size(); ++i) {
+              EXPECT_EQ(got_front[i].sum, want_front[i].sum) << where;
+              EXPECT_EQ(got_front[i].max, want_front[i].max) << where;
+              EXPECT_EQ(got_front[i].stages, want_front[i].stages) << where;
+              EXPECT_EQ(got_front[i].cap, want_front[i].cap) << where;
+              const auto want_layout = fresh.Layout(y, static_cast<int>(i));
+              const auto got_layout = got->Layout(y, static_cast<int>(i));
+              ASSERT_EQ(got_layout.size(), want_layout.size()) << where;
+              for (size_t s = 0; s < want_layout.size(); ++s) {
+                EXPECT_EQ(got_layout[s].gpus, want_layout[s].gpus) << where;
+                EXPECT_EQ(got_layout[s].layer_begin, want_layout[s].layer_begin) << where;
+                EXPECT_EQ(got_layout[s].layer_end, want_layout[s].layer_end) << where;
+              }
+            }
+            const auto want_order = fresh.ByStages(y), got_order = got->ByStages(y);
+            EXPECT_TRUE(std::equal(got_order.begin(), got_order.end(), want_order.begin(),
+                                   want_order.end()))
+                << where << " y " << y;
+            EXPECT_EQ(got->LeastMax(y), fresh.LeastMax(y)) << where << " y " << y;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(dropped, 1000);  // the tight limits drop many labels
+  EXPECT_GT(forgotten_reads, 100);
 }
 
 // A cancelled search stops with CANCELLED in the node-move pass too.

@@ -23,9 +23,10 @@ struct LayerProfile {
   std::map<int, double> allreduce_in_node_ms;       // GPUs -> ms
   std::map<int, double> allreduce_across_nodes_ms;  // nodes -> ms
   // Given by Sailor's format only (0 in Oobleck's, which the search's cost model reads
-  // nothing of): the optimizer step of the whole model at this tp (Sailor repeats it on
-  // every layer) and the bytes the layer sends to the next stage per micro-batch. Last, so
-  // that positional initialisers of the fields above keep their meaning.
+  // nothing of): the optimizer step at this tp of the model Sailor's profiler ran (the
+  // embedding, two transformer layers and the last layer; Sailor repeats it on every layer)
+  // and the bytes the layer sends to the next stage per micro-batch. Last, so that
+  // positional initialisers of the fields above keep their meaning.
   double update_ms = 0;
   double activation_output_bytes = 0;
 };

@@ -26,8 +26,9 @@ namespace oobleck::fidelity {
 struct LayerTimes {
   double forward_s = 0;
   double backward_s = 0;
-  // The optimizer step of the whole model at this tp (the profile repeats the same value
-  // on every layer; see docs/COST_MODEL.md "Predicting real runs").
+  // The optimizer step of the model Sailor's profiler ran at this tp: the embedding, the
+  // first kProfiledTransformerLayers transformer layers and the last layer (the profile
+  // repeats the same value on every layer; docs/COST_MODEL.md "Predicting real runs").
   double update_s = 0;
 };
 

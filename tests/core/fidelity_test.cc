@@ -211,6 +211,44 @@ TEST(FidelityTest, MeasuredLinksOnlyOneWayOrAtOtherSizes) {
   EXPECT_GT(e->p2p_s, 0);
 }
 
+TEST(FidelityTest, UpdateIsTheProfiledModelsStepScaledToTheReplica) {
+  // A profile's update time is the optimizer step of the model Sailor's profiler ran: the
+  // embedding, kProfiledTransformerLayers transformer layers and the head. A replica of the
+  // whole model (one stage, tp 4) steps over 26 layers' parameters, ~3x that model's.
+  auto e = EvaluateDoc(RunDoc("N1_D1_M4_G1"));
+  ASSERT_TRUE(e.ok()) << e.status();
+  const auto& sizes = Data().layer_sizes.at("OPT-350").at(4);
+  double whole = 0;
+  for (const LayerSizes& l : sizes) whole += l.params_bytes;
+  const double profiled = sizes[0].params_bytes + sizes[1].params_bytes + sizes[2].params_bytes +
+                          sizes[25].params_bytes;
+  const double update = Data().profiles.at("OPT-350").at("GH-96").at(1).at(4)[0].update_s;
+  EXPECT_NEAR(e->update_s, update * whole / profiled, 1e-12);
+  EXPECT_GT(e->update_s, 2.5 * update);
+}
+
+TEST(FidelityTest, ALargerGroupIsNoSlowerThanFewerOfItsGpus) {
+  // The pair measured with 4 GH200s at both ends made 100x slower: a transfer between
+  // 4-GPU groups still runs at what 2 of them reach (the link at 2 GPUs), the same as with
+  // no 4-GPU measurement at all.
+  const Endpoint four{"us-central1-a", "GH-96", 4};
+  SailorData slowed = Data();
+  BandwidthCurve& curve = slowed.inter_node.at({four, four});
+  for (double& c : curve.coefficients) c /= 100;
+  curve.peak_bytes_per_s /= 100;
+  SailorData unmeasured = Data();
+  unmeasured.inter_node.erase({four, four});
+  auto plan = SailorPlanFromJson(RunDoc("N8_D4"));  // 2 stages, dp 4, tp 4
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto base = EvaluateSailorPlan(Data(), *plan);
+  auto slow = EvaluateSailorPlan(slowed, *plan);
+  auto none = EvaluateSailorPlan(unmeasured, *plan);
+  ASSERT_TRUE(base.ok() && slow.ok() && none.ok());
+  EXPECT_DOUBLE_EQ(slow->p2p_s, none->p2p_s);
+  EXPECT_DOUBLE_EQ(slow->sync_s, none->sync_s);
+  EXPECT_GT(slow->p2p_s, base->p2p_s);  // 46 GB/s at 2 GPUs, not 92 at 4
+}
+
 TEST(FidelityTest, PlanInOneNodeUsesTheInNodeLink) {
   json doc = RunDoc("N2_D1");  // 2 stages of tp 4 on two nodes
   const auto across = EvaluateDoc(doc);

@@ -217,9 +217,17 @@ absl::StatusOr<double> CrossNodeTpSeconds(const SailorData& data, const StageRep
   return extra;
 }
 
-// Memory the runtime holds beyond tensors on a GPU of `capacity_bytes`.
-double RuntimeReserveBytes(double capacity_bytes) {
-  return kRuntimeReserveFraction * capacity_bytes;
+// Memory the runtime holds beyond tensors on a GPU of `gpu_type`: the measured reserve the
+// data carry for it, else kRuntimeReserveFraction of its memory.
+absl::StatusOr<double> RuntimeReserveBytes(const SailorData& data, const std::string& gpu_type,
+                                           absl::string_view field) {
+  auto capacity = GpuMemoryBytes(gpu_type);
+  if (!capacity.ok()) return Missing(field, absl::StrCat(": ", capacity.status().message()));
+  auto measured = data.runtime_reserve_bytes.find(gpu_type);
+  if (measured == data.runtime_reserve_bytes.end()) return kRuntimeReserveFraction * *capacity;
+  RETURN_IF_ERROR(CheckRuntimeReserve(measured->second, gpu_type,
+                                      absl::StrCat("runtime_reserve_bytes of ", gpu_type)));
+  return measured->second;
 }
 
 // The profile of each node of the replica, in the order of NodesOf (CheckPlanInputs has
@@ -249,7 +257,8 @@ double ProfiledModelParamsBytes(const std::vector<LayerSizes>& sizes) {
 }
 
 // Layer times of every node type of the replica (the slowest type paces a tp group).
-absl::Status AddLayerTimes(const std::vector<const std::vector<LayerTimes>*>& node_times,
+absl::Status AddLayerTimes(const SailorData& data,
+                           const std::vector<const std::vector<LayerTimes>*>& node_times,
                            const StageReplica& r, const std::vector<LayerSizes>& sizes,
                            const std::vector<int>& layers, absl::string_view field,
                            ReplicaCosts& c) {
@@ -269,9 +278,8 @@ absl::Status AddLayerTimes(const std::vector<const std::vector<LayerTimes>*>& no
     }
     c.compute_s = std::max(c.compute_s, compute);
     c.update_s = std::max(c.update_s, update);
-    auto reserve = GpuMemoryBytes(node.gpu_type);
-    if (!reserve.ok()) return Missing(field, absl::StrCat(": ", reserve.status().message()));
-    c.reserve_bytes = std::max(c.reserve_bytes, RuntimeReserveBytes(*reserve));
+    ASSIGN_OR_RETURN(const double reserve, RuntimeReserveBytes(data, node.gpu_type, field));
+    c.reserve_bytes = std::max(c.reserve_bytes, reserve);
   }
   return absl::OkStatus();
 }
@@ -292,7 +300,7 @@ absl::StatusOr<ReplicaCosts> CostsOf(const SailorData& data, const std::string& 
   ReplicaCosts c;
   c.where = &r;
   c.link_gpus = NodesOf(r)[0].gpus;
-  RETURN_IF_ERROR(AddLayerTimes(node_times, r, sizes->second, layers, field, c));
+  RETURN_IF_ERROR(AddLayerTimes(data, node_times, r, sizes->second, layers, field, c));
   const double mbs = plan.microbatch_size;
   ASSIGN_OR_RETURN(const double tp_network,
                    CrossNodeTpSeconds(data, r, sizes->second, layers, mbs, field));
@@ -535,6 +543,17 @@ absl::StatusOr<double> GpuMemoryBytes(absl::string_view gpu_type) {
   }
   return absl::FailedPreconditionError(
       absl::StrCat("GPU type \"", gpu_type, "\" has no known memory size"));
+}
+
+absl::Status CheckRuntimeReserve(double bytes, absl::string_view gpu_type,
+                                 absl::string_view field) {
+  RETURN_IF_ERROR(ValidateRuntimeReserve(bytes, field));
+  auto capacity = GpuMemoryBytes(gpu_type);
+  if (capacity.ok() && bytes >= *capacity) {
+    return InvalidValue(
+        field, absl::StrCat("less than a ", gpu_type, "'s memory (", *capacity, " bytes)"), bytes);
+  }
+  return absl::OkStatus();
 }
 
 namespace {

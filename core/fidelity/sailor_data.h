@@ -64,6 +64,9 @@ struct SailorData {
   std::map<std::pair<Endpoint, Endpoint>, BandwidthCurve> inter_node;
   // Inside one node: intra_node_bandwidths.json[gpu type][GPU count].
   std::map<std::string, std::map<int, BandwidthCurve>> intra_node;
+  // Measured runtime reserves by GPU type (what stored profiles carry: ModelProfile's
+  // runtime_reserve_bytes); a GPU type without one gets kRuntimeReserveFraction of its memory.
+  std::map<std::string, double> runtime_reserve_bytes;
 };
 
 // Reads profiles_tmp.json, llm_info.json, every training_config_*.json, and the three
@@ -152,7 +155,8 @@ bool HasSailorFields(const ::oobleck::ModelProfile& profile);
 
 // The inverse of ProfilesFromSailorData: SailorData's profiles, layer sizes and layer count
 // of `model` from stored profiles (those of `model` that HasSailorFields; the rest are left
-// out). No network: the caller adds it.
+// out), and each GPU type's runtime reserve when its profiles carry one (the largest, if
+// they differ). No network: the caller adds it.
 SailorData SailorDataFromProfiles(
     const std::vector<std::shared_ptr<const ::oobleck::ModelProfile>>& profiles,
     const std::string& model);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "core/fidelity/sailor_data.h"
 #include "core/file_reader.h"
 #include "core/json_document.h"
+#include "core/profile.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -247,6 +249,68 @@ TEST(FidelityTest, ALargerGroupIsNoSlowerThanFewerOfItsGpus) {
   EXPECT_DOUBLE_EQ(slow->p2p_s, none->p2p_s);
   EXPECT_DOUBLE_EQ(slow->sync_s, none->sync_s);
   EXPECT_GT(slow->p2p_s, base->p2p_s);  // 46 GB/s at 2 GPUs, not 92 at 4
+}
+
+TEST(FidelityTest, AMeasuredRuntimeReserveReplacesTheFraction) {
+  json doc = RunDoc("N8_D4");  // 2 stages, dp 4, GH-96 at tp 4
+  doc["pipeline_list"][0]["tmp_per_stage"][1][2] =
+      json::parse(R"([[["A100-40", 4, "us-central1-a"]], 4])");
+  auto plan = SailorPlanFromJson(doc);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto base = EvaluateSailorPlan(Data(), *plan);
+  ASSERT_TRUE(base.ok()) << base.status();
+  SailorData data = Data();
+  data.runtime_reserve_bytes["GH-96"] = 3e9;
+  auto measured = EvaluateSailorPlan(data, *plan);
+  ASSERT_TRUE(measured.ok()) << measured.status();
+  EXPECT_EQ(measured->memory[0][0].reserve, 3e9);
+  EXPECT_EQ(measured->memory[1][2].reserve, base->memory[1][2].reserve);  // A100-40: fraction
+  EXPECT_EQ(measured->memory[0][0].total() - base->memory[0][0].total(),
+            3e9 - kRuntimeReserveFraction * *GpuMemoryBytes("GH-96"));
+  EXPECT_EQ(measured->iteration_s, base->iteration_s);
+  const double gh200 = *GpuMemoryBytes("GH-96");
+  for (double bad : {-1.0, std::nan(""), HUGE_VAL, gh200, 2 * gh200}) {
+    data.runtime_reserve_bytes["GH-96"] = bad;
+    ExpectError(EvaluateSailorPlan(data, *plan).status(), absl::StatusCode::kInvalidArgument,
+                "runtime_reserve_bytes of GH-96");
+  }
+}
+
+TEST(FidelityTest, RuntimeReserveChecksNameTheField) {
+  EXPECT_TRUE(CheckRuntimeReserve(0, "GH-96", "runtime_reserve_bytes").ok());
+  EXPECT_TRUE(CheckRuntimeReserve(5e9, "GH-96", "runtime_reserve_bytes").ok());
+  ExpectError(CheckRuntimeReserve(11.5 * (int64_t{1} << 30), "RTX-2080", "runtime_reserve_bytes"),
+              absl::StatusCode::kInvalidArgument, "runtime_reserve_bytes must be less than");
+  // A GPU type of unknown memory: only finite and >= 0 can be checked.
+  EXPECT_TRUE(CheckRuntimeReserve(1e15, "rtx4090", "runtime_reserve_bytes").ok());
+  ExpectError(CheckRuntimeReserve(-5, "rtx4090", "runtime_reserve_bytes"),
+              absl::StatusCode::kInvalidArgument, "runtime_reserve_bytes must be finite and >= 0");
+  // A profile carrying a bad one is refused whole.
+  ::oobleck::ModelProfile profile;
+  profile.key = ProfileKey{"OPT-350", "GH-96", 1, 4};
+  LayerProfile& layer = profile.layers.emplace_back();
+  layer.forward_ms = 1;
+  layer.backward_ms = 2;
+  EXPECT_TRUE(ValidateProfile(profile).ok());
+  profile.runtime_reserve_bytes = std::nan("");
+  ExpectError(ValidateProfile(profile), absl::StatusCode::kInvalidArgument,
+              "profile OPT-350/GH-96/mb1/tp4: runtime_reserve_bytes must be finite");
+}
+
+TEST(FidelityTest, StoredProfilesCarryTheirGpuTypesReserve) {
+  SailorData opt350 = Data();  // one training config, as a LoadProfile request has
+  opt350.num_all_layers.erase("GPT-Neo-2.7");
+  auto imported = ProfilesFromSailorData(opt350, "", {"GH-96", "A100-40"}, 8);
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  std::vector<std::shared_ptr<const ::oobleck::ModelProfile>> stored;
+  for (::oobleck::ModelProfile& p : imported->profiles) {
+    if (p.key.gpu_type == "GH-96") p.runtime_reserve_bytes = p.key.tp == 4 ? 4e9 : 3e9;
+    stored.push_back(std::make_shared<const ::oobleck::ModelProfile>(std::move(p)));
+  }
+  const SailorData data = SailorDataFromProfiles(stored, "OPT-350");
+  // One reserve per GPU type: the largest its profiles carry; A100-40's carry none.
+  EXPECT_EQ(data.runtime_reserve_bytes.size(), 1u);
+  EXPECT_EQ(data.runtime_reserve_bytes.at("GH-96"), 4e9);
 }
 
 TEST(FidelityTest, PlanInOneNodeUsesTheInNodeLink) {

@@ -42,6 +42,10 @@ ABSL_FLAG(int, microbatch_size, 0,
           "micro-batch size; 0 picks the only mb<m>.json / the model's only size");
 ABSL_FLAG(bool, replace, false,
           "overwrite a stored profile with the same (model, GPU type, micro-batch size)");
+ABSL_FLAG(double, runtime_reserve_bytes, 0,
+          "load-profile: memory the runtime holds on one GPU of the profile's type beyond "
+          "tensors (CUDA context, NCCL buffers, allocator slack), bytes, stored with the profile "
+          "for evaluate (with --format sailor: --gpu-type must name one type); unset: none");
 ABSL_FLAG(bool, server_dir, false,
           "DIR is a directory on the server: send its path instead of the files' contents");
 
@@ -230,6 +234,7 @@ const std::vector<FlagUse>& FlagUses() {
       {"horizon_iterations", {"replan"}},
       {"stage_gpus", {"templates", "plan", "replan"}},
       {"allreduce_key", {"load-profile"}},
+      {"runtime_reserve_bytes", {"load-profile"}},
       {"template", {"instantiate"}},
       {"templates_file", {"instantiate"}},
       {"num_nodes", {"instantiate"}},
@@ -320,6 +325,7 @@ CliOptions ReadFlags() {
   o.budget_per_hour = absl::GetFlag(FLAGS_budget_per_hour);
   o.stage_gpus = absl::GetFlag(FLAGS_stage_gpus);
   o.allreduce_key = absl::GetFlag(FLAGS_allreduce_key);
+  o.runtime_reserve_bytes = absl::GetFlag(FLAGS_runtime_reserve_bytes);
   o.templates = absl::GetFlag(FLAGS_template);
   o.templates_file = absl::GetFlag(FLAGS_templates_file);
   o.num_nodes = absl::GetFlag(FLAGS_num_nodes);

@@ -53,6 +53,7 @@ struct CliOptions {
   double budget_per_hour = 0;                  // plan: --budget-per-hour X (0: none)
   std::string stage_gpus = "any";              // templates, plan, replan (replan: only when given)
   std::string allreduce_key = "gpus";          // load-profile
+  double runtime_reserve_bytes = 0;            // load-profile, sent only when given
   // Instantiate (client/instantiate_command.h).
   std::vector<std::string> templates;         // --template NODES:STAGES:MS [...]
   std::string templates_file;                 // --templates-file ANSWER.json

@@ -242,6 +242,7 @@ absl::Status LoadProfile(const CommandLine& cl, PlannerConnection& server) {
   request.set_gpu_type(o.job.gpu_type);
   request.set_replace(o.replace);
   request.set_allreduce_key(*ParseAllreduceKey(o.allreduce_key));
+  if (cl.IsSet("runtime_reserve_bytes")) request.set_runtime_reserve_bytes(o.runtime_reserve_bytes);
   if (o.server_dir) {
     request.set_microbatch_size(o.job.microbatch_size);
     request.set_directory(cl.args[0]);
@@ -268,6 +269,7 @@ absl::Status LoadSailorProfile(const CommandLine& cl, PlannerConnection& server)
   request.set_model(o.job.model);
   request.set_microbatch_size(o.job.microbatch_size);
   request.set_replace(o.replace);
+  if (cl.IsSet("runtime_reserve_bytes")) request.set_runtime_reserve_bytes(o.runtime_reserve_bytes);
   pb::SailorProfileFiles* files = request.mutable_sailor();
   ASSIGN_OR_RETURN(*files->mutable_profiles_json(), ReadRegularFile(o.profiles, o.profiles));
   ASSIGN_OR_RETURN(*files->mutable_llm_info_json(), ReadRegularFile(o.llm_info, o.llm_info));

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/cluster.h"
+#include "core/field_path.h"
 #include "core/file_reader.h"
 #include "core/fnv1a.h"
 #include "core/json_document.h"
@@ -249,6 +250,11 @@ std::vector<int> ModelProfile::AllreduceInNodeGpus() const {
   return gpus;
 }
 
+absl::Status ValidateRuntimeReserve(double bytes, absl::string_view field) {
+  if (std::isfinite(bytes) && bytes >= 0) return absl::OkStatus();
+  return InvalidValue(field, "finite and >= 0 bytes", bytes);
+}
+
 absl::Status ValidateProfile(const ModelProfile& profile) {
   const std::string name = profile.key.ToString();
   if (profile.key.model.empty()) return absl::InvalidArgumentError("profile model is empty");
@@ -264,6 +270,11 @@ absl::Status ValidateProfile(const ModelProfile& profile) {
   }
   if (profile.layers.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("profile ", name, " has no layers"));
+  }
+  if (profile.runtime_reserve_bytes) {
+    RETURN_IF_ERROR(WithMessagePrefix(
+        ValidateRuntimeReserve(*profile.runtime_reserve_bytes, "runtime_reserve_bytes"),
+        absl::StrCat("profile ", name, ": ")));
   }
   std::set<int> in_keys, across_keys;
   for (const LayerProfile& l : profile.layers) {
@@ -419,6 +430,7 @@ ModelProfile DeriveProfile(const ModelProfile& measured, const std::string& gpu_
                            double relative_speed) {
   ModelProfile derived = measured;
   derived.key.gpu_type = gpu_type;
+  derived.runtime_reserve_bytes.reset();  // a reserve is the measured GPU type's only
   for (LayerProfile& l : derived.layers) {
     l.forward_ms /= relative_speed;
     l.backward_ms /= relative_speed;

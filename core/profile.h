@@ -3,12 +3,14 @@
 #define OOBLECK_CORE_PROFILE_H_
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/confined_root.h"
 #include "core/interrupt.h"
 
@@ -23,9 +25,10 @@ struct LayerProfile {
   std::map<int, double> allreduce_in_node_ms;       // GPUs -> ms
   std::map<int, double> allreduce_across_nodes_ms;  // nodes -> ms
   // Given by Sailor's format only (0 in Oobleck's, which the search's cost model reads
-  // nothing of): the optimizer step of the whole model at this tp (Sailor repeats it on
-  // every layer) and the bytes the layer sends to the next stage per micro-batch. Last, so
-  // that positional initialisers of the fields above keep their meaning.
+  // nothing of): the optimizer step at this tp of the model Sailor's profiler ran (the
+  // embedding, two transformer layers and the last layer; Sailor repeats it on every layer)
+  // and the bytes the layer sends to the next stage per micro-batch. Last, so that
+  // positional initialisers of the fields above keep their meaning.
   double update_ms = 0;
   double activation_output_bytes = 0;
 };
@@ -56,6 +59,12 @@ struct ModelProfile {
   std::vector<LayerProfile> layers;
   // The convention its in-node table was given in (the table itself is normalised).
   AllreduceKey allreduce_key = AllreduceKey::kGpus;
+  // Memory the runtime holds on one GPU of this type beyond tensors (CUDA context, kernel
+  // images, NCCL buffers, the caching allocator's slack), bytes, as whoever loaded the
+  // profile measured it. The evaluation of plans in Sailor's format counts it in place of
+  // the calibrated fraction of the GPU's memory (docs/COST_MODEL.md, "Memory of one GPU");
+  // the searches do not read it, so it is no part of the fingerprint. Unset: none carried.
+  std::optional<double> runtime_reserve_bytes = std::nullopt;
 
   int num_layers() const { return static_cast<int>(layers.size()); }
   // Stable content hash (hex) of the layer data; used in cache keys.
@@ -76,9 +85,14 @@ inline constexpr int kMaxLayersPerProfile = 1 << 18;
 inline constexpr double kMinPositiveProfileValue = 1e-9;
 
 // Checks values are finite and non-negative, 0 or at least kMinPositiveProfileValue, the
-// layer list is non-empty, and that an all-reduce key present on some layers is present on
-// all. Errors name layer and key.
+// layer list is non-empty, that an all-reduce key present on some layers is present on
+// all, and the runtime reserve when there is one (ValidateRuntimeReserve). Errors name layer
+// and key.
 absl::Status ValidateProfile(const ModelProfile& profile);
+
+// INVALID_ARGUMENT naming `field` unless `bytes`, a runtime reserve, is finite and >= 0.
+// (Whether it fits the GPU's memory needs that size: fidelity::CheckRuntimeReserve.)
+absl::Status ValidateRuntimeReserve(double bytes, absl::string_view field);
 
 // The GPU count an in-node all-reduce key stands for under `convention`. A key that
 // contradicts the convention, below 1 (kGpus) or 0 (kGpusMinusOne) or standing for more
@@ -117,7 +131,7 @@ absl::StatusOr<ModelProfile> LoadOobleckProfileDir(const std::string& dir, const
                                                    AllreduceKey convention = AllreduceKey::kGpus);
 
 // A profile for an unmeasured GPU type: compute times divided by relative_speed,
-// communication times and memory unchanged.
+// communication times and memory unchanged, no runtime reserve (it was the measured type's).
 ModelProfile DeriveProfile(const ModelProfile& measured, const std::string& gpu_type,
                            double relative_speed);
 

@@ -109,6 +109,9 @@ grpc::Status PlannerService::LoadProfile(grpc::ServerContext* context,
       ProfileFromRequest(*request, options_.load_root, &interrupt);
   if (watch.Stopped()) return watch.Interrupted("loading the profile");
   if (!profile.ok()) return ToGrpcStatus(profile.status());
+  if (absl::Status reserve = ApplyRuntimeReserve(*request, &*profile); !reserve.ok()) {
+    return ToGrpcStatus(reserve);
+  }
   if (absl::Status limits = CheckProfileLimits(*profile); !limits.ok()) {
     return ToGrpcStatus(limits);
   }

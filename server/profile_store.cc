@@ -168,6 +168,10 @@ std::string SerializeStoredProfile(const ModelProfile& profile) {
                   {"fingerprint", profile.Fingerprint()},
                   {"layers", std::move(layers)}};
   if (profile.key.tp != 1) payload["tp"] = profile.key.tp;  // likewise only when not 1
+  // And the runtime reserve only when the profile carries one.
+  if (profile.runtime_reserve_bytes) {
+    payload["runtime_reserve_bytes"] = *profile.runtime_reserve_bytes;
+  }
   // Written only when not the default, so that a profile given by GPU count keeps the
   // bytes (and checksum) files had before the convention existed.
   if (profile.allreduce_key != AllreduceKey::kGpus) {
@@ -228,6 +232,11 @@ absl::StatusOr<ModelProfile> ParseStoredProfile(std::string_view text) {
     } else if (convention != AllreduceKeyName(AllreduceKey::kGpus)) {
       return Invalid(absl::StrCat("profile.allreduce_key \"", convention, "\" is unknown"));
     }
+  }
+
+  if (payload.contains("runtime_reserve_bytes")) {
+    ASSIGN_OR_RETURN(profile.runtime_reserve_bytes,
+                     Number(payload, "runtime_reserve_bytes", "profile"));
   }
 
   auto layers_it = payload.find("layers");

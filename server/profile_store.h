@@ -32,8 +32,9 @@ inline constexpr size_t kMaxStoredProfileFileNameBytes = 240;
 //    "checksum": "fnv1a64:<16 hex digits of the payload as serialized>",
 //    "profile": {"model", "gpu_type", "microbatch_size", "fingerprint", "layers": [...],
 //                "allreduce_key": "ALLREDUCE_KEY_GPUS_MINUS_ONE" (only when not by GPUs),
-//                "tp" (only when not 1)}}; a layer's "update_ms" and "activation_output_bytes"
-// only when not 0 (Sailor's format), so a tp = 1 profile of Oobleck's reads as before.
+//                "tp" (only when not 1), "runtime_reserve_bytes" (only when carried)}};
+// a layer's "update_ms" and "activation_output_bytes" only when not 0 (Sailor's format), so
+// a tp = 1 profile of Oobleck's reads as before.
 // The layers' in-node tables are stored by GPU count whatever the convention they came in.
 std::string SerializeStoredProfile(const ModelProfile& profile);
 

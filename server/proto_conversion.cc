@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/cluster.h"
+#include "core/fidelity/evaluate.h"
 #include "core/field_path.h"
 #include "core/shown_value.h"
 #include "core/status_macros.h"
@@ -63,7 +64,16 @@ pb::ProfileInfo ToProfileInfo(const ModelProfile& profile) {
   for (int gpus : profile.AllreduceInNodeGpus()) info.add_allreduce_in_node_gpus(gpus);
   info.set_allreduce_key(ToProtoAllreduceKey(profile.allreduce_key));
   info.set_tp(profile.key.tp);
+  if (profile.runtime_reserve_bytes) info.set_runtime_reserve_bytes(*profile.runtime_reserve_bytes);
   return info;
+}
+
+absl::Status ApplyRuntimeReserve(const pb::LoadProfileRequest& request, ModelProfile* profile) {
+  if (!request.has_runtime_reserve_bytes()) return absl::OkStatus();
+  RETURN_IF_ERROR(fidelity::CheckRuntimeReserve(request.runtime_reserve_bytes(),
+                                                profile->key.gpu_type, "runtime_reserve_bytes"));
+  profile->runtime_reserve_bytes = request.runtime_reserve_bytes();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<AllreduceKey> FromProtoAllreduceKey(pb::AllreduceKey key, absl::string_view field) {

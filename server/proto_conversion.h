@@ -26,6 +26,11 @@ namespace pb = ::oobleck::planner::v1;
 
 pb::ProfileInfo ToProfileInfo(const ModelProfile& profile);
 
+// Gives `profile` the request's runtime_reserve_bytes when it is set, once
+// fidelity::CheckRuntimeReserve accepts it for the profile's GPU type (else INVALID_ARGUMENT
+// naming runtime_reserve_bytes).
+absl::Status ApplyRuntimeReserve(const pb::LoadProfileRequest& request, ModelProfile* profile);
+
 // Layers sent inline. `field` prefixes error messages (e.g. "layers"); in-node all-reduce
 // keys are read in `convention` and stored by GPU count (core's InNodeKeyGpus), node counts
 // must be >= 1. Values are checked by core's ValidateProfile.

@@ -53,10 +53,17 @@ absl::StatusOr<fidelity::SailorProfileImport> ImportFromRequest(
   RETURN_IF_ERROR(ReadSailorFile(files.training_config_json(), "sailor.training_config_json",
                                  "training_config_.json", interrupt, &data));
   const std::vector<std::string> gpu_types(files.gpu_types().begin(), files.gpu_types().end());
+  if (request.has_runtime_reserve_bytes() && gpu_types.size() != 1) {
+    return InvalidField("runtime_reserve_bytes",
+                        absl::StrCat(" is one GPU type's: with sailor, sailor.gpu_types must name "
+                                     "exactly one (got ",
+                                     gpu_types.size(), ")"));
+  }
   absl::StatusOr<fidelity::SailorProfileImport> imported =
       fidelity::ProfilesFromSailorData(data, request.model(), gpu_types, request.microbatch_size());
   if (!imported.ok()) return InField(imported.status(), "sailor");
-  for (const ModelProfile& profile : imported->profiles) {
+  for (ModelProfile& profile : imported->profiles) {
+    RETURN_IF_ERROR(ApplyRuntimeReserve(request, &profile));
     RETURN_IF_ERROR(CheckProfileLimits(profile));
     RETURN_IF_ERROR(ValidateProfile(profile));
   }

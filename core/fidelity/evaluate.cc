@@ -100,18 +100,38 @@ absl::StatusOr<const std::vector<LayerTimes>*> TimesFor(const SailorData& data,
   return &at_tp->second;
 }
 
-// The measured bandwidth between groups `a` and `b`: that pair as measured, else the other
-// direction (links are symmetric), else (groups of different sizes not measured as such) both
-// ends at the smaller size, the link the transfer cannot exceed. Null if none.
-const BandwidthCurve* InterNodeCurve(const SailorData& data, const Endpoint& a, const Endpoint& b) {
-  const int n = std::min(std::get<2>(a), std::get<2>(b));
-  const Endpoint a_n{std::get<0>(a), std::get<1>(a), n}, b_n{std::get<0>(b), std::get<1>(b), n};
-  const std::pair<Endpoint, Endpoint> tries[] = {{a, b}, {b, a}, {a_n, b_n}, {b_n, a_n}};
-  for (const auto& key : tries) {
-    auto it = data.inter_node.find(key);
-    if (it != data.inter_node.end()) return &it->second;
-  }
-  return nullptr;
+// The measured links that bound a transfer between groups `a` and `b`: that pair as measured
+// (either direction: links are symmetric) and, for every GPU count m up to the smaller
+// group's, the pair measured with m GPUs at both ends. A group's aggregate bandwidth is at
+// least what m of its GPUs reach sending at once over the same nodes' links, so the transfer
+// runs at the best of them (docs/COST_MODEL.md, "Transfers"). Empty if none is measured.
+std::vector<const BandwidthCurve*> InterNodeCurves(const SailorData& data, const Endpoint& a,
+                                                   const Endpoint& b) {
+  std::vector<const BandwidthCurve*> curves;
+  const auto add = [&](const Endpoint& x, const Endpoint& y) {
+    for (const auto& key : {std::pair{x, y}, std::pair{y, x}}) {
+      auto it = data.inter_node.find(key);
+      if (it != data.inter_node.end()) curves.push_back(&it->second);
+    }
+  };
+  add(a, b);
+  const int most = std::min(std::get<2>(a), std::get<2>(b));
+  // Pairs measured from x's zone and GPU type at m ≤ most GPUs to y's at as many.
+  const auto add_smaller = [&](const Endpoint& x, const Endpoint& y) {
+    const auto& [zx, gx, nx] = x;
+    const auto& [zy, gy, ny] = y;
+    for (auto it = data.inter_node.lower_bound({Endpoint{zx, gx, 1}, Endpoint{}});
+         it != data.inter_node.end(); ++it) {
+      const auto& [from, to] = it->first;
+      if (std::get<0>(from) != zx || std::get<1>(from) != gx || std::get<2>(from) > most) break;
+      if (std::get<0>(to) == zy && std::get<1>(to) == gy && std::get<2>(to) == std::get<2>(from)) {
+        curves.push_back(&it->second);
+      }
+    }
+  };
+  add_smaller(a, b);
+  add_smaller(b, a);
+  return curves;
 }
 
 // The in-node measurement for the fewest GPUs that hold `gpus` (else the largest measured).
@@ -129,14 +149,18 @@ absl::StatusOr<const BandwidthCurve*> IntraNodeCurve(const SailorData& data,
 
 absl::StatusOr<double> NetworkSeconds(const SailorData& data, const Endpoint& a, const Endpoint& b,
                                       double total_bytes, absl::string_view field) {
-  const BandwidthCurve* curve = InterNodeCurve(data, a, b);
-  if (curve == nullptr) {
+  const std::vector<const BandwidthCurve*> curves = InterNodeCurves(data, a, b);
+  if (curves.empty()) {
     const auto& [za, ga, na] = a;
     const auto& [zb, gb, nb] = b;
     return Missing(field, absl::StrCat(": no measured bandwidth from ", na, " ", ga, " in ", za,
                                        " to ", nb, " ", gb, " in ", zb));
   }
-  return total_bytes / curve->At(total_bytes);
+  double bytes_per_s = 0;
+  for (const BandwidthCurve* curve : curves) {
+    bytes_per_s = std::max(bytes_per_s, curve->At(total_bytes));
+  }
+  return total_bytes / bytes_per_s;
 }
 
 // Seconds for a replica's GPUs on its first node to each send `bytes` to `b` at once, sharing
@@ -193,9 +217,17 @@ absl::StatusOr<double> CrossNodeTpSeconds(const SailorData& data, const StageRep
   return extra;
 }
 
-// Memory the runtime holds beyond tensors on a GPU of `capacity_bytes`.
-double RuntimeReserveBytes(double capacity_bytes) {
-  return kRuntimeReserveFraction * capacity_bytes;
+// Memory the runtime holds beyond tensors on a GPU of `gpu_type`: the measured reserve the
+// data carry for it, else kRuntimeReserveFraction of its memory.
+absl::StatusOr<double> RuntimeReserveBytes(const SailorData& data, const std::string& gpu_type,
+                                           absl::string_view field) {
+  auto capacity = GpuMemoryBytes(gpu_type);
+  if (!capacity.ok()) return Missing(field, absl::StrCat(": ", capacity.status().message()));
+  auto measured = data.runtime_reserve_bytes.find(gpu_type);
+  if (measured == data.runtime_reserve_bytes.end()) return kRuntimeReserveFraction * *capacity;
+  RETURN_IF_ERROR(CheckRuntimeReserve(measured->second, gpu_type,
+                                      absl::StrCat("runtime_reserve_bytes of ", gpu_type)));
+  return measured->second;
 }
 
 // The profile of each node of the replica, in the order of NodesOf (CheckPlanInputs has
@@ -212,13 +244,25 @@ absl::StatusOr<std::vector<const std::vector<LayerTimes>*>> NodeTimes(const Sail
   return out;
 }
 
+// Parameter bytes of the model whose optimizer step a profile's update time measures: the
+// embedding (layer 0), the first kProfiledTransformerLayers transformer layers and the last
+// layer (Sailor's profiler, docs/COST_MODEL.md "Predicting real runs").
+double ProfiledModelParamsBytes(const std::vector<LayerSizes>& sizes) {
+  const int n = static_cast<int>(sizes.size());
+  double bytes = 0;
+  for (int l = 0; l < n; ++l) {
+    if (l <= kProfiledTransformerLayers || l == n - 1) bytes += sizes[l].params_bytes;
+  }
+  return bytes;
+}
+
 // Layer times of every node type of the replica (the slowest type paces a tp group).
-absl::Status AddLayerTimes(const std::vector<const std::vector<LayerTimes>*>& node_times,
+absl::Status AddLayerTimes(const SailorData& data,
+                           const std::vector<const std::vector<LayerTimes>*>& node_times,
                            const StageReplica& r, const std::vector<LayerSizes>& sizes,
                            const std::vector<int>& layers, absl::string_view field,
                            ReplicaCosts& c) {
-  double model_params = 0;
-  for (const LayerSizes& s : sizes) model_params += s.params_bytes;
+  const double profiled_params = ProfiledModelParamsBytes(sizes);
   const std::vector<ReplicaNode> nodes = NodesOf(r);
   for (size_t i = 0; i < nodes.size(); ++i) {
     const ReplicaNode& node = nodes[i];
@@ -226,15 +270,16 @@ absl::Status AddLayerTimes(const std::vector<const std::vector<LayerTimes>*>& no
     double compute = 0, update = 0;
     for (int l : layers) {
       compute += (*times)[l].forward_s + (*times)[l].backward_s;
-      // update_s is the step of the whole model at this tp: this replica's share is its share
-      // of the parameters.
-      if (model_params > 0) update += (*times)[l].update_s * sizes[l].params_bytes / model_params;
+      // update_s is the step of the profiler's model at this tp (an AdamW step streams the
+      // same bytes per parameter): this replica's step scales with its parameters.
+      if (profiled_params > 0) {
+        update += (*times)[l].update_s * sizes[l].params_bytes / profiled_params;
+      }
     }
     c.compute_s = std::max(c.compute_s, compute);
     c.update_s = std::max(c.update_s, update);
-    auto reserve = GpuMemoryBytes(node.gpu_type);
-    if (!reserve.ok()) return Missing(field, absl::StrCat(": ", reserve.status().message()));
-    c.reserve_bytes = std::max(c.reserve_bytes, RuntimeReserveBytes(*reserve));
+    ASSIGN_OR_RETURN(const double reserve, RuntimeReserveBytes(data, node.gpu_type, field));
+    c.reserve_bytes = std::max(c.reserve_bytes, reserve);
   }
   return absl::OkStatus();
 }
@@ -255,7 +300,7 @@ absl::StatusOr<ReplicaCosts> CostsOf(const SailorData& data, const std::string& 
   ReplicaCosts c;
   c.where = &r;
   c.link_gpus = NodesOf(r)[0].gpus;
-  RETURN_IF_ERROR(AddLayerTimes(node_times, r, sizes->second, layers, field, c));
+  RETURN_IF_ERROR(AddLayerTimes(data, node_times, r, sizes->second, layers, field, c));
   const double mbs = plan.microbatch_size;
   ASSIGN_OR_RETURN(const double tp_network,
                    CrossNodeTpSeconds(data, r, sizes->second, layers, mbs, field));
@@ -498,6 +543,17 @@ absl::StatusOr<double> GpuMemoryBytes(absl::string_view gpu_type) {
   }
   return absl::FailedPreconditionError(
       absl::StrCat("GPU type \"", gpu_type, "\" has no known memory size"));
+}
+
+absl::Status CheckRuntimeReserve(double bytes, absl::string_view gpu_type,
+                                 absl::string_view field) {
+  RETURN_IF_ERROR(ValidateRuntimeReserve(bytes, field));
+  auto capacity = GpuMemoryBytes(gpu_type);
+  if (capacity.ok() && bytes >= *capacity) {
+    return InvalidValue(
+        field, absl::StrCat("less than a ", gpu_type, "'s memory (", *capacity, " bytes)"), bytes);
+  }
+  return absl::OkStatus();
 }
 
 namespace {

@@ -28,8 +28,14 @@ inline constexpr double kAllReduceEfficiency = 1.0;
 // tensor built as zeros on the host and copied to the GPU (reconstruct_tensor's
 // `torch.zeros(n).cuda()`). Calibrated on the 15 OPT-350 runs' iteration times.
 inline constexpr double kHostTensorBytesPerS = 12e9;
+// Transformer layers of the model Sailor's profiler times (profile.sh's --num_prof_layers 2):
+// it builds the embedding, that many transformer layers and the last layer, and the update
+// time it records is that model's optimizer step (STEP_MICRO_TIMER around the engine's
+// _take_model_step). From the profiler's source (eth-easl/sailor), not calibrated.
+inline constexpr int kProfiledTransformerLayers = 2;
 // Memory the runtime holds beyond tensors (CUDA context, NCCL buffers, the caching
-// allocator's slack), as a fraction of the GPU's memory. Calibrated on the 15 OPT-350 runs.
+// allocator's slack), as a fraction of the GPU's memory, for a GPU type whose profiles carry
+// no measured reserve (SailorData::runtime_reserve_bytes). Calibrated on the 15 OPT-350 runs.
 inline constexpr double kRuntimeReserveFraction = 0.047;  // 4.8 GB of a 96 GiB GH200
 
 // Memory of one GPU, bytes.
@@ -84,6 +90,11 @@ absl::Status CheckPlanInputs(const SailorData& data, const SailorPlan& plan,
 
 // Memory of one GPU of `gpu_type`, bytes (published sizes); FAILED_PRECONDITION if unknown.
 absl::StatusOr<double> GpuMemoryBytes(absl::string_view gpu_type);
+
+// INVALID_ARGUMENT naming `field` unless `bytes` can be the runtime reserve of a GPU of
+// `gpu_type`: finite, >= 0 (ValidateRuntimeReserve) and less than the GPU's memory when
+// GpuMemoryBytes knows it (a type it does not know is checked for the first two only).
+absl::Status CheckRuntimeReserve(double bytes, absl::string_view gpu_type, absl::string_view field);
 
 }  // namespace oobleck::fidelity
 

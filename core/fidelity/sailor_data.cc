@@ -569,6 +569,11 @@ SailorData SailorDataFromProfiles(
     // Every GPU type and micro-batch size holds the same sizes at one tp (llm_info.json's).
     data.layer_sizes[model].emplace(key.tp, std::move(sizes));
     data.num_all_layers[model] = profile->num_layers();
+    if (profile->runtime_reserve_bytes) {
+      auto [it, added] =
+          data.runtime_reserve_bytes.emplace(key.gpu_type, *profile->runtime_reserve_bytes);
+      if (!added) it->second = std::max(it->second, *profile->runtime_reserve_bytes);
+    }
   }
   return data;
 }

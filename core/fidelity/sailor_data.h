@@ -26,8 +26,9 @@ namespace oobleck::fidelity {
 struct LayerTimes {
   double forward_s = 0;
   double backward_s = 0;
-  // The optimizer step of the whole model at this tp (the profile repeats the same value
-  // on every layer; see docs/COST_MODEL.md "Predicting real runs").
+  // The optimizer step of the model Sailor's profiler ran at this tp: the embedding, the
+  // first kProfiledTransformerLayers transformer layers and the last layer (the profile
+  // repeats the same value on every layer; docs/COST_MODEL.md "Predicting real runs").
   double update_s = 0;
 };
 
@@ -63,6 +64,9 @@ struct SailorData {
   std::map<std::pair<Endpoint, Endpoint>, BandwidthCurve> inter_node;
   // Inside one node: intra_node_bandwidths.json[gpu type][GPU count].
   std::map<std::string, std::map<int, BandwidthCurve>> intra_node;
+  // Measured runtime reserves by GPU type (what stored profiles carry: ModelProfile's
+  // runtime_reserve_bytes); a GPU type without one gets kRuntimeReserveFraction of its memory.
+  std::map<std::string, double> runtime_reserve_bytes;
 };
 
 // Reads profiles_tmp.json, llm_info.json, every training_config_*.json, and the three
@@ -151,7 +155,8 @@ bool HasSailorFields(const ::oobleck::ModelProfile& profile);
 
 // The inverse of ProfilesFromSailorData: SailorData's profiles, layer sizes and layer count
 // of `model` from stored profiles (those of `model` that HasSailorFields; the rest are left
-// out). No network: the caller adds it.
+// out), and each GPU type's runtime reserve when its profiles carry one (the largest, if
+// they differ). No network: the caller adds it.
 SailorData SailorDataFromProfiles(
     const std::vector<std::shared_ptr<const ::oobleck::ModelProfile>>& profiles,
     const std::string& model);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "core/fidelity/sailor_data.h"
 #include "core/file_reader.h"
 #include "core/json_document.h"
+#include "core/profile.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -209,6 +211,106 @@ TEST(FidelityTest, MeasuredLinksOnlyOneWayOrAtOtherSizes) {
   e = EvaluateDoc(doc);
   ASSERT_TRUE(e.ok()) << e.status();
   EXPECT_GT(e->p2p_s, 0);
+}
+
+TEST(FidelityTest, UpdateIsTheProfiledModelsStepScaledToTheReplica) {
+  // A profile's update time is the optimizer step of the model Sailor's profiler ran: the
+  // embedding, kProfiledTransformerLayers transformer layers and the head. A replica of the
+  // whole model (one stage, tp 4) steps over 26 layers' parameters, ~3x that model's.
+  auto e = EvaluateDoc(RunDoc("N1_D1_M4_G1"));
+  ASSERT_TRUE(e.ok()) << e.status();
+  const auto& sizes = Data().layer_sizes.at("OPT-350").at(4);
+  double whole = 0;
+  for (const LayerSizes& l : sizes) whole += l.params_bytes;
+  const double profiled = sizes[0].params_bytes + sizes[1].params_bytes + sizes[2].params_bytes +
+                          sizes[25].params_bytes;
+  const double update = Data().profiles.at("OPT-350").at("GH-96").at(1).at(4)[0].update_s;
+  EXPECT_NEAR(e->update_s, update * whole / profiled, 1e-12);
+  EXPECT_GT(e->update_s, 2.5 * update);
+}
+
+TEST(FidelityTest, ALargerGroupIsNoSlowerThanFewerOfItsGpus) {
+  // The pair measured with 4 GH200s at both ends made 100x slower: a transfer between
+  // 4-GPU groups still runs at what 2 of them reach (the link at 2 GPUs), the same as with
+  // no 4-GPU measurement at all.
+  const Endpoint four{"us-central1-a", "GH-96", 4};
+  SailorData slowed = Data();
+  BandwidthCurve& curve = slowed.inter_node.at({four, four});
+  for (double& c : curve.coefficients) c /= 100;
+  curve.peak_bytes_per_s /= 100;
+  SailorData unmeasured = Data();
+  unmeasured.inter_node.erase({four, four});
+  auto plan = SailorPlanFromJson(RunDoc("N8_D4"));  // 2 stages, dp 4, tp 4
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto base = EvaluateSailorPlan(Data(), *plan);
+  auto slow = EvaluateSailorPlan(slowed, *plan);
+  auto none = EvaluateSailorPlan(unmeasured, *plan);
+  ASSERT_TRUE(base.ok() && slow.ok() && none.ok());
+  EXPECT_DOUBLE_EQ(slow->p2p_s, none->p2p_s);
+  EXPECT_DOUBLE_EQ(slow->sync_s, none->sync_s);
+  EXPECT_GT(slow->p2p_s, base->p2p_s);  // 46 GB/s at 2 GPUs, not 92 at 4
+}
+
+TEST(FidelityTest, AMeasuredRuntimeReserveReplacesTheFraction) {
+  json doc = RunDoc("N8_D4");  // 2 stages, dp 4, GH-96 at tp 4
+  doc["pipeline_list"][0]["tmp_per_stage"][1][2] =
+      json::parse(R"([[["A100-40", 4, "us-central1-a"]], 4])");
+  auto plan = SailorPlanFromJson(doc);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto base = EvaluateSailorPlan(Data(), *plan);
+  ASSERT_TRUE(base.ok()) << base.status();
+  SailorData data = Data();
+  data.runtime_reserve_bytes["GH-96"] = 3e9;
+  auto measured = EvaluateSailorPlan(data, *plan);
+  ASSERT_TRUE(measured.ok()) << measured.status();
+  EXPECT_EQ(measured->memory[0][0].reserve, 3e9);
+  EXPECT_EQ(measured->memory[1][2].reserve, base->memory[1][2].reserve);  // A100-40: fraction
+  EXPECT_EQ(measured->memory[0][0].total() - base->memory[0][0].total(),
+            3e9 - kRuntimeReserveFraction * *GpuMemoryBytes("GH-96"));
+  EXPECT_EQ(measured->iteration_s, base->iteration_s);
+  const double gh200 = *GpuMemoryBytes("GH-96");
+  for (double bad : {-1.0, std::nan(""), HUGE_VAL, gh200, 2 * gh200}) {
+    data.runtime_reserve_bytes["GH-96"] = bad;
+    ExpectError(EvaluateSailorPlan(data, *plan).status(), absl::StatusCode::kInvalidArgument,
+                "runtime_reserve_bytes of GH-96");
+  }
+}
+
+TEST(FidelityTest, RuntimeReserveChecksNameTheField) {
+  EXPECT_TRUE(CheckRuntimeReserve(0, "GH-96", "runtime_reserve_bytes").ok());
+  EXPECT_TRUE(CheckRuntimeReserve(5e9, "GH-96", "runtime_reserve_bytes").ok());
+  ExpectError(CheckRuntimeReserve(11.5 * (int64_t{1} << 30), "RTX-2080", "runtime_reserve_bytes"),
+              absl::StatusCode::kInvalidArgument, "runtime_reserve_bytes must be less than");
+  // A GPU type of unknown memory: only finite and >= 0 can be checked.
+  EXPECT_TRUE(CheckRuntimeReserve(1e15, "rtx4090", "runtime_reserve_bytes").ok());
+  ExpectError(CheckRuntimeReserve(-5, "rtx4090", "runtime_reserve_bytes"),
+              absl::StatusCode::kInvalidArgument, "runtime_reserve_bytes must be finite and >= 0");
+  // A profile carrying a bad one is refused whole.
+  ::oobleck::ModelProfile profile;
+  profile.key = ProfileKey{"OPT-350", "GH-96", 1, 4};
+  LayerProfile& layer = profile.layers.emplace_back();
+  layer.forward_ms = 1;
+  layer.backward_ms = 2;
+  EXPECT_TRUE(ValidateProfile(profile).ok());
+  profile.runtime_reserve_bytes = std::nan("");
+  ExpectError(ValidateProfile(profile), absl::StatusCode::kInvalidArgument,
+              "profile OPT-350/GH-96/mb1/tp4: runtime_reserve_bytes must be finite");
+}
+
+TEST(FidelityTest, StoredProfilesCarryTheirGpuTypesReserve) {
+  SailorData opt350 = Data();  // one training config, as a LoadProfile request has
+  opt350.num_all_layers.erase("GPT-Neo-2.7");
+  auto imported = ProfilesFromSailorData(opt350, "", {"GH-96", "A100-40"}, 8);
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  std::vector<std::shared_ptr<const ::oobleck::ModelProfile>> stored;
+  for (::oobleck::ModelProfile& p : imported->profiles) {
+    if (p.key.gpu_type == "GH-96") p.runtime_reserve_bytes = p.key.tp == 4 ? 4e9 : 3e9;
+    stored.push_back(std::make_shared<const ::oobleck::ModelProfile>(std::move(p)));
+  }
+  const SailorData data = SailorDataFromProfiles(stored, "OPT-350");
+  // One reserve per GPU type: the largest its profiles carry; A100-40's carry none.
+  EXPECT_EQ(data.runtime_reserve_bytes.size(), 1u);
+  EXPECT_EQ(data.runtime_reserve_bytes.at("GH-96"), 4e9);
 }
 
 TEST(FidelityTest, PlanInOneNodeUsesTheInNodeLink) {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "oobleck/planner/v1/planner.grpc.pb.h"
 #include "server/profile_store.h"
 #include "tests/service/served_planner.h"
+#include "tests/service/temp_dir.h"
 
 namespace oobleck::server {
 namespace {
@@ -265,6 +267,76 @@ TEST_F(EvaluateServiceTest, MalformedJsonIsInvalidArgumentWithThePath) {
   EXPECT_THAT(status.error_message(), HasSubstr("sailor_plan_json is required"));
 }
 
+// A runtime reserve measured on a GPU type, loaded with its profiles: listed with each, and
+// Evaluate counts it in place of the calibrated fraction (docs/COST_MODEL.md).
+TEST_F(EvaluateServiceTest, ARuntimeReserveLoadedWithTheProfilesIsListedAndEvaluated) {
+  pb::LoadProfileRequest load = SailorLoad("training_config_opt_350.json");
+  load.mutable_sailor()->add_gpu_types("GH-96");
+  load.set_runtime_reserve_bytes(3e9);
+  pb::LoadProfileResponse loaded;
+  const grpc::Status status = Load(load, &loaded);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  grpc::ClientContext context;
+  pb::ListProfilesResponse list;
+  ASSERT_TRUE(served_.stub->ListProfiles(&context, pb::ListProfilesRequest(), &list).ok());
+  ASSERT_EQ(list.profiles_size(), 21);
+  for (const pb::ProfileInfo& info : list.profiles()) {
+    EXPECT_TRUE(info.has_runtime_reserve_bytes());
+    EXPECT_EQ(info.runtime_reserve_bytes(), 3e9);
+  }
+  absl::StatusOr<fidelity::SailorData> data = fidelity::LoadSailorData(kSailorDir);
+  ASSERT_TRUE(data.ok()) << data.status();
+  data->runtime_reserve_bytes["GH-96"] = 3e9;
+  const fs::path run = Runs().front();
+  const absl::StatusOr<fidelity::Evaluation> local =
+      fidelity::EvaluateSailorPlan(*data, *fidelity::LoadSailorPlan(run), "OPT-350");
+  ASSERT_TRUE(local.ok()) << local.status();
+  pb::EvaluateResponse served;
+  const grpc::Status evaluated = Evaluate(RunRequest(Text(run)), &served);
+  ASSERT_TRUE(evaluated.ok()) << evaluated.error_message();
+  EXPECT_EQ(served.memory_per_gpu(0).reserve_bytes(), 3e9);
+  ExpectNear(served.peak_memory_bytes(), local->peak_memory_bytes, "peak memory");
+}
+
+TEST_F(EvaluateServiceTest, BadRuntimeReservesAreInvalidArgumentNamingTheField) {
+  const double gh200 = *fidelity::GpuMemoryBytes("GH-96");
+  for (double bad : {-1.0, std::nan(""), HUGE_VAL, gh200}) {
+    pb::LoadProfileRequest load = SailorLoad("training_config_opt_350.json");
+    load.mutable_sailor()->add_gpu_types("GH-96");
+    load.set_runtime_reserve_bytes(bad);
+    pb::LoadProfileResponse loaded;
+    const grpc::Status status = Load(load, &loaded);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << bad;
+    EXPECT_THAT(status.error_message(), HasSubstr("runtime_reserve_bytes must be")) << bad;
+  }
+  // One reserve is one GPU type's: Sailor's files of every type cannot share it.
+  pb::LoadProfileRequest all_types = SailorLoad("training_config_opt_350.json");
+  all_types.set_runtime_reserve_bytes(3e9);
+  pb::LoadProfileResponse loaded;
+  grpc::Status status = Load(all_types, &loaded);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("runtime_reserve_bytes is one GPU type's"));
+  // Oobleck's format: checked against the GPU type's memory when it is known.
+  pb::LoadProfileRequest layers;
+  layers.set_model("OPT-350");
+  layers.set_gpu_type("RTX-2080");
+  layers.set_microbatch_size(1);
+  pb::LayerProfile* layer = layers.mutable_layers()->add_layers();
+  layer->set_forward_ms(1);
+  layer->set_backward_ms(2);
+  layers.set_runtime_reserve_bytes(12e9);  // an 11 GiB card
+  status = Load(layers, &loaded);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("runtime_reserve_bytes must be less than"));
+  grpc::ClientContext context;
+  pb::ListProfilesResponse list;
+  ASSERT_TRUE(served_.stub->ListProfiles(&context, pb::ListProfilesRequest(), &list).ok());
+  EXPECT_EQ(list.profiles_size(), 0);  // nothing stored
+  layers.set_runtime_reserve_bytes(1.5e9);
+  ASSERT_TRUE(Load(layers, &loaded).ok());
+  EXPECT_EQ(loaded.profile().runtime_reserve_bytes(), 1.5e9);
+}
+
 TEST_F(EvaluateServiceTest, AnExpiredDeadlineIsDeadlineExceeded) {
   ASSERT_TRUE(LoadOpt350().ok());
   pb::EvaluateResponse response;
@@ -293,6 +365,50 @@ TEST(StoredProfileTpTest, AProfileStoredBeforeTpExistedStillLoads) {
   EXPECT_EQ(SerializeStoredProfile(*profile), text);
 }
 
+// The reserve is persisted like the rest of a profile: a server started on the same
+// --data_dir evaluates with it.
+TEST(StoredRuntimeReserveTest, ARestartedServerStillHasIt) {
+  TempDir dir;
+  {
+    // Declared before the server, so that they outlive it.
+    ServiceOptions options;
+    std::unique_ptr<ProfileStore> store;
+    ServedPlanner first;
+    auto opened = ProfileStore::Open(dir.path().string(), &first.catalog);
+    ASSERT_TRUE(opened.ok()) << opened.status();
+    store = *std::move(opened);
+    options.profile_store = store.get();
+    ASSERT_TRUE(first.Start(options).ok());
+    pb::LoadProfileRequest load = SailorLoad("training_config_opt_350.json");
+    load.mutable_sailor()->add_gpu_types("GH-96");
+    load.set_microbatch_size(8);
+    load.set_runtime_reserve_bytes(3e9);
+    pb::LoadProfileResponse loaded;
+    grpc::ClientContext context;
+    const grpc::Status status = first.stub->LoadProfile(&context, load, &loaded);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  ServiceOptions options;
+  std::unique_ptr<ProfileStore> store;
+  ServedPlanner second;
+  auto opened = ProfileStore::Open(dir.path().string(), &second.catalog);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  store = *std::move(opened);
+  const ProfileStoreReport report = store->LoadAll();
+  EXPECT_TRUE(report.errors.empty());
+  EXPECT_EQ(report.loaded.size(), 3u);  // GH-96 at micro-batch 8: tp 1, 2, 4
+  options.profile_store = store.get();
+  ASSERT_TRUE(second.Start(options).ok());
+  pb::EvaluateRequest request;
+  request.set_sailor_plan_json(Text(kRunsDir / "plan_config_N8_D4.json"));  // mbs 8, tp 4
+  *request.mutable_network() = Network();
+  pb::EvaluateResponse served;
+  grpc::ClientContext context;
+  const grpc::Status status = second.stub->Evaluate(&context, request, &served);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(served.memory_per_gpu(0).reserve_bytes(), 3e9);
+}
+
 TEST(StoredProfileTpTest, TpAndSailorsFieldsRoundTrip) {
   ModelProfile profile;
   profile.key = ProfileKey{"OPT-350", "GH-96", 4, 2};
@@ -311,6 +427,13 @@ TEST(StoredProfileTpTest, TpAndSailorsFieldsRoundTrip) {
   EXPECT_EQ(read->layers[0].update_ms, 0.7);
   EXPECT_EQ(read->layers[0].activation_output_bytes, 3e5);
   EXPECT_EQ(read->Fingerprint(), profile.Fingerprint());
+  EXPECT_FALSE(read->runtime_reserve_bytes.has_value());
+  profile.runtime_reserve_bytes = 2.5e9;
+  const absl::StatusOr<ModelProfile> with_reserve =
+      ParseStoredProfile(SerializeStoredProfile(profile));
+  ASSERT_TRUE(with_reserve.ok()) << with_reserve.status();
+  EXPECT_EQ(with_reserve->runtime_reserve_bytes, 2.5e9);
+  EXPECT_EQ(with_reserve->Fingerprint(), profile.Fingerprint());  // not layer data
 }
 
 }  // namespace

@@ -276,6 +276,7 @@ absl::Status SetUpWholeLayer(const StageCosts& costs, const std::vector<NodeMix>
   WholeLayerWindows(costs, mixes, objective.microbatches, prefix_max, widest, least_max, most_max);
   set_up.prefix.emplace(costs, mixes, least_max, most_max, interrupt);
   if (interrupt.Poll()) return Interrupt::Status("template search");
+  if (!set_up.prefix->built()) set_up.prefix.reset();  // too large: the search does without
   return absl::OkStatus();
 }
 

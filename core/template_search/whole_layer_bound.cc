@@ -347,8 +347,7 @@ std::vector<WholeLayerPrefixBound::Table> WholeLayerPrefixBound::PlanTables(
     }
     const int j0 = WholeLayerCurve::GridIndex(least_max[i]) - 1;
     const int j1 = WholeLayerCurve::GridIndex(most_max[i]) + 2;
-    for (int s = 1; s < subsets; ++s) {
-      if ((s & types) != s) continue;
+    for (int s = types; s != 0; s = (s - 1) & types) {  // every nonempty subset of its types
       const int lo = last[s] < 0 ? j0 : std::min(first[s], j0);
       const int hi = last[s] < 0 ? j1 : std::max(last[s], j1);
       std::vector<char> grown(hi - lo + 1, 0);
@@ -393,8 +392,12 @@ WholeLayerPrefixBound::WholeLayerPrefixBound(const StageCosts& costs,
   layers_ = L;
   types_ = T;
   const std::vector<Table> tables = PlanTables(mixes, least_max, most_max);
-  tables_ = tables.size();
   constexpr size_t P = std::size(kWholeLayerPrefixPrices);
+  if (tables.size() * P * (L + 1) * sizeof(float) > kWholeLayerMaxTableBytes) {
+    table_of_.assign(table_of_.size(), {});  // too many: none (built() is false)
+    return;
+  }
+  tables_ = tables.size();
   values_.assign(static_cast<size_t>(L + 1) * tables_ * P, -std::numeric_limits<float>::infinity());
   lambda_.assign(tables_ * P * T, 0);
   const WholeLayerBound bound(costs, 0);

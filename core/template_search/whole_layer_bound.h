@@ -8,6 +8,7 @@
 #define OOBLECK_CORE_TEMPLATE_SEARCH_WHOLE_LAYER_BOUND_H_
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -127,6 +128,10 @@ class WholeLayerBound {
 inline constexpr double kWholeLayerPrefixCapStep = 1.002;
 inline constexpr double kWholeLayerPrefixPrices[] = {3, 4.5, 6};
 inline constexpr int kWholeLayerCurveCaps = 150;
+// The most memory WholeLayerPrefixBound's tables may take (the 1000-layer bench's 251 mixes
+// need 87 MB), and the most node types it is built for (a table per subset of a mix's types).
+inline constexpr size_t kWholeLayerMaxTableBytes = size_t{256} << 20;
+inline constexpr int kWholeLayerMaxTypes = 8;
 
 // The whole-layer bound on what the layers [0, a) of a boundary state cost plus k times the
 // pipeline's max (docs/architecture/template-search.md#whole-layer-bound-long-models-1f1b), as
@@ -177,6 +182,9 @@ class WholeLayerPrefixBound {
   // stage computes <= Cap(j); -inf where no table was built.
   double Q(int a, const NodeMix& free, int j) const;
   int64_t tables() const { return static_cast<int64_t>(tables_); }
+  // False if the tables would have taken more than kWholeLayerMaxTableBytes: then none were
+  // built (Q is -inf everywhere) and the search does without them.
+  bool built() const { return tables_ > 0; }
 
  private:
   // One table: a subset of the types (a bit mask) and a grid cap.

@@ -254,8 +254,6 @@ absl::Status SettleByGuessedRounds(const StageCosts& costs, const std::vector<No
   return absl::OkStatus();
 }
 
-// The mixes not settled yet: narrow beam passes find templates fast; their times bound the
-// exact pass, which then skips every stage and label that provably cannot beat them.
 // The whole-layer set-up of `mixes` (1f1b): each mix's root bound and the prefix tables for
 // the maxima up to kWholeLayerTableSlack above it.
 template <SearchObjective Objective>
@@ -280,6 +278,10 @@ absl::Status SetUpWholeLayer(const StageCosts& costs, const std::vector<NodeMix>
   return absl::OkStatus();
 }
 
+// The mixes not settled yet: narrow beam passes find templates fast; their times bound the
+// exact pass, which then skips every stage and label that provably cannot beat them. With
+// `whole_layer`, both are pruned at boundary states by the whole-layer curves, and the beam
+// rounds guess from the whole-layer root bound.
 template <SearchObjective Objective>
 absl::Status SettleWithIncumbents(const StageCosts& costs, const std::vector<NodeMix>& mixes,
                                   const Objective& objective, const PrefixMaxBound& prefix_max,
@@ -344,7 +346,7 @@ absl::StatusOr<std::vector<MixResult>> BranchAndBoundWith(const CostModel& model
   const bool guess = L >= Objective::kGuessFromLayers;
   // The whole-layer bound is 1f1b's, and node moves have no boundary-state prefix to prune.
   const bool whole_layer = std::is_same_v<Objective, OneFOneBObjective> &&
-                           moves == Moves::kStages &&
+                           moves == Moves::kStages && model.num_types() <= kWholeLayerMaxTypes &&
                            (pruning == WholeLayerPruning::kOn ||
                             (pruning == WholeLayerPruning::kAuto && L >= kExactGuessesBelowLayers));
   const bool exact_guesses = guess && L < kExactGuessesBelowLayers && !whole_layer;

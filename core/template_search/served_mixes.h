@@ -100,14 +100,14 @@ class ServedMixes {
            const SplitParts& suffix, const WholeLayerCurve* whole_layer = nullptr,
            double least_max_ms = 0) {
     if (std::isinf(test.rest_max_ms)) return;  // no node left for the layers before a
-    double least_prefix = test.empty_stage_bound;
+    // The least value of the whole-layer curve's part of a label's bound (-inf: none).
+    double least_whole_layer = -std::numeric_limits<double>::infinity();
     if constexpr (Objective::kSumPlusMaxBound) {
       if (whole_layer != nullptr) {
-        least_prefix =
-            std::max(least_prefix, whole_layer->Phi(std::max(test.rest_max_ms, least_max_ms)));
+        least_whole_layer = whole_layer->Phi(std::max(test.rest_max_ms, least_max_ms));
       }
     }
-    if (least_prefix + suffix_floor_ms > mix.bound) return;
+    if (std::max(test.empty_stage_bound, least_whole_layer) + suffix_floor_ms > mix.bound) return;
     if (SplitBound::Combined(test.split, suffix) > mix.bound) return;
     const Target& target = targets().emplace_back(
         Target{&mix, b.prefix, b.rest_max_ms,
@@ -118,11 +118,10 @@ class ServedMixes {
     loosest_bound_ = std::max(loosest_bound_, mix.bound);
     weakest_coeff_ = std::min({weakest_coeff_, target.break_coeff, target.alone_coeff});
     most_stages_ = std::max(most_stages_, mix.max_stages);
-    // The whole-layer part of every label's bound is at least least_prefix (Phi grows).
     most_primary_ = std::max(
         most_primary_, mix.bound - std::max(objective_.PrimaryBound(b.empty_stage_bound, floor_ms_,
                                                                     mix.max_stages),
-                                            least_prefix));
+                                            least_whole_layer));
   }
 
   bool empty() const { return targets().empty(); }

@@ -10,6 +10,7 @@
 #include <limits>
 #include <optional>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -24,8 +25,14 @@
 #include "core/template_search/stage_costs.h"
 #include "core/template_search/state_space.h"
 #include "core/template_search/tolerances.h"
+#include "core/template_search/whole_layer_bound.h"
 
 namespace oobleck::template_search {
+
+// Whether the beam rounds and the exact pass prune boundary states with the whole-layer
+// prefix bound (WholeLayerPrefixBound; 1f1b with stage moves): kAuto from
+// kExactGuessesBelowLayers layers on, where the beam rounds run (kOn forces it, for tests).
+enum class WholeLayerPruning { kAuto, kOff, kOn };
 
 // Labels kept per state by the beam passes that find incumbents.
 inline constexpr int kBeamWidth = 4;
@@ -57,6 +64,56 @@ inline const PrefixMaxBound* PrefixMaxFor(const StageCosts& costs,
   return interrupt.stopped() ? nullptr : &*own.bound;
 }
 
+// The window of the largest stage compute of a pipeline of each mix that can still reach
+// `bounds[i]` (1f1b, k = M - 1): at least the forced bottleneck (PrefixMaxBound::ForMix), at
+// most (bound - floor) / k with floor the whole model's cheapest compute, a lower bound on
+// every pipeline's cost sum. +inf where the bound is.
+inline void WholeLayerWindows(const StageCosts& costs, const std::vector<NodeMix>& mixes,
+                              int microbatches, const PrefixMaxBound& prefix_max,
+                              const std::vector<double>& bounds, std::vector<double>& least_max,
+                              std::vector<double>& most_max) {
+  const CostModel& model = costs.model();
+  double floor_ms = 0;
+  for (int l = 0; l < model.num_layers(); ++l) {
+    double cheapest = std::numeric_limits<double>::infinity();
+    for (int t = 0; t < model.num_types(); ++t) {
+      for (int g : model.stage_sizes(t))
+        cheapest = std::min(cheapest, costs.ComputeMs(t, g, l, l + 1));
+    }
+    floor_ms += cheapest;
+  }
+  const double k = microbatches - 1;
+  least_max.resize(mixes.size());
+  most_max.resize(mixes.size());
+  for (size_t i = 0; i < mixes.size(); ++i) {
+    least_max[i] = prefix_max.ForMix(mixes[i]);
+    most_max[i] =
+        k > 0 ? (WithSlack(bounds[i]) - floor_ms) / k : std::numeric_limits<double>::infinity();
+  }
+}
+
+// What the whole-layer pruning of one request's beam rounds and exact pass shares: each mix's
+// root bound (the guesses) and the prefix tables.
+struct WholeLayerSetUp {
+  std::vector<double> guesses;
+  std::optional<WholeLayerPrefixBound> prefix;
+};
+
+// Attaches `set_up`'s prefix bound (if any) to a pass over `mixes` bounded by `bounds`.
+template <SearchObjective Objective>
+void PruneWithWholeLayer(const StageCosts& costs, const std::vector<NodeMix>& mixes,
+                         const Objective& objective, const PrefixMaxBound& prefix_max,
+                         const std::vector<double>& bounds, const WholeLayerSetUp* set_up,
+                         LabelSearch<Objective>& search) {
+  if constexpr (std::is_same_v<Objective, OneFOneBObjective>) {
+    if (set_up == nullptr || !set_up->prefix) return;
+    std::vector<double> least_max, most_max;
+    WholeLayerWindows(costs, mixes, objective.microbatches, prefix_max, bounds, least_max,
+                      most_max);
+    search.UseWholeLayerBound(*set_up->prefix, least_max, most_max);
+  }
+}
+
 // Per mix, the time of some template (+inf if none was found: infeasible, or only an
 // unbounded search could tell). Without any bound the beam pass would try every stage of
 // every state. With `guess` it runs with guessed bounds instead, a little above each mix's
@@ -69,15 +126,25 @@ template <SearchObjective Objective>
 absl::StatusOr<std::vector<double>> FindIncumbents(
     const StageCosts& costs, const std::vector<NodeMix>& mixes, const Objective& objective,
     const PrefixMaxBound& prefix_max, bool guess, Interrupt& interrupt,
-    const SearchOptions& options, Moves moves, NodeLayoutsByType* node_layouts) {
+    const SearchOptions& options, Moves moves, NodeLayoutsByType* node_layouts,
+    const WholeLayerSetUp* whole_layer = nullptr) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   // The guessed rounds (if any), then one unbounded round (slack -1) for the mixes left.
   std::vector<double> slacks;
-  if (guess) slacks.assign(std::begin(kBeamGuessSlacks), std::end(kBeamGuessSlacks));
+  if (whole_layer != nullptr) {
+    slacks.assign(std::begin(kWholeLayerBeamSlacks), std::end(kWholeLayerBeamSlacks));
+  } else if (guess) {
+    slacks.assign(std::begin(kBeamGuessSlacks), std::end(kBeamGuessSlacks));
+  }
   slacks.push_back(-1.0);
   std::vector<double> upper_bounds(mixes.size(), kInf), guesses(mixes.size(), kInf);
   std::vector<bool> found(mixes.size(), false);
-  if (slacks.size() > 1) {
+  if (whole_layer != nullptr) {
+    for (size_t i = 0; i < mixes.size(); ++i) {
+      const double lb = whole_layer->guesses[i];
+      if (lb > 0 && std::isfinite(lb)) guesses[i] = lb;
+    }
+  } else if (slacks.size() > 1) {
     if (interrupt.Poll()) return Interrupt::Status("template search");
     LabelSearch<Objective> probe(costs, mixes, objective, kBeamWidth, upper_bounds, prefix_max,
                                  interrupt, moves, node_layouts);
@@ -108,6 +175,10 @@ absl::StatusOr<std::vector<double>> FindIncumbents(
     if (round_max == nullptr) return Interrupt::Status("template search");
     LabelSearch<Objective> beam(costs, round_mixes, objective, kBeamWidth, round_bounds, *round_max,
                                 interrupt, moves, node_layouts);
+    if (slack >= 0) {
+      PruneWithWholeLayer(costs, round_mixes, objective, prefix_max, round_bounds, whole_layer,
+                          beam);
+    }
     ASSIGN_OR_RETURN(auto incumbents, beam.Run(options));
     for (size_t j = 0; j < pending.size(); ++j) {
       if (incumbents[j].feasible) {
@@ -188,13 +259,39 @@ absl::Status SettleByGuessedRounds(const StageCosts& costs, const std::vector<No
   return absl::OkStatus();
 }
 
+// The whole-layer set-up of `mixes` (1f1b): each mix's root bound and the prefix tables for
+// the maxima up to kWholeLayerTableSlack above it.
+template <SearchObjective Objective>
+absl::Status SetUpWholeLayer(const StageCosts& costs, const std::vector<NodeMix>& mixes,
+                             const Objective& objective, const PrefixMaxBound& prefix_max,
+                             Interrupt& interrupt, WholeLayerSetUp& set_up) {
+  std::vector<double> least_max(mixes.size());
+  for (size_t i = 0; i < mixes.size(); ++i) least_max[i] = prefix_max.ForMix(mixes[i]);
+  set_up.guesses =
+      WholeLayerBound(costs, objective.microbatches).ForMixes(mixes, least_max, interrupt);
+  if (interrupt.Poll()) return Interrupt::Status("template search");
+  std::vector<double> widest(mixes.size()), most_max;
+  for (size_t i = 0; i < mixes.size(); ++i) {
+    const double guess = set_up.guesses[i];
+    widest[i] = guess > 0 && std::isfinite(guess) ? guess * (1 + kWholeLayerTableSlack)
+                                                  : std::numeric_limits<double>::infinity();
+  }
+  WholeLayerWindows(costs, mixes, objective.microbatches, prefix_max, widest, least_max, most_max);
+  set_up.prefix.emplace(costs, mixes, least_max, most_max, interrupt);
+  if (interrupt.Poll()) return Interrupt::Status("template search");
+  if (!set_up.prefix->built()) set_up.prefix.reset();  // too large: the search does without
+  return absl::OkStatus();
+}
+
 // The mixes not settled yet: narrow beam passes find templates fast; their times bound the
-// exact pass, which then skips every stage and label that provably cannot beat them.
+// exact pass, which then skips every stage and label that provably cannot beat them. With
+// `whole_layer`, both are pruned at boundary states by the whole-layer curves, and the beam
+// rounds guess from the whole-layer root bound.
 template <SearchObjective Objective>
 absl::Status SettleWithIncumbents(const StageCosts& costs, const std::vector<NodeMix>& mixes,
                                   const Objective& objective, const PrefixMaxBound& prefix_max,
                                   bool guess, Interrupt& interrupt, const SearchOptions& options,
-                                  Moves moves, NodeLayoutsByType* node_layouts,
+                                  Moves moves, NodeLayoutsByType* node_layouts, bool whole_layer,
                                   std::vector<std::optional<MixResult>>& results) {
   std::vector<size_t> rest;
   std::vector<NodeMix> rest_mixes;
@@ -212,11 +309,19 @@ absl::Status SettleWithIncumbents(const StageCosts& costs, const std::vector<Nod
                    LabelSearch<Objective>::PartialNodes(moves), prefix_max, interrupt, own);
   if (rest_max == nullptr) return Interrupt::Status("template search");
   const PrefixMaxBound& bound = *rest_max;
+  WholeLayerSetUp set_up;
+  if constexpr (std::is_same_v<Objective, OneFOneBObjective>) {
+    if (whole_layer) {
+      RETURN_IF_ERROR(SetUpWholeLayer(costs, rest_mixes, objective, bound, interrupt, set_up));
+    }
+  }
+  const WholeLayerSetUp* whole = set_up.prefix ? &set_up : nullptr;
   ASSIGN_OR_RETURN(std::vector<double> upper_bounds,
                    FindIncumbents(costs, rest_mixes, objective, bound, guess, interrupt, options,
-                                  moves, node_layouts));
+                                  moves, node_layouts, whole));
   LabelSearch<Objective> exact(costs, rest_mixes, objective, 0, upper_bounds, bound, interrupt,
                                moves, node_layouts);
+  PruneWithWholeLayer(costs, rest_mixes, objective, bound, upper_bounds, whole, exact);
   ASSIGN_OR_RETURN(std::vector<MixResult> found, exact.Run(options));
   for (size_t j = 0; j < rest.size(); ++j) results[rest[j]] = std::move(found[j]);
   return absl::OkStatus();
@@ -230,8 +335,8 @@ template <SearchObjective Objective>
 absl::StatusOr<std::vector<MixResult>> BranchAndBoundWith(const CostModel& model,
                                                           const std::vector<NodeMix>& mixes,
                                                           Objective objective,
-                                                          const SearchOptions& options,
-                                                          Moves moves) {
+                                                          const SearchOptions& options, Moves moves,
+                                                          WholeLayerPruning pruning) {
   Interrupt interrupt(options.cancelled);
   const StageCosts costs(model);
   std::optional<StateSpace> space(std::in_place, model, mixes, &interrupt);
@@ -251,7 +356,12 @@ absl::StatusOr<std::vector<MixResult>> BranchAndBoundWith(const CostModel& model
   NodeLayoutsByType node_layouts;
   const int L = model.num_layers();
   const bool guess = L >= Objective::kGuessFromLayers;
-  const bool exact_guesses = guess && L < kExactGuessesBelowLayers;
+  // The whole-layer bound is 1f1b's, and node moves have no boundary-state prefix to prune.
+  const bool whole_layer = std::is_same_v<Objective, OneFOneBObjective> &&
+                           moves == Moves::kStages && model.num_types() <= kWholeLayerMaxTypes &&
+                           (pruning == WholeLayerPruning::kOn ||
+                            (pruning == WholeLayerPruning::kAuto && L >= kExactGuessesBelowLayers));
+  const bool exact_guesses = guess && L < kExactGuessesBelowLayers && !whole_layer;
   if (exact_guesses) {
     RETURN_IF_ERROR(SettleByGuessedRounds(costs, mixes, objective, prefix_max, interrupt, options,
                                           moves, &node_layouts, settled));
@@ -259,7 +369,8 @@ absl::StatusOr<std::vector<MixResult>> BranchAndBoundWith(const CostModel& model
   // After exact rounds, the mixes left have optima far above the guesses: beam rounds with
   // guesses would find nothing.
   RETURN_IF_ERROR(SettleWithIncumbents(costs, mixes, objective, prefix_max, guess && !exact_guesses,
-                                       interrupt, options, moves, &node_layouts, settled));
+                                       interrupt, options, moves, &node_layouts, whole_layer,
+                                       settled));
   std::vector<MixResult> results;
   results.reserve(mixes.size());
   for (std::optional<MixResult>& r : settled) results.push_back(*std::move(r));
@@ -271,17 +382,16 @@ absl::StatusOr<std::vector<MixResult>> BranchAndBoundWith(const CostModel& model
 // docs/architecture/template-search.md#node-moves-1f1b); should a node's front outgrow what an
 // entry can name (NodeFrontTooLarge), the request is redone with stage moves.
 template <SearchObjective Objective>
-absl::StatusOr<std::vector<MixResult>> BranchAndBound(const CostModel& model,
-                                                      const std::vector<NodeMix>& mixes,
-                                                      Objective objective,
-                                                      const SearchOptions& options,
-                                                      Moves moves = Moves::kStages) {
+absl::StatusOr<std::vector<MixResult>> BranchAndBound(
+    const CostModel& model, const std::vector<NodeMix>& mixes, Objective objective,
+    const SearchOptions& options, Moves moves = Moves::kStages,
+    WholeLayerPruning pruning = WholeLayerPruning::kAuto) {
   if (moves != Moves::kStages) {
     absl::StatusOr<std::vector<MixResult>> results =
-        BranchAndBoundWith(model, mixes, objective, options, moves);
+        BranchAndBoundWith(model, mixes, objective, options, moves, pruning);
     if (results.ok() || !IsNodeFrontTooLarge(results.status())) return results;
   }
-  return BranchAndBoundWith(model, mixes, objective, options, Moves::kStages);
+  return BranchAndBoundWith(model, mixes, objective, options, Moves::kStages, pruning);
 }
 
 }  // namespace oobleck::template_search

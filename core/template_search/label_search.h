@@ -17,6 +17,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -36,6 +37,7 @@
 #include "core/template_search/stage_costs.h"
 #include "core/template_search/state_space.h"
 #include "core/template_search/tolerances.h"
+#include "core/template_search/whole_layer_bound.h"
 #include "tbb/parallel_for.h"
 
 namespace oobleck::template_search {
@@ -251,7 +253,86 @@ class LabelSearch {
           b.rest_max_ms, b.empty_stage_bound,
           split_.Prefix(a, space_.Code(i / NS), i % NS, b.rest_max_ms)};
     });
+    for (std::atomic<int>& made : curve_made_) made.store(0, std::memory_order_relaxed);
   }
+
+ public:
+  // Prunes the boundary states of the pass (stage moves, 1f1b) with `bound` too, for which
+  // `least_max_ms[i]` and `most_max_ms[i]` bound the largest stage compute of a pipeline of
+  // mixes[i] that can beat its bound (its window; +inf: no whole-layer bound for the mix).
+  // `bound` must outlive Run.
+  void UseWholeLayerBound(const WholeLayerPrefixBound& bound,
+                          const std::vector<double>& least_max_ms,
+                          const std::vector<double>& most_max_ms) {
+    if (interrupt_.stopped() || node_moves_ || !kSplit) return;
+    whole_layer_ = &bound;
+    const int n = space_.num_useful();
+    mix_least_max_.assign(n, 0);
+    std::vector<double> mix_most_max(n, 0);
+    for (size_t i = 0; i < mixes_.size(); ++i) {
+      const int d = space_.Dense(space_.Encode(mixes_[i]));
+      mix_least_max_[d] = least_max_ms[i];
+      mix_most_max[d] = std::max(mix_most_max[d], most_max_ms[i]);
+    }
+    // Per free multiset, the windows of the mixes its states serve (those it is inside).
+    free_least_max_.assign(n, std::numeric_limits<double>::infinity());
+    free_most_max_.assign(n, 0);
+    for (int d = 0; d < n; ++d) {
+      for (const TargetMix& m : targets_[d]) {
+        const int x = space_.Dense(space_.Code(d) + m.free);
+        free_least_max_[d] = std::min(free_least_max_[d], mix_least_max_[x]);
+        free_most_max_[d] = std::max(free_most_max_[d], mix_most_max[x]);
+      }
+    }
+    curves_.assign(n, {});
+    curve_made_ = std::vector<std::atomic<int>>(n);
+  }
+
+ private:
+  // The whole-layer curve of the free multiset `dense_free` at the current layer a, made by
+  // the first target that asks (the others wait: it takes microseconds); null if none.
+  const WholeLayerCurve* CurveAt(int a, int dense_free) {
+    std::atomic<int>& made = curve_made_[dense_free];
+    int expected = 0;
+    if (made.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
+      MakeCurve(a, dense_free);
+      made.store(2, std::memory_order_release);
+    } else {
+      while (made.load(std::memory_order_acquire) != 2) std::this_thread::yield();
+    }
+    return curves_[dense_free].x.empty() ? nullptr : &curves_[dense_free];
+  }
+  // The curve's caps run from the least max any served mix can have (and the prefix's own
+  // forced bottleneck) to the largest any can use, at most kWholeLayerCurveCaps of them. A cap
+  // without a table takes the hull's sum; above the last cap the tail is the hull's
+  // min_{C >= cap} S(C) + k C.
+  void MakeCurve(int a, int dense_free) {
+    WholeLayerCurve& c = curves_[dense_free];
+    c.x.clear();
+    const LayerBound& b = layer_[static_cast<size_t>(dense_free) * space_.num_node_states()];
+    const double bottom = std::max(b.rest_max_ms, free_least_max_[dense_free]);
+    const double top = free_most_max_[dense_free];
+    if (!(bottom > 0) || !std::isfinite(bottom) || !std::isfinite(top) || top < bottom) return;
+    const int code = space_.Code(dense_free);
+    NodeMix free(model_.num_types());
+    for (int t = 0; t < model_.num_types(); ++t) free[t] = space_.count(code, t);
+    c.k = objective_.CommonPrefixCoefficient();
+    c.first = WholeLayerCurve::GridIndex(bottom) - 1;
+    const int n = std::min(WholeLayerCurve::GridIndex(top) + 3 - c.first, kWholeLayerCurveCaps);
+    c.x.resize(n);
+    c.q.resize(n);
+    c.suffix.resize(n);
+    for (int i = 0; i < n; ++i) {
+      c.x[i] = whole_layer_->Cap(c.first + i);
+      const double q = whole_layer_->Q(a, free, c.first + i);
+      c.q[i] = q == -std::numeric_limits<double>::infinity() ? b.prefix.Sum(c.x[i]) : q;
+    }
+    c.suffix[n - 1] = b.prefix.SumPlus(c.k, c.x[n - 1]);
+    for (int i = n - 2; i >= 0; --i) {
+      c.suffix[i] = std::min(c.q[i + 1] + c.k * c.x[i], c.suffix[i + 1]);
+    }
+  }
+
   // By node state, then free multiset: a state reads its served mixes' tests in increasing
   // order of their free multisets, all of one node state.
   size_t ServeTestIndex(int dense_free, int ns) const {
@@ -310,9 +391,12 @@ class LabelSearch {
         open_mix = mix;
         open_mix.bound = std::max(mix.bound, terminal_bounds_[space_.Dense(u)]);
       }
+      const bool whole_layer = whole_layer_ != nullptr && ns == 0 && a > 0;
       served.Add(open ? open_mix : mix, serve_tests_[ServeTestIndex(dense_free, ns)],
                  layer_[static_cast<size_t>(dense_free) * NS + ns],
-                 prefix_cost_.floor_ms(L) - floor_ms, suffix);
+                 prefix_cost_.floor_ms(L) - floor_ms, suffix,
+                 whole_layer ? CurveAt(a, dense_free) : nullptr,
+                 whole_layer ? mix_least_max_[space_.Dense(u + mix.free)] : 0);
     }
     if (served.empty()) return;
     // Scratch owned by this thread for this call (cleared here, dead when it returns): no
@@ -880,6 +964,13 @@ class LabelSearch {
   Interrupt& interrupt_;
   int beam_width_;
   const bool node_moves_;
+  // With UseWholeLayerBound: the tables, per multiset its least max as a mix and the window
+  // of the mixes it is free in, and per free multiset the curve of the current layer (made
+  // once it is asked for: curve_made_ 0, 1 while made, 2 made).
+  const WholeLayerPrefixBound* whole_layer_ = nullptr;
+  std::vector<double> mix_least_max_, free_least_max_, free_most_max_;
+  std::vector<WholeLayerCurve> curves_;
+  std::vector<std::atomic<int>> curve_made_;
   std::vector<double> terminal_bounds_;  // per multiset (a mix's): OpenTerminals; or empty
   // With node moves: per type, its node layouts (the request's, or the pass's own; none for
   // a type no mix of the request holds), the limits this pass prunes them with at a = 0 and

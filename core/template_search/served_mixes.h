@@ -17,6 +17,7 @@
 #include "core/template_search/objectives.h"
 #include "core/template_search/prefix_cost_bound.h"
 #include "core/template_search/split_bound.h"
+#include "core/template_search/whole_layer_bound.h"
 
 namespace oobleck::template_search {
 
@@ -92,23 +93,35 @@ class ServedMixes {
 
   // Serves `mix` unless the bounds `b` on its free nodes plus the cheapest compute of the
   // layers after a (`suffix_floor_ms`), or the split bound of `b` and the state's own nodes
-  // (`suffix`), already exceed its incumbent (`test` holds those parts of `b`).
+  // (`suffix`), already exceed its incumbent (`test` holds those parts of `b`). With
+  // `whole_layer` (1f1b boundary states of long models, else null) the prefix is also
+  // bounded by that curve, the max by `least_max_ms` (the mix's PrefixMaxBound::ForMix).
   void Add(const TargetMix& mix, const ServeTest& test, const LayerBound& b, double suffix_floor_ms,
-           const SplitParts& suffix) {
+           const SplitParts& suffix, const WholeLayerCurve* whole_layer = nullptr,
+           double least_max_ms = 0) {
     if (std::isinf(test.rest_max_ms)) return;  // no node left for the layers before a
-    if (test.empty_stage_bound + suffix_floor_ms > mix.bound) return;
+    // The least value of the whole-layer curve's part of a label's bound (-inf: none).
+    double least_whole_layer = -std::numeric_limits<double>::infinity();
+    if constexpr (Objective::kSumPlusMaxBound) {
+      if (whole_layer != nullptr) {
+        least_whole_layer = whole_layer->Phi(std::max(test.rest_max_ms, least_max_ms));
+      }
+    }
+    if (std::max(test.empty_stage_bound, least_whole_layer) + suffix_floor_ms > mix.bound) return;
     if (SplitBound::Combined(test.split, suffix) > mix.bound) return;
     const Target& target = targets().emplace_back(
         Target{&mix, b.prefix, b.rest_max_ms,
                objective_.StageCoefficient(mix.min_stages, mix.max_stages, a_ == 0),
-               objective_.StageCoefficient(mix.min_stages, mix.max_stages, true)});
+               objective_.StageCoefficient(mix.min_stages, mix.max_stages, true), whole_layer,
+               least_max_ms});
     rest_max_ms_ = std::min(rest_max_ms_, target.rest_max_ms);
     loosest_bound_ = std::max(loosest_bound_, mix.bound);
     weakest_coeff_ = std::min({weakest_coeff_, target.break_coeff, target.alone_coeff});
     most_stages_ = std::max(most_stages_, mix.max_stages);
     most_primary_ = std::max(
-        most_primary_,
-        mix.bound - objective_.PrimaryBound(b.empty_stage_bound, floor_ms_, mix.max_stages));
+        most_primary_, mix.bound - std::max(objective_.PrimaryBound(b.empty_stage_bound, floor_ms_,
+                                                                    mix.max_stages),
+                                            least_whole_layer));
   }
 
   bool empty() const { return targets().empty(); }
@@ -156,8 +169,7 @@ class ServedMixes {
     const std::vector<Target>& all = targets();
     for (size_t k = 0, i = last_fit_; k < all.size(); ++k, i = i + 1 == all.size() ? 0 : i + 1) {
       const Target& target = all[i];
-      if (objective_.LowerBound(label, target.prefix, target.rest_max_ms, target.mix->max_stages,
-                                a_ == 0) <= target.mix->bound) {
+      if (TargetBound(label, target) <= target.mix->bound) {
         last_fit_ = i;
         return true;
       }
@@ -173,7 +185,36 @@ class ServedMixes {
     double rest_max_ms;
     double break_coeff;  // StageCoefficient for a stage that is not alone, and one that is
     double alone_coeff;
+    const WholeLayerCurve* whole_layer;  // or null
+    double least_max_ms;                 // with whole_layer: the mix's least max
   };
+  // The lower bound of a label for one served mix: the objective's, raised by the whole-layer
+  // curve where there is one. Both are Primary plus a nondecreasing function of the label's
+  // max, so their maximum is too (FitsBySumLimit relies on it).
+  double TargetBound(const Label& label, const Target& target) const {
+    const double bound = objective_.LowerBound(label, target.prefix, target.rest_max_ms,
+                                               target.mix->max_stages, a_ == 0);
+    if constexpr (Objective::kSumPlusMaxBound) {
+      if (target.whole_layer != nullptr) {
+        return std::max(bound, Objective::Primary(label) +
+                                   target.whole_layer->Phi(std::max(
+                                       {label.max, target.rest_max_ms, target.least_max_ms})));
+      }
+    }
+    return bound;
+  }
+  // The same for a stage of this compute (StageBound), nondecreasing in the compute.
+  double StageTargetBound(double compute, const Target& target) const {
+    const double bound =
+        objective_.StageBound(compute, target.break_coeff, target.prefix, target.rest_max_ms);
+    if constexpr (Objective::kSumPlusMaxBound) {
+      if (target.whole_layer != nullptr) {
+        return std::max(bound, compute + target.whole_layer->Phi(std::max(
+                                             {compute, target.rest_max_ms, target.least_max_ms})));
+      }
+    }
+    return bound;
+  }
   // Scratch reused by every state a thread computes, owned by that thread: the constructor
   // clears both, and they serve the one ServedMixes alive on the thread (one per
   // ComputeTarget, which never waits on TBB, so no second state starts on this thread
@@ -195,9 +236,7 @@ class ServedMixes {
     const std::vector<Target>& all = targets();
     for (size_t k = 0, i = stage_fit_; k < all.size(); ++k, i = i + 1 == all.size() ? 0 : i + 1) {
       const Target& target = all[i];
-      if (target.break_coeff < 0 ||
-          objective_.StageBound(compute, target.break_coeff, target.prefix, target.rest_max_ms) <=
-              target.mix->bound) {
+      if (target.break_coeff < 0 || StageTargetBound(compute, target) <= target.mix->bound) {
         stage_fit_ = i;
         return false;
       }
@@ -227,9 +266,7 @@ class ServedMixes {
     const Label probe = Objective::MaxOnly(label);
     double limit = -std::numeric_limits<double>::infinity();
     for (const Target& target : targets()) {
-      limit = std::max(
-          limit, target.mix->bound - objective_.LowerBound(probe, target.prefix, target.rest_max_ms,
-                                                           target.mix->max_stages, a_ == 0));
+      limit = std::max(limit, target.mix->bound - TargetBound(probe, target));
     }
     return limit;
   }

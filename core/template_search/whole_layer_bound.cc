@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -51,6 +52,43 @@ WholeLayerBound::WholeLayerBound(const StageCosts& costs, int microbatches)
       for (int l = 0; l <= layers_; ++l) s.transfer[l] = transfer(l);
     }
   }
+}
+
+std::vector<WholeLayerBound::Option> WholeLayerBound::OptionsFor(int types) const {
+  const CostModel& model = costs_.model();
+  std::vector<Option> options;
+  for (int t = 0; t < model.num_types(); ++t) {
+    if (!(types & (1 << t))) continue;
+    for (int g : model.stage_sizes(t)) {
+      options.push_back({t, g, &sizes_[t][g], sizes_[t][g].prefix[layers_]});
+    }
+  }
+  return options;
+}
+
+void WholeLayerBound::PricedPrefixSums(int types, double cap, double pi_factor,
+                                       std::vector<double>& lambda,
+                                       std::vector<double>& sums) const {
+  const std::vector<Option> options = OptionsFor(types);
+  const int T = costs_.model().num_types();
+  std::vector<double> present(T, 0), derivative(T, 0);
+  double cheapest = kInf;
+  for (const Option& o : options) {
+    present[o.type] = 1;
+    cheapest = std::min(cheapest, o.whole_ms);
+  }
+  lambda.assign(T, 0);
+  Scratch scratch;
+  scratch.price.assign(options.size(), 0);
+  scratch.price_slope.assign(options.size(), 0);
+  if (!options.empty() && cheapest > 0 && std::isfinite(cheapest)) {
+    PricesAt(options, cap, pi_factor * cheapest, present, lambda, derivative);
+    for (size_t o = 0; o < options.size(); ++o) {
+      scratch.price[o] = lambda[options[o].type] * options[o].gpus;
+    }
+  }
+  BestPartition(options, cap, scratch);
+  sums = std::move(scratch.least);
 }
 
 WholeLayerBound::Partition WholeLayerBound::BestPartition(const std::vector<Option>& options,
@@ -144,24 +182,9 @@ double WholeLayerBound::LeastSum(const std::vector<Option>& options, double cap,
   // of type t: the dual prices of the fractional relaxation, where a full stage holds
   // cap / rho_tg of the work (negative: the type's GPUs must be used although other work is
   // cheaper). Its slope in pi is that of the prices (at a tie the steepest).
-  const auto by_pi = [&](double pi, std::vector<double>& l, std::vector<double>& d) {
-    std::fill(l.begin(), l.end(), -kInf);
-    std::fill(d.begin(), d.end(), 0.0);
-    for (const Option& o : options) {
-      const double v = cap * (pi / o.whole_ms - 1) / o.gpus;
-      const double dv = cap / (o.whole_ms * o.gpus);
-      if (v > l[o.type] || (v == l[o.type] && dv > d[o.type])) {
-        l[o.type] = v;
-        d[o.type] = dv;
-      }
-    }
-    for (int t = 0; t < T; ++t) {
-      if (type_gpus[t] == 0) l[t] = d[t] = 0;
-    }
-  };
   double best = -kInf;  // every price gives a valid bound: the best one found
   const auto at_pi = [&](double pi) {
-    by_pi(pi, lambda, derivative);
+    PricesAt(options, cap, pi, type_gpus, lambda, derivative);
     const Priced p = PriceBy(options, cap, lambda, derivative, type_gpus, scratch);
     best = std::max(best, p.value);
     return p;
@@ -170,6 +193,24 @@ double WholeLayerBound::LeastSum(const std::vector<Option>& options, double cap,
   if (!std::isfinite(first.value)) return kInf;  // no partition fits under the cap
   MaximiseAlong(cheapest, first, at_pi, cheapest);
   return best;
+}
+
+void WholeLayerBound::PricesAt(const std::vector<Option>& options, double cap, double pi,
+                               const std::vector<double>& type_gpus, std::vector<double>& lambda,
+                               std::vector<double>& derivative) {
+  std::fill(lambda.begin(), lambda.end(), -kInf);
+  std::fill(derivative.begin(), derivative.end(), 0.0);
+  for (const Option& o : options) {
+    const double v = cap * (pi / o.whole_ms - 1) / o.gpus;
+    const double dv = cap / (o.whole_ms * o.gpus);
+    if (v > lambda[o.type] || (v == lambda[o.type] && dv > derivative[o.type])) {
+      lambda[o.type] = v;
+      derivative[o.type] = dv;
+    }
+  }
+  for (size_t t = 0; t < type_gpus.size(); ++t) {
+    if (type_gpus[t] == 0) lambda[t] = derivative[t] = 0;
+  }
 }
 
 template <typename At>
@@ -213,15 +254,14 @@ void WholeLayerBound::MaximiseAlong(double x, Priced fx, At at, double step) {
 double WholeLayerBound::ForMix(const NodeMix& mix, double least_max_ms,
                                Interrupt& interrupt) const {
   const CostModel& model = costs_.model();
-  std::vector<Option> options;
   std::vector<double> type_gpus(model.num_types(), 0);
+  int types = 0;
   for (int t = 0; t < model.num_types(); ++t) {
     if (t >= static_cast<int>(mix.size()) || mix[t] <= 0) continue;
     type_gpus[t] = mix[t] * model.node_type(t).gpus_per_node;
-    for (int g : model.stage_sizes(t)) {
-      options.push_back({t, g, &sizes_[t][g], sizes_[t][g].prefix[layers_]});
-    }
+    types |= 1 << t;
   }
+  const std::vector<Option> options = OptionsFor(types);
   if (options.empty() || layers_ == 0) return 0;
   Scratch scratch;
   const double k = microbatches_ - 1;
@@ -287,6 +327,128 @@ std::vector<double> WholeLayerBound::ForMixes(const std::vector<NodeMix>& mixes,
                        interrupt);
   });
   return bounds;
+}
+
+std::vector<WholeLayerPrefixBound::Table> WholeLayerPrefixBound::PlanTables(
+    const std::vector<NodeMix>& mixes, const std::vector<double>& least_max,
+    const std::vector<double>& most_max) {
+  const int T = types_, subsets = 1 << T;
+  // Which grid caps each subset of types needs: each mix's window, with a margin of one cap
+  // below and two above (a curve reads x_j+1), for every subset of its types.
+  std::vector<int> first(subsets, 0), last(subsets, -1);
+  std::vector<std::vector<char>> need(subsets);
+  for (size_t i = 0; i < mixes.size(); ++i) {
+    if (!(least_max[i] > 0) || !std::isfinite(most_max[i]) || !(most_max[i] >= least_max[i])) {
+      continue;
+    }
+    int types = 0;
+    for (int t = 0; t < T; ++t) {
+      if (mixes[i][t] > 0) types |= 1 << t;
+    }
+    const int j0 = WholeLayerCurve::GridIndex(least_max[i]) - 1;
+    const int j1 = WholeLayerCurve::GridIndex(most_max[i]) + 2;
+    for (int s = types; s != 0; s = (s - 1) & types) {  // every nonempty subset of its types
+      const int lo = last[s] < 0 ? j0 : std::min(first[s], j0);
+      const int hi = last[s] < 0 ? j1 : std::max(last[s], j1);
+      std::vector<char> grown(hi - lo + 1, 0);
+      for (int j = first[s]; j <= last[s]; ++j) grown[j - lo] = need[s][j - first[s]];
+      std::fill(grown.begin() + (j0 - lo), grown.begin() + (j1 - lo + 1), 1);
+      need[s] = std::move(grown);
+      first[s] = lo;
+      last[s] = hi;
+    }
+  }
+  int cap_last = -1;
+  for (int s = 1; s < subsets; ++s) {
+    if (last[s] < 0) continue;
+    if (cap_last < 0 || first[s] < cap_first_) cap_first_ = first[s];
+    cap_last = std::max(cap_last, last[s]);
+  }
+  for (int j = cap_first_; j <= cap_last; ++j) {
+    caps_.push_back(std::pow(kWholeLayerPrefixCapStep, j));
+  }
+  std::vector<Table> tables;
+  table_of_.assign(subsets, {});
+  first_of_ = first;
+  for (int s = 1; s < subsets; ++s) {
+    table_of_[s].assign(need[s].size(), -1);
+    for (size_t x = 0; x < need[s].size(); ++x) {
+      if (!need[s][x]) continue;
+      table_of_[s][x] = static_cast<int>(tables.size());
+      tables.push_back({s, first[s] + static_cast<int>(x)});
+    }
+  }
+  return tables;
+}
+
+WholeLayerPrefixBound::WholeLayerPrefixBound(const StageCosts& costs,
+                                             const std::vector<NodeMix>& mixes,
+                                             const std::vector<double>& least_max,
+                                             const std::vector<double>& most_max,
+                                             Interrupt& interrupt)
+    : costs_(costs) {
+  const CostModel& model = costs.model();
+  const int L = model.num_layers(), T = model.num_types();
+  layers_ = L;
+  types_ = T;
+  const std::vector<Table> tables = PlanTables(mixes, least_max, most_max);
+  constexpr size_t P = std::size(kWholeLayerPrefixPrices);
+  if (tables.size() * P * (L + 1) * sizeof(float) > kWholeLayerMaxTableBytes) {
+    table_of_.assign(table_of_.size(), {});  // too many: none (built() is false)
+    return;
+  }
+  tables_ = tables.size();
+  values_.assign(static_cast<size_t>(L + 1) * tables_ * P, -std::numeric_limits<float>::infinity());
+  lambda_.assign(tables_ * P * T, 0);
+  const WholeLayerBound bound(costs, 0);
+  tbb::parallel_for(0, static_cast<int>(tables_), [&](int table) {
+    if (interrupt.Every(table)) return;
+    std::vector<double> lambda, sums;
+    for (size_t p = 0; p < P; ++p) {
+      bound.PricedPrefixSums(tables[table].subset, Cap(tables[table].j), kWholeLayerPrefixPrices[p],
+                             lambda, sums);
+      std::copy(lambda.begin(), lambda.end(), lambda_.begin() + (table * P + p) * T);
+      for (int a = 0; a <= L; ++a) {
+        float v = static_cast<float>(sums[a]);  // rounded down: still a lower bound
+        if (static_cast<double>(v) > sums[a]) {
+          v = std::nextafter(v, -std::numeric_limits<float>::infinity());
+        }
+        values_[(static_cast<size_t>(a) * tables_ + table) * P + p] = v;
+      }
+    }
+  });
+}
+
+double WholeLayerPrefixBound::Cap(int j) const {
+  const int x = j - cap_first_;
+  return x >= 0 && x < static_cast<int>(caps_.size()) ? caps_[x]
+                                                      : std::pow(kWholeLayerPrefixCapStep, j);
+}
+
+double WholeLayerPrefixBound::Q(int a, const NodeMix& free, int j) const {
+  int subset = 0;
+  for (int t = 0; t < types_; ++t) {
+    if (free[t] > 0) subset |= 1 << t;
+  }
+  if (subset == 0) return -kInf;
+  const std::vector<int>& of = table_of_[subset];
+  const int x = j - first_of_[subset];
+  if (x < 0 || x >= static_cast<int>(of.size()) || of[x] < 0) return -kInf;
+  const size_t table = static_cast<size_t>(of[x]);
+  constexpr size_t P = std::size(kWholeLayerPrefixPrices);
+  const CostModel& model = costs_.model();
+  double best = -kInf;
+  for (size_t p = 0; p < P; ++p) {
+    const double d = values_[(static_cast<size_t>(a) * tables_ + table) * P + p];
+    if (d == kInf) return kInf;  // no partition of [0, a) fits under the cap
+    const double* lambda = &lambda_[(table * P + p) * types_];
+    double v = d;
+    for (int t = 0; t < types_; ++t) {
+      if (free[t] > 0) v -= lambda[t] * free[t] * model.node_type(t).gpus_per_node;
+    }
+    best = std::max(best, v);
+  }
+  return best;
 }
 
 }  // namespace oobleck::template_search

@@ -2,10 +2,15 @@
 // (docs/architecture/template-search.md#whole-layer-bound-long-models-1f1b): a lower bound on the
 // 1f1b time of every pipeline over one mix that, unlike the hull bound (PrefixCostBound), places
 // whole layers. On the 1000-layer bench it is a median 0.06 % below the optima (the hull's
-// 1.3 %); the passes do not use it yet (bench/README.md#whole-layer-bound).
+// 1.3 %). It gives the guesses of long models' beam rounds, and WholeLayerPrefixBound below
+// (the same relaxation on every prefix [0, a)) prunes their boundary states.
 #ifndef OOBLECK_CORE_TEMPLATE_SEARCH_WHOLE_LAYER_BOUND_H_
 #define OOBLECK_CORE_TEMPLATE_SEARCH_WHOLE_LAYER_BOUND_H_
 
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "core/cluster.h"
@@ -52,6 +57,15 @@ class WholeLayerBound {
   std::vector<double> ForMixes(const std::vector<NodeMix>& mixes,
                                const std::vector<double>& least_max_ms, Interrupt& interrupt) const;
 
+  // The prefix side, for WholeLayerPrefixBound: over the stage sizes of the types in the bit
+  // mask `types`, at the work price `pi_factor` times their cheapest whole-model compute, the
+  // GPU prices `lambda` (per type, 0 for the others; ForMix's line of prices) and the least
+  // priced cost sum `sums[a]` of a partition of every prefix [0, a) into stages of compute
+  // <= `cap` (+inf where none fits). For a free multiset F of those types,
+  // sums[a] - sum_t lambda_t GPUs_t(F) bounds the cost sum of [0, a) on exactly F's GPUs.
+  void PricedPrefixSums(int types, double cap, double pi_factor, std::vector<double>& lambda,
+                        std::vector<double>& sums) const;
+
  private:
   // Per stage size of a type: ComputeMs(t, g, 0, l), and the least transfer a stage of that
   // size pays at boundary l (in if it starts there, out if it ends there).
@@ -72,7 +86,14 @@ class WholeLayerBound {
   };
   struct Scratch;
 
-  // With the options' prices in `scratch`.
+  // The stage sizes of the types in the bit mask `types`.
+  std::vector<Option> OptionsFor(int types) const;
+  // ForMix's line of GPU prices at work price pi: lambda_t = cap max_g (pi / rho_tg - 1) / g
+  // and its derivative in pi (0 for the types with no GPUs in type_gpus).
+  static void PricesAt(const std::vector<Option>& options, double cap, double pi,
+                       const std::vector<double>& type_gpus, std::vector<double>& lambda,
+                       std::vector<double>& derivative);
+  // With the options' prices in `scratch`; scratch.least holds every prefix's value.
   Partition BestPartition(const std::vector<Option>& options, double cap, Scratch& scratch) const;
   // D(cap, lambda) - sum_t lambda_t type_gpus[t], and its derivative along `derivative`
   // (per type) at lambda.
@@ -96,6 +117,95 @@ class WholeLayerBound {
   const int microbatches_;
   int layers_ = 0;
   std::vector<std::vector<SizeTables>> sizes_;  // [t][g]
+};
+
+// WholeLayerPrefixBound's caps lie on one geometric grid, kWholeLayerPrefixCapStep apart (a
+// bound loses at most k times that step of the max where the prefix sets the max), each
+// priced at kWholeLayerPrefixPrices work prices (times the cheapest whole-model compute of
+// the types; along full16's optimal path on the 1000-layer bench these three gave bounds as
+// tight as 51 prices from 0.5 to 6 or tighter). A curve spans at most kWholeLayerCurveCaps caps;
+// above, the hull.
+inline constexpr double kWholeLayerPrefixCapStep = 1.002;
+inline constexpr double kWholeLayerPrefixPrices[] = {3, 4.5, 6};
+inline constexpr int kWholeLayerCurveCaps = 150;
+// The most memory WholeLayerPrefixBound's tables may take (the 1000-layer bench's 251 mixes
+// need 87 MB), and the most node types it is built for (a table per subset of a mix's types).
+inline constexpr size_t kWholeLayerMaxTableBytes = size_t{256} << 20;
+inline constexpr int kWholeLayerMaxTypes = 8;
+
+// The whole-layer bound on what the layers [0, a) of a boundary state cost plus k times the
+// pipeline's max (docs/architecture/template-search.md#whole-layer-bound-long-models-1f1b), as
+// a function of a lower bound c on that max: Phi(c) = min over caps x >= c of Q(x) + k x, Q(x)
+// a lower bound on the prefix's cost sum when its stage computes are <= x, on the grid
+// x_j = kWholeLayerPrefixCapStep^j between x_first and x_last: for c in [x_j, x_j+1],
+// Phi(c) >= min(Q(x_j+1) + k c, min_{i > j} Q(x_i+1) + k x_i, tail), the tail bounding every
+// prefix max above x_last. Nondecreasing in c.
+struct WholeLayerCurve {
+  int first = 0;               // grid index of x[0]
+  double k = 0;                // M - 1
+  std::vector<double> x;       // the caps
+  std::vector<double> q;       // [j]: Q(x[j])
+  std::vector<double> suffix;  // [j]: min_{i >= j} Q(x[i+1]) + k x[i], then the tail
+  // -inf below the curve (no bound).
+  double Phi(double c) const {
+    if (x.empty() || !(c >= x.front())) return -std::numeric_limits<double>::infinity();
+    if (c >= x.back()) return suffix.back();  // every cap >= x.back() is in the tail
+    size_t j = std::min(static_cast<size_t>(std::max(GridIndex(c) - first, 0)), x.size() - 2);
+    while (x[j + 1] < c) ++j;  // c <= x[j + 1]; stops at x.size() - 2 at the latest
+    return std::min(q[j + 1] + k * c, suffix[j + 1]);
+  }
+  // The grid index j with x_j <= c < x_j+1, up to rounding (Phi corrects it upwards).
+  static int GridIndex(double c) {
+    return static_cast<int>(std::floor(std::log(c) / std::log(kWholeLayerPrefixCapStep)));
+  }
+};
+
+// The tables behind WholeLayerCurve: per set of node types S, grid cap x_j and work price pi,
+// the least priced cost sum D(a) of every prefix [0, a) (WholeLayerBound's DP, stages of the
+// types of S with compute <= x_j, a GPU of type t priced lambda_t), so that for a free multiset
+// F of exactly the types S, Q_F(a, x_j) >= max over pi of D(a) - sum_t lambda_t GPUs_t(F): at a
+// boundary state the prefix uses exactly F's GPUs. Built once per request for the caps that
+// matter to the mixes (each mix's window [least max, most max], every subset of its types),
+// stored as floats rounded down (a lower bound stays one).
+class WholeLayerPrefixBound {
+ public:
+  // `least_max[i]` and `most_max[i]`: the range of the largest stage compute of a pipeline of
+  // mixes[i] that can still beat its bound (no tables for a mix whose range is not finite).
+  // Polls `interrupt` (then some tables are missing: Q is -inf there, still a bound).
+  WholeLayerPrefixBound(const StageCosts& costs, const std::vector<NodeMix>& mixes,
+                        const std::vector<double>& least_max, const std::vector<double>& most_max,
+                        Interrupt& interrupt);
+
+  // x_j, the same double wherever it is asked for.
+  double Cap(int j) const;
+  // A lower bound on the cost sum of the layers [0, a) on exactly the GPUs of `free` with
+  // stage computes <= Cap(j); -inf where no table was built.
+  double Q(int a, const NodeMix& free, int j) const;
+  int64_t tables() const { return static_cast<int64_t>(tables_); }
+  // False if the tables would have taken more than kWholeLayerMaxTableBytes: then none were
+  // built (Q is -inf everywhere) and the search does without them.
+  bool built() const { return tables_ > 0; }
+
+ private:
+  // One table: a subset of the types (a bit mask) and a grid cap.
+  struct Table {
+    int subset, j;
+  };
+  // The tables the mixes' windows need (each mix's window, a cap of margin below and two
+  // above as a curve reads x_j+1, for every subset of its types); sets the caps and indices.
+  std::vector<Table> PlanTables(const std::vector<NodeMix>& mixes,
+                                const std::vector<double>& least_max,
+                                const std::vector<double>& most_max);
+
+  const StageCosts& costs_;
+  int layers_ = 0, types_ = 0;
+  size_t tables_ = 0;
+  std::vector<std::vector<int>> table_of_;  // [type subset][j - first_of_[subset]]: table or -1
+  std::vector<int> first_of_;
+  int cap_first_ = 0;
+  std::vector<double> caps_;    // [j - cap_first_]
+  std::vector<float> values_;   // [a][table][price]: D(a), rounded down
+  std::vector<double> lambda_;  // [table][price][t]
 };
 
 }  // namespace oobleck::template_search

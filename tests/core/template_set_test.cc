@@ -84,8 +84,8 @@ TEST(TemplateSetTest, AGroupOverTheLabelBudgetIsSplitAndSearchedAgain) {
   absl::StatusOr<std::vector<MixResult>> whole = SearchTemplates(*p.model, mixes, tight);
   ASSERT_TRUE(IsOverLabelBudget(whole.status())) << whole.status();
 
-  absl::StatusOr<TemplateSet> set = PlanTemplateSet(*p.templates, *p.model, available, limits,
-                                                    tight);
+  absl::StatusOr<TemplateSet> set =
+      PlanTemplateSet(*p.templates, *p.model, available, limits, tight);
   ASSERT_TRUE(set.ok()) << set.status();
   ExpectOwnOptima(*p.model, *set, seed);
 }

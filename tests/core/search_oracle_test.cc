@@ -16,6 +16,7 @@
 #include "core/search.h"
 #include "gtest/gtest.h"
 #include "tests/asan.h"
+#include "tests/core/test_problems.h"
 #include "tests/reference_search/search_reference.h"
 
 namespace oobleck {
@@ -40,18 +41,10 @@ MidSizeInstance MakeMidSizeInstance(uint32_t seed, CostModelKind kind) {
   p.microbatches = kind == CostModelKind::kOneFOneB ? pick(2, 32) : pick(0, 1) * pick(8, 32);
   p.inter_node_bytes_per_s = uniform(5e9, 50e9);
   p.missing_allreduce = MissingAllreduce::kRing;
-  double total_params = 0, total_acts = 0;
-  std::vector<LayerProfile> base(L);
-  for (LayerProfile& l : base) {
-    l.forward_ms = uniform(0.5, 20);
-    l.backward_ms = 2 * l.forward_ms * uniform(0.8, 1.2);
-    l.param_bytes = uniform(1e7, 5e8);
-    l.activation_bytes = uniform(1e6, 5e7);
-    l.allreduce_in_node_ms[1] = 0;
-    total_params += l.param_bytes;
-    total_acts += l.activation_bytes;
-  }
-  const double whole = p.optimizer_state_multiplier * total_params + total_acts * 8;
+  const testing::RandomLayers drawn =
+      testing::MakeRandomLlmLayers(rng, L, p.optimizer_state_multiplier, 5e7);
+  const std::vector<LayerProfile>& base = drawn.layers;
+  const double whole = drawn.whole_bytes;
   NodeMix available;
   for (int t = 0; t < T; ++t) {
     const std::string name = "type" + std::to_string(t);

@@ -37,6 +37,37 @@ inline PlanningProblem Homogeneous(std::shared_ptr<const ModelProfile> profile, 
   return p;
 }
 
+// `num_layers` layers of an LLM-like model drawn from `rng` (forward 0.5-20 ms, backward about
+// twice that, 10-500 MB of parameters, 1 MB to `max_activation_bytes` of activations, no
+// in-node all-reduce), and the memory that holds them all with `optimizer_state_multiplier`
+// and 8 micro-batches of activations: the base the long random instances of the search
+// tests scale per node type.
+struct RandomLayers {
+  std::vector<LayerProfile> layers;
+  double whole_bytes = 0;
+};
+inline RandomLayers MakeRandomLlmLayers(std::mt19937& rng, int num_layers,
+                                        double optimizer_state_multiplier,
+                                        double max_activation_bytes) {
+  auto uniform = [&](double lo, double hi) {
+    return std::uniform_real_distribution<double>(lo, hi)(rng);
+  };
+  RandomLayers out;
+  out.layers.resize(num_layers);
+  double total_params = 0, total_acts = 0;
+  for (LayerProfile& l : out.layers) {
+    l.forward_ms = uniform(0.5, 20);
+    l.backward_ms = 2 * l.forward_ms * uniform(0.8, 1.2);
+    l.param_bytes = uniform(1e7, 5e8);
+    l.activation_bytes = uniform(1e6, max_activation_bytes);
+    l.allreduce_in_node_ms[1] = 0;
+    total_params += l.param_bytes;
+    total_acts += l.activation_bytes;
+  }
+  out.whole_bytes = optimizer_state_multiplier * total_params + total_acts * 8;
+  return out;
+}
+
 // A random small instance: 2-3 node types of 1-2 GPUs, 3-`max_layers` layers, memory that
 // binds sometimes, all-reduce data for 2 GPUs on some types only.
 struct RandomInstance {

@@ -68,25 +68,14 @@ Instance MakeInstance(uint32_t seed, const Shape& shape) {
       testing::MakeRandomLlmLayers(rng, L, p.optimizer_state_multiplier, 8e7);
   const std::vector<LayerProfile>& base = drawn.layers;
   const double whole = drawn.whole_bytes;
-  NodeMix available;
-  for (int t = 0; t < T; ++t) {
-    const std::string name = "type" + std::to_string(t);
-    const int gpus = pick(1, 8);
-    auto profile = std::make_shared<ModelProfile>();
-    profile->key = {"m", name, 1};
-    profile->layers = base;
-    const double speed = uniform(0.3, 3);
-    for (LayerProfile& l : profile->layers) {
-      l.forward_ms /= speed;
-      l.backward_ms /= speed;
-    }
-    // Per GPU: from "the whole model fits on one GPU" to "a node holds a small share".
-    const double memory = pick(0, 2) == 0 ? whole : whole * uniform(0.03, 0.5);
-    p.node_types.push_back({name, name, gpus, memory, uniform(10e9, 300e9)});
-    p.profiles.push_back(std::move(profile));
-    p.derived_from.push_back("");
-    available.push_back(pick(1, shape.max_nodes_per_type));
-  }
+  const NodeMix available = testing::AddRandomLlmNodeTypes(
+      rng, T, base,
+      {.gpus = [&] { return pick(1, 8); },
+       .layer_speed = [](double speed) { return speed; },
+       // Per GPU: from "the whole model fits on one GPU" to "a node holds a small share".
+       .memory_bytes = [&] { return pick(0, 2) == 0 ? whole : whole * uniform(0.03, 0.5); },
+       .available = [&] { return pick(1, shape.max_nodes_per_type); }},
+      p);
   inst.mixes = EnumerateMixes(available, 1, shape.max_mix_nodes);
   return inst;
 }

@@ -2,6 +2,7 @@
 #ifndef OOBLECK_TESTS_CORE_TEST_PROBLEMS_H_
 #define OOBLECK_TESTS_CORE_TEST_PROBLEMS_H_
 
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -66,6 +67,47 @@ inline RandomLayers MakeRandomLlmLayers(std::mt19937& rng, int num_layers,
   }
   out.whole_bytes = optimizer_state_multiplier * total_params + total_acts * 8;
   return out;
+}
+
+// How each node type of the long LLM-like instances is drawn, on top of what every such type
+// shares (`base`'s layers run `speed` = uniform(0.3, 3) times faster, a network of 10-300
+// GB/s). The draws are made in this order, `layer_speed` once per layer, so that a builder's
+// seeds keep their instances.
+struct RandomLlmNodeTypeDraws {
+  std::function<int()> gpus;
+  std::function<double(double speed)> layer_speed;  // the type's speed on one layer
+  std::function<double()> memory_bytes;             // per GPU
+  std::function<int()> available;                   // nodes of the type
+};
+
+// Appends `types` node types "type0", "type1", ... to `p` (each with its profile of `base`)
+// and returns how many nodes of each are available.
+inline NodeMix AddRandomLlmNodeTypes(std::mt19937& rng, int types,
+                                     const std::vector<LayerProfile>& base,
+                                     const RandomLlmNodeTypeDraws& draws, PlanningProblem& p) {
+  auto uniform = [&](double lo, double hi) {
+    return std::uniform_real_distribution<double>(lo, hi)(rng);
+  };
+  NodeMix available;
+  for (int t = 0; t < types; ++t) {
+    const std::string name = "type" + std::to_string(t);
+    const int gpus = draws.gpus();
+    auto profile = std::make_shared<ModelProfile>();
+    profile->key = {"m", name, 1};
+    profile->layers = base;
+    const double speed = uniform(0.3, 3);
+    for (LayerProfile& l : profile->layers) {
+      const double layer_speed = draws.layer_speed(speed);
+      l.forward_ms /= layer_speed;
+      l.backward_ms /= layer_speed;
+    }
+    const double memory = draws.memory_bytes();
+    p.node_types.push_back({name, name, gpus, memory, uniform(10e9, 300e9)});
+    p.profiles.push_back(std::move(profile));
+    p.derived_from.push_back("");
+    available.push_back(draws.available());
+  }
+  return available;
 }
 
 // A random small instance: 2-3 node types of 1-2 GPUs, 3-`max_layers` layers, memory that

@@ -52,25 +52,14 @@ LongInstance MakeLongInstance(uint32_t seed) {
       testing::MakeRandomLlmLayers(rng, L, p.optimizer_state_multiplier, 5e7);
   const std::vector<LayerProfile>& base = drawn.layers;
   const double whole = drawn.whole_bytes;
-  NodeMix available;
-  for (int t = 0; t < T; ++t) {
-    const std::string name = "type" + std::to_string(t);
-    const int gpus = 1 << pick(0, 2);
-    auto profile = std::make_shared<ModelProfile>();
-    profile->key = {"m", name, 1};
-    profile->layers = base;
-    const double speed = uniform(0.3, 3);
-    for (LayerProfile& l : profile->layers) {
-      const double layer_speed = speed * uniform(0.7, 1.4);  // types differ layer by layer
-      l.forward_ms /= layer_speed;
-      l.backward_ms /= layer_speed;
-    }
-    const double memory = pick(0, 1) == 0 ? whole : whole * uniform(0.1, 0.6);
-    p.node_types.push_back({name, name, gpus, memory, uniform(10e9, 300e9)});
-    p.profiles.push_back(std::move(profile));
-    p.derived_from.push_back("");
-    available.push_back(pick(1, 2));
-  }
+  const NodeMix available = testing::AddRandomLlmNodeTypes(
+      rng, T, base,
+      {.gpus = [&] { return 1 << pick(0, 2); },
+       // Types differ layer by layer.
+       .layer_speed = [&](double speed) { return speed * uniform(0.7, 1.4); },
+       .memory_bytes = [&] { return pick(0, 1) == 0 ? whole : whole * uniform(0.1, 0.6); },
+       .available = [&] { return pick(1, 2); }},
+      p);
   inst.mixes = EnumerateMixes(available, 1, pick(2, 4));
   return inst;
 }

@@ -94,6 +94,30 @@ TEST(FidelityDataTest, ReadsEveryInput) {
   EXPECT_DOUBLE_EQ(d.intra_node.at("GH-96").at(4).peak_bytes_per_s, 250558342885.70334);
 }
 
+TEST(FidelityDataTest, ProfiledLastLayerIncludesTheLoss) {
+  // The model adds no time for the loss because Sailor's profiler timed it with the last
+  // layer (docs/COST_MODEL.md, "Predicting real runs", *The loss is in the profile*). The
+  // sizes it recorded with the same hooks show it: the last layer's output is whole token
+  // rows (OPT-350: its tp's share of the padded vocabulary's logits; GPT-Neo: the final
+  // LayerNorm's 2560-wide output) plus one fp32 scalar, the loss's own output. A profile made
+  // without the loss would have no such scalar, and this model would then miss its time.
+  constexpr double kSequence = 2048;
+  constexpr double kFloat = 4;
+  for (const auto& [model, by_tp] : Data().layer_sizes) {
+    for (const auto& [tp, sizes] : by_tp) {
+      SCOPED_TRACE(model + " tp " + std::to_string(tp));
+      ASSERT_FALSE(sizes.empty());
+      const double rows = (sizes.back().act_output_bytes - kFloat) / (kSequence * kFloat);
+      EXPECT_EQ(rows, std::floor(rows));
+      if (model == "OPT-350") {
+        EXPECT_GE(rows * tp, 50272);  // its vocabulary, split over tp
+      } else if (model == "GPT-Neo-2.7") {
+        EXPECT_EQ(rows, 2560);  // no output projection: the LayerNorm's output
+      }
+    }
+  }
+}
+
 TEST(FidelityDataTest, ReadsAPlan) {
   auto plan = LoadSailorPlan(kRuns / "plan_config_N8_D4.json");
   ASSERT_TRUE(plan.ok()) << plan.status();

@@ -205,6 +205,28 @@ TEST(FidelityTest, MixedReplicaTypesAndPerStageTp) {
   EXPECT_NE(per_stage_tp->pipeline_s, base->pipeline_s);
 }
 
+TEST(FidelityTest, ASlowerReplicaRunsAnEvenShareOfTheMicroBatches) {
+  // Sailor's engine gives every rank the same gradient_accumulation_steps = gbs / (mbs × dp)
+  // and its sampler the same mbs samples per micro-batch and data-parallel rank, whatever the
+  // replica's GPU type (docs/COST_MODEL.md, "How Sailor's engine shares a stage's
+  // micro-batches"). So a slower replica of a data-parallel stage runs as many micro-batches
+  // as the others and alone sets the pipeline's time: not fewer, as a split by speed would.
+  json doc = RunDoc("N4_D4");  // 1 stage, dp 4, GH-96 at tp 4, mbs 4, gbs 128
+  doc["pipeline_list"][0]["tmp_per_stage"][0][2] =
+      json::parse(R"([[["A100-40", 4, "us-central1-a"]], 4])");
+  auto e = EvaluateDoc(doc);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->microbatches, 8);  // 128 / (4 × 4), on every replica
+  double step_s = 0;              // one micro-batch of the A100-40 replica: its 26 layers
+  for (const LayerTimes& t : Data().profiles.at("OPT-350").at("A100-40").at(4).at(4)) {
+    step_s += t.forward_s + t.backward_s;
+  }
+  EXPECT_EQ(e->slowest_pipeline, 2);
+  EXPECT_NEAR(e->pipeline_s, 8 * step_s, 1e-9 * step_s);
+  EXPECT_EQ(e->bubble_s, 0);  // one stage: nothing fills or drains around it
+  EXPECT_EQ(e->p2p_s, 0);
+}
+
 TEST(FidelityTest, RtxClusterRtx2080IsAnElevenGibCard) {
   // Sailor's description of the mixed cluster (basic_cluster_config.json) gives its RTX-2080
   // 11 GiB (a 2080 Ti), and the reserve is that fraction of it (docs/COST_MODEL.md).

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <iterator>
 #include <limits>
+#include <mutex>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -19,11 +22,21 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // Per call of ForMix: the DP's values, one monotone deque per option, and the options' prices.
 struct WholeLayerBound::Scratch {
+  // One option's state in the DP: its tables and compute looked up once, its price, and its
+  // deque of candidate stage starts (keys increasing) in `ends` and `keys` [begin, begin + L].
+  struct Lane {
+    const double* prefix;
+    const double* transfer;
+    StageCosts::Compute compute;
+    double price, price_slope;
+    size_t head, tail, first;  // the deque's front and end, the window's start
+  };
   std::vector<double> least;               // [l]: least priced sum of a partition of [0, l)
   std::vector<double> slope;               // [l]: the price's derivative summed over that partition
-  std::vector<std::vector<int>> ends;      // per option: candidate stage starts, keys increasing
   std::vector<double> price, price_slope;  // per option: lambda_t g and its derivative
-  std::vector<size_t> head, first;         // per option: the deque's front, the window's start
+  std::vector<Lane> lanes;                 // per option
+  std::vector<int> ends;                   // per option, L + 1 slots: the deque's starts
+  std::vector<double> keys;                // the same slots: least[i] - prefix[i] + transfer[i]
 };
 
 WholeLayerBound::WholeLayerBound(const StageCosts& costs, int microbatches)
@@ -99,46 +112,88 @@ WholeLayerBound::Partition WholeLayerBound::BestPartition(const std::vector<Opti
   least.assign(L + 1, kInf);
   slope.assign(L + 1, 0);
   least[0] = 0;
-  scratch.ends.resize(options.size());
-  scratch.head.assign(options.size(), 0);
-  scratch.first.assign(options.size(), 0);
-  for (std::vector<int>& e : scratch.ends) e.clear();
+  const size_t n = options.size(), slots = static_cast<size_t>(L) + 1;
+  scratch.lanes.resize(n);
+  scratch.ends.resize(n * slots);
+  scratch.keys.resize(n * slots);
+  for (size_t o = 0; o < n; ++o) {
+    const Option& option = options[o];
+    scratch.lanes[o] = {option.sizes->prefix.data(),
+                        option.sizes->transfer.data(),
+                        costs_.ComputeOf(option.type, option.gpus),
+                        scratch.price[o],
+                        scratch.price_slope[o],
+                        o * slots,
+                        o * slots,
+                        0};
+  }
+  int* const ends = scratch.ends.data();
+  double* const keys = scratch.keys.data();
   for (int j = 1; j <= L; ++j) {
     double best = kInf, best_slope = 0;
-    for (size_t o = 0; o < options.size(); ++o) {
-      const Option& option = options[o];
-      const std::vector<double>& p = option.sizes->prefix;
-      const std::vector<double>& x = option.sizes->transfer;
-      std::vector<int>& ends = scratch.ends[o];
-      size_t& head = scratch.head[o];
+    const double previous = least[j - 1];
+    const bool reached = std::isfinite(previous);
+    for (Scratch::Lane& lane : scratch.lanes) {
+      const double* p = lane.prefix;
+      const double* x = lane.transfer;
       // Stage [i, j) costs at least p[j] - p[i] + x[i] + x[j]: the best start minimises
-      // least[i] - p[i] + x[i] over the
-      // starts whose stage fits under the cap, a window that only moves right (compute is
-      // >= 0 per layer), hence a monotone deque.
-      if (std::isfinite(least[j - 1])) {
-        const double key = least[j - 1] - p[j - 1] + x[j - 1];
-        while (ends.size() > head && least[ends.back()] - p[ends.back()] + x[ends.back()] >= key)
-          ends.pop_back();
-        ends.push_back(j - 1);
+      // least[i] - p[i] + x[i] (its key) over the starts whose stage fits under the cap, a
+      // window that only moves right (compute is >= 0 per layer), hence a monotone deque.
+      if (reached) {
+        const double key = previous - p[j - 1] + x[j - 1];
+        while (lane.tail > lane.head && keys[lane.tail - 1] >= key) --lane.tail;
+        ends[lane.tail] = j - 1;
+        keys[lane.tail] = key;
+        ++lane.tail;
       }
-      size_t& lo = scratch.first[o];
-      while (static_cast<int>(lo) < j &&
-             costs_.ComputeMs(option.type, option.gpus, static_cast<int>(lo), j) > cap) {
-        ++lo;
+      while (static_cast<int>(lane.first) < j &&
+             lane.compute.Ms(static_cast<int>(lane.first), j) > cap) {
+        ++lane.first;
       }
-      while (head < ends.size() && static_cast<size_t>(ends[head]) < lo) ++head;
-      if (head == ends.size()) continue;
-      const int i = ends[head];
-      const double value = least[i] + (p[j] - p[i]) + x[i] + x[j] + scratch.price[o];
+      while (lane.head < lane.tail && static_cast<size_t>(ends[lane.head]) < lane.first) {
+        ++lane.head;
+      }
+      if (lane.head == lane.tail) continue;
+      const int i = ends[lane.head];
+      const double value = least[i] + (p[j] - p[i]) + x[i] + x[j] + lane.price;
       if (value < best) {
         best = value;
-        best_slope = slope[i] + scratch.price_slope[o];
+        best_slope = slope[i] + lane.price_slope;
       }
     }
     least[j] = best;
     slope[j] = best_slope;
   }
   return {least[L], slope[L]};
+}
+
+WholeLayerBound::Partition WholeLayerBound::MemoisedPartition(const std::vector<Option>& options,
+                                                              double cap, Scratch& scratch) const {
+  // The DP reads the options (their types), the cap and the options' prices: the key holds
+  // their bits.
+  int types = 0;
+  for (const Option& o : options) types |= 1 << o.type;
+  std::string key(sizeof(int) + sizeof(double) * (1 + 2 * options.size()), '\0');
+  char* at = key.data();
+  const auto put = [&at](const auto& v) {
+    std::memcpy(at, &v, sizeof(v));
+    at += sizeof(v);
+  };
+  put(types);
+  put(cap);
+  for (size_t o = 0; o < options.size(); ++o) {
+    put(scratch.price[o]);
+    put(scratch.price_slope[o]);
+  }
+  {
+    const std::lock_guard<std::mutex> lock(memo_mutex_);
+    const auto it = memo_.find(key);
+    if (it != memo_.end()) return it->second;
+  }
+  const Partition best = BestPartition(options, cap, scratch);
+  const std::lock_guard<std::mutex> lock(memo_mutex_);
+  memo_.emplace(std::move(key), best);
+  return best;
 }
 
 WholeLayerBound::Priced WholeLayerBound::PriceBy(const std::vector<Option>& options, double cap,
@@ -152,7 +207,7 @@ WholeLayerBound::Priced WholeLayerBound::PriceBy(const std::vector<Option>& opti
     scratch.price[o] = lambda[options[o].type] * options[o].gpus;
     scratch.price_slope[o] = derivative[options[o].type] * options[o].gpus;
   }
-  const Partition best = BestPartition(options, cap, scratch);
+  const Partition best = MemoisedPartition(options, cap, scratch);
   Priced priced{best.priced_ms, best.price_slope};
   for (size_t t = 0; t < type_gpus.size(); ++t) {
     if (type_gpus[t] == 0) continue;
@@ -391,6 +446,7 @@ WholeLayerPrefixBound::WholeLayerPrefixBound(const StageCosts& costs,
   const int L = model.num_layers(), T = model.num_types();
   layers_ = L;
   types_ = T;
+  for (int t = 0; t < T; ++t) gpus_per_node_.push_back(model.node_type(t).gpus_per_node);
   const std::vector<Table> tables = PlanTables(mixes, least_max, most_max);
   constexpr size_t P = std::size(kWholeLayerPrefixPrices);
   if (tables.size() * P * (L + 1) * sizeof(float) > kWholeLayerMaxTableBytes) {
@@ -423,32 +479,6 @@ double WholeLayerPrefixBound::Cap(int j) const {
   const int x = j - cap_first_;
   return x >= 0 && x < static_cast<int>(caps_.size()) ? caps_[x]
                                                       : std::pow(kWholeLayerPrefixCapStep, j);
-}
-
-double WholeLayerPrefixBound::Q(int a, const NodeMix& free, int j) const {
-  int subset = 0;
-  for (int t = 0; t < types_; ++t) {
-    if (free[t] > 0) subset |= 1 << t;
-  }
-  if (subset == 0) return -kInf;
-  const std::vector<int>& of = table_of_[subset];
-  const int x = j - first_of_[subset];
-  if (x < 0 || x >= static_cast<int>(of.size()) || of[x] < 0) return -kInf;
-  const size_t table = static_cast<size_t>(of[x]);
-  constexpr size_t P = std::size(kWholeLayerPrefixPrices);
-  const CostModel& model = costs_.model();
-  double best = -kInf;
-  for (size_t p = 0; p < P; ++p) {
-    const double d = values_[(static_cast<size_t>(a) * tables_ + table) * P + p];
-    if (d == kInf) return kInf;  // no partition of [0, a) fits under the cap
-    const double* lambda = &lambda_[(table * P + p) * types_];
-    double v = d;
-    for (int t = 0; t < types_; ++t) {
-      if (free[t] > 0) v -= lambda[t] * free[t] * model.node_type(t).gpus_per_node;
-    }
-    best = std::max(best, v);
-  }
-  return best;
 }
 
 }  // namespace oobleck::template_search

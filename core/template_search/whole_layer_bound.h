@@ -61,13 +61,15 @@ class WholeLayerBound {
                                const std::vector<double>& least_max_ms, Interrupt& interrupt) const;
 
   // The prefix side, for WholeLayerPrefixBound: over the stage sizes of the types in the bit
-  // mask `types`, at the work price `pi_factor` times their cheapest whole-model compute, the
-  // GPU prices `lambda` (per type, 0 for the others; ForMix's line of prices) and the least
-  // priced cost sum `sums[a]` of a partition of every prefix [0, a) into stages of compute
-  // <= `cap` (+inf where none fits). For a free multiset F of those types,
-  // sums[a] - sum_t lambda_t GPUs_t(F) bounds the cost sum of [0, a) on exactly F's GPUs.
-  void PricedPrefixSums(int types, double cap, double pi_factor, std::vector<double>& lambda,
-                        std::vector<double>& sums) const;
+  // mask `types`, at each work price `pi_factors[p]` times their cheapest whole-model compute
+  // (one pass for all: they share the stage windows), the GPU prices `lambda[p]` (per type, 0
+  // for the others; ForMix's line of prices) and the least priced cost sum `sums[p][a]` of a
+  // partition of every prefix [0, a) into stages of compute <= `cap` (+inf where none fits).
+  // For a free multiset F of those types, sums[p][a] - sum_t lambda[p]_t GPUs_t(F) bounds the
+  // cost sum of [0, a) on exactly F's GPUs.
+  void PricedPrefixSums(int types, double cap, const std::vector<double>& pi_factors,
+                        std::vector<std::vector<double>>& lambda,
+                        std::vector<std::vector<double>>& sums) const;
 
  private:
   // Per stage size of a type: ComputeMs(t, g, 0, l), and the least transfer a stage of that
@@ -96,8 +98,10 @@ class WholeLayerBound {
   static void PricesAt(const std::vector<Option>& options, double cap, double pi,
                        const std::vector<double>& type_gpus, std::vector<double>& lambda,
                        std::vector<double>& derivative);
-  // With the options' prices in `scratch`; scratch.least holds every prefix's value.
-  Partition BestPartition(const std::vector<Option>& options, double cap, Scratch& scratch) const;
+  // With `sets` sets of the options' prices in `scratch`; scratch.least holds every prefix's
+  // value per set; the result is the first set's.
+  Partition BestPartition(const std::vector<Option>& options, double cap, int sets,
+                          Scratch& scratch) const;
   // BestPartition's result, computed once per options, cap and prices for all of this
   // object's mixes (mixes of the same types share caps and prices: about a quarter of the
   // 1000-layer bench's root DPs repeat); scratch.least is then not set.

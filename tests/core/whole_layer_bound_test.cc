@@ -150,13 +150,17 @@ TEST(WholeLayerBoundTest, EqualsThePreviousImplementationOnLongInstances) {
     const double hi = 2 * *std::max_element(least_max.begin(), least_max.end());
     for (int types = 1; types < (1 << T); ++types) {
       for (double cap = lo; cap <= hi; cap *= 1.13) {
-        for (const double pi : template_search::kWholeLayerPrefixPrices) {
-          std::vector<double> lambda, sums, old_lambda, old_sums;
-          bound.PricedPrefixSums(types, cap, pi, lambda, sums);
-          reference.PricedPrefixSums(types, cap, pi, old_lambda, old_sums);
-          ASSERT_EQ(lambda, old_lambda) << at << " types " << types << " cap " << cap;
-          ASSERT_EQ(sums, old_sums) << at << " types " << types << " cap " << cap;
-          prefix_values += static_cast<int>(sums.size());
+        const std::vector<double> prices = {0.7, 3, 4.5, 6};
+        std::vector<std::vector<double>> lambda, sums;
+        bound.PricedPrefixSums(types, cap, prices, lambda, sums);
+        ASSERT_EQ(lambda.size(), prices.size());
+        ASSERT_EQ(sums.size(), prices.size());
+        for (size_t p = 0; p < prices.size(); ++p) {
+          std::vector<double> old_lambda, old_sums;
+          reference.PricedPrefixSums(types, cap, prices[p], old_lambda, old_sums);
+          ASSERT_EQ(lambda[p], old_lambda) << at << " types " << types << " cap " << cap;
+          ASSERT_EQ(sums[p], old_sums) << at << " types " << types << " cap " << cap;
+          prefix_values += static_cast<int>(old_sums.size());
         }
       }
     }

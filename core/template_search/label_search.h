@@ -322,10 +322,10 @@ class LabelSearch {
     c.x.resize(n);
     c.q.resize(n);
     c.suffix.resize(n);
-    whole_layer_->Qs(a, free, c.first, n, c.q.data());
     for (int i = 0; i < n; ++i) {
       c.x[i] = whole_layer_->Cap(c.first + i);
-      if (c.q[i] == -std::numeric_limits<double>::infinity()) c.q[i] = b.prefix.Sum(c.x[i]);
+      const double q = whole_layer_->Q(a, free, c.first + i);
+      c.q[i] = q == -std::numeric_limits<double>::infinity() ? b.prefix.Sum(c.x[i]) : q;
     }
     c.suffix[n - 1] = b.prefix.SumPlus(c.k, c.x[n - 1]);
     for (int i = n - 2; i >= 0; --i) {

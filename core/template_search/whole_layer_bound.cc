@@ -1,7 +1,6 @@
 #include "core/template_search/whole_layer_bound.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstring>
 #include <iterator>
@@ -502,52 +501,6 @@ double WholeLayerPrefixBound::Cap(int j) const {
   const int x = j - cap_first_;
   return x >= 0 && x < static_cast<int>(caps_.size()) ? caps_[x]
                                                       : std::pow(kWholeLayerPrefixCapStep, j);
-}
-
-double WholeLayerPrefixBound::Q(int a, const NodeMix& free, int j) const {
-  double q;
-  Qs(a, free, j, 1, &q);
-  return q;
-}
-
-void WholeLayerPrefixBound::Qs(int a, const NodeMix& free, int first, int n, double* out) const {
-  std::fill(out, out + n, -kInf);
-  // The free types (a subset is an int's bits, so at most 31), their node counts and GPUs
-  // per node, multiplied in that order as ever.
-  std::array<int, 31> present;
-  std::array<double, 31> count, gpus;
-  int subset = 0, m = 0;
-  for (int t = 0; t < types_; ++t) {
-    if (free[t] <= 0) continue;
-    subset |= 1 << t;
-    present[m] = t;
-    count[m] = free[t];
-    gpus[m] = gpus_per_node_[t];
-    ++m;
-  }
-  if (subset == 0) return;
-  const std::vector<int>& of = table_of_[subset];
-  const int base = first - first_of_[subset];
-  const int lo = std::max(0, -base), hi = std::min(n, static_cast<int>(of.size()) - base);
-  constexpr size_t P = std::size(kWholeLayerPrefixPrices);
-  const float* row = &values_[static_cast<size_t>(a) * tables_ * P];
-  for (int i = lo; i < hi; ++i) {
-    if (of[base + i] < 0) continue;
-    const size_t table = static_cast<size_t>(of[base + i]);
-    double best = -kInf;
-    for (size_t p = 0; p < P; ++p) {
-      const double d = row[table * P + p];
-      if (d == kInf) {  // no partition of [0, a) fits under the cap
-        best = kInf;
-        break;
-      }
-      const double* lambda = &lambda_[(table * P + p) * types_];
-      double v = d;
-      for (int k = 0; k < m; ++k) v -= lambda[present[k]] * count[k] * gpus[k];
-      best = std::max(best, v);
-    }
-    out[i] = best;
-  }
 }
 
 }  // namespace oobleck::template_search

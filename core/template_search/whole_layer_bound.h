@@ -7,9 +7,11 @@
 #ifndef OOBLECK_CORE_TEMPLATE_SEARCH_WHOLE_LAYER_BOUND_H_
 #define OOBLECK_CORE_TEMPLATE_SEARCH_WHOLE_LAYER_BOUND_H_
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <mutex>
 #include <string>
@@ -193,12 +195,36 @@ class WholeLayerPrefixBound {
   // x_j, the same double wherever it is asked for.
   double Cap(int j) const;
   // A lower bound on the cost sum of the layers [0, a) on exactly the GPUs of `free` with
-  // stage computes <= Cap(j); -inf where no table was built.
-  double Q(int a, const NodeMix& free, int j) const;
-  // Q(a, free, first + i) into out[i] for i < n: the values of Q, with the subset of types
-  // and its GPUs looked up once (a pass asks for every cap of every curve: 89 M values on
-  // the 1000-layer bench).
-  void Qs(int a, const NodeMix& free, int first, int n, double* out) const;
+  // stage computes <= Cap(j); -inf where no table was built. Inline: a pass asks it for
+  // every cap of every curve (89 M times on the 1000-layer bench).
+  double Q(int a, const NodeMix& free, int j) const {
+    int subset = 0;
+    for (int t = 0; t < types_; ++t) {
+      if (free[t] > 0) subset |= 1 << t;
+    }
+    if (subset == 0) return -std::numeric_limits<double>::infinity();
+    const std::vector<int>& of = table_of_[subset];
+    const int x = j - first_of_[subset];
+    if (x < 0 || x >= static_cast<int>(of.size()) || of[x] < 0) {
+      return -std::numeric_limits<double>::infinity();
+    }
+    const size_t table = static_cast<size_t>(of[x]);
+    constexpr size_t P = std::size(kWholeLayerPrefixPrices);
+    const float* values = &values_[(static_cast<size_t>(a) * tables_ + table) * P];
+    double best = -std::numeric_limits<double>::infinity();
+    for (size_t p = 0; p < P; ++p) {
+      const double d = values[p];
+      // No partition of [0, a) fits under the cap.
+      if (d == std::numeric_limits<double>::infinity()) return d;
+      const double* lambda = &lambda_[(table * P + p) * types_];
+      double v = d;
+      for (int t = 0; t < types_; ++t) {
+        if (free[t] > 0) v -= lambda[t] * free[t] * gpus_per_node_[t];
+      }
+      best = std::max(best, v);
+    }
+    return best;
+  }
   int64_t tables() const { return static_cast<int64_t>(tables_); }
   // False if the tables would have taken more than kWholeLayerMaxTableBytes: then none were
   // built (Q is -inf everywhere) and the search does without them.

@@ -58,7 +58,8 @@ class WholeLayerBound {
   double ForMix(const NodeMix& mix, double least_max_ms, Interrupt& interrupt) const;
 
   // ForMix of every mix, in parallel (each mix on one thread: the same values at any thread
-  // count). The bounds of mixes not reached when `interrupt` stops are 0.
+  // count; a DP two mixes share is computed once, MemoisedPartition). The bounds of mixes not
+  // reached when `interrupt` stops are 0.
   std::vector<double> ForMixes(const std::vector<NodeMix>& mixes,
                                const std::vector<double>& least_max_ms, Interrupt& interrupt) const;
 

@@ -115,10 +115,10 @@ TEST(WholeLayerBoundTest, NeverAboveTheOptimumAndCloseToItOnLongInstances) {
 // The whole-layer bound's figures are the previous implementation's (main 64f75e5, kept in
 // tests/reference_search/whole_layer_reference.h) bit for bit, on long random instances: the
 // root bound of every mix (ForMixes shares its DPs across mixes), the priced prefix sums of
-// every subset of types at caps across each mix's window, and the prefix tables' Q at every
-// prefix, free multiset and grid cap. Equal figures make the search visit the same states.
-// (It fails with the DP's deque popping on > instead of >=, or the memo's key without the
-// prices' slopes: see the branch wl-setup's report.)
+// every subset of types at caps across each mix's window (at four work prices in one pass),
+// and the prefix tables' Q at every prefix, free multiset and grid cap. Equal figures make
+// the search visit the same states. (It fails with the stage's out-transfer left out of the
+// DP, or with Q reading every type's GPUs per node from type 0.)
 TEST(WholeLayerBoundTest, EqualsThePreviousImplementationOnLongInstances) {
   int mixes = 0, finite = 0, prefix_values = 0, q_values = 0;
   for (uint32_t seed = 101; seed <= 106; ++seed) {

@@ -121,7 +121,7 @@ TEST(WholeLayerBoundTest, NeverAboveTheOptimumAndCloseToItOnLongInstances) {
 // DP, or with Q reading every type's GPUs per node from type 0.)
 TEST(WholeLayerBoundTest, EqualsThePreviousImplementationOnLongInstances) {
   int mixes = 0, finite = 0, prefix_values = 0, q_values = 0;
-  for (uint32_t seed = 101; seed <= 106; ++seed) {
+  for (uint32_t seed = 101; seed <= 104; ++seed) {
     const LongInstance inst = MakeLongInstance(seed, 300, 700);
     auto model = CostModel::Create(inst.problem);
     ASSERT_TRUE(model.ok()) << "seed " << seed << ": " << model.status();
@@ -189,7 +189,7 @@ TEST(WholeLayerBoundTest, EqualsThePreviousImplementationOnLongInstances) {
     for (int d = 0; d < space.num_useful(); ++d) {
       NodeMix free(T);
       for (int t = 0; t < T; ++t) free[t] = space.count(space.Code(d), t);
-      for (int a = 0; a <= model->num_layers(); a += 7) {
+      for (int a = 0; a <= model->num_layers(); a += 13) {
         for (int j = j_lo; j <= j_hi; ++j) {
           ASSERT_EQ(tables.Cap(j), old_tables.Cap(j)) << at << " j " << j;
           ASSERT_EQ(tables.Q(a, free, j), old_tables.Q(a, free, j))
@@ -199,7 +199,7 @@ TEST(WholeLayerBoundTest, EqualsThePreviousImplementationOnLongInstances) {
       }
     }
   }
-  EXPECT_GE(mixes, 30);
+  EXPECT_GE(mixes, 20);
   EXPECT_GE(finite, mixes / 2);
   EXPECT_GE(prefix_values, 100000);
   EXPECT_GE(q_values, 100000);

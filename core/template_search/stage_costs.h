@@ -43,10 +43,28 @@ class StageCosts {
 
   const CostModel& model() const { return model_; }
 
+  // ComputeMs of one stage size with its prefix sums looked up once, for loops over many
+  // layer ranges of that size (the same arithmetic, so the same figures).
+  class Compute {
+   public:
+    double Ms(int begin, int end) const {
+      return (forward_[end] - forward_[begin]) + (backward_[end] - backward_[begin]);
+    }
+
+   private:
+    friend class StageCosts;
+    const double* forward_ = nullptr;
+    const double* backward_ = nullptr;
+  };
+  Compute ComputeOf(int t, int g) const {
+    Compute c;
+    c.forward_ = prefix_[t][g].forward.data();
+    c.backward_ = prefix_[t][g].backward.data();
+    return c;
+  }
   // CostModel::ComputeMs(t, g, begin, end).
   double ComputeMs(int t, int g, int begin, int end) const {
-    const Prefix& p = prefix_[t][g];
-    return (p.forward[end] - p.forward[begin]) + (p.backward[end] - p.backward[begin]);
+    return ComputeOf(t, g).Ms(begin, end);
   }
   // CostModel::StageCostMs(t, g, begin, end, in, out).
   double StageCostMs(int t, int g, int begin, int end, Link in, Link out) const {

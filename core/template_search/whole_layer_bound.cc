@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <iterator>
 #include <limits>
+#include <mutex>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -17,13 +20,30 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 }  // namespace
 
-// Per call of ForMix: the DP's values, one monotone deque per option, and the options' prices.
+// Per call of ForMix: the DP's values and its options' prices for each of `sets` sets of
+// prices (one for the root bound, kWholeLayerPrefixPrices for a table: the sets share the
+// windows), and one monotone deque per (set, option).
 struct WholeLayerBound::Scratch {
-  std::vector<double> least;               // [l]: least priced sum of a partition of [0, l)
-  std::vector<double> slope;               // [l]: the price's derivative summed over that partition
-  std::vector<std::vector<int>> ends;      // per option: candidate stage starts, keys increasing
-  std::vector<double> price, price_slope;  // per option: lambda_t g and its derivative
-  std::vector<size_t> head, first;         // per option: the deque's front, the window's start
+  // One option's tables and compute, looked up once, and its window's start.
+  struct Lane {
+    const double* prefix;
+    const double* transfer;
+    StageCosts::Compute compute;
+    size_t first;
+  };
+  // One (set, option)'s price and deque of candidate stage starts, keys increasing, in
+  // `ends` and `keys` [head, tail) within its L + 1 slots.
+  struct Queue {
+    double price, price_slope;
+    size_t head, tail;
+  };
+  std::vector<double> least;               // [set][l]: least priced sum of a partition of [0, l)
+  std::vector<double> slope;               // [set][l]: the price's derivative summed over it
+  std::vector<double> price, price_slope;  // [set][option]: lambda_t g and its derivative
+  std::vector<Lane> lanes;                 // [option]
+  std::vector<Queue> queues;               // [set][option]
+  std::vector<int> ends;                   // [set][option][slot]: the deque's starts
+  std::vector<double> keys;                // the same: least[i] - prefix[i] + transfer[i]
 };
 
 WholeLayerBound::WholeLayerBound(const StageCosts& costs, int microbatches)
@@ -66,79 +86,135 @@ std::vector<WholeLayerBound::Option> WholeLayerBound::OptionsFor(int types) cons
   return options;
 }
 
-void WholeLayerBound::PricedPrefixSums(int types, double cap, double pi_factor,
-                                       std::vector<double>& lambda,
-                                       std::vector<double>& sums) const {
+void WholeLayerBound::PricedPrefixSums(int types, double cap, const std::vector<double>& pi_factors,
+                                       std::vector<std::vector<double>>& lambda,
+                                       std::vector<std::vector<double>>& sums) const {
   const std::vector<Option> options = OptionsFor(types);
   const int T = costs_.model().num_types();
+  const size_t n = options.size(), sets = pi_factors.size();
   std::vector<double> present(T, 0), derivative(T, 0);
   double cheapest = kInf;
   for (const Option& o : options) {
     present[o.type] = 1;
     cheapest = std::min(cheapest, o.whole_ms);
   }
-  lambda.assign(T, 0);
+  lambda.assign(sets, std::vector<double>(T, 0));
   Scratch scratch;
-  scratch.price.assign(options.size(), 0);
-  scratch.price_slope.assign(options.size(), 0);
+  scratch.price.assign(sets * n, 0);
+  scratch.price_slope.assign(sets * n, 0);
   if (!options.empty() && cheapest > 0 && std::isfinite(cheapest)) {
-    PricesAt(options, cap, pi_factor * cheapest, present, lambda, derivative);
-    for (size_t o = 0; o < options.size(); ++o) {
-      scratch.price[o] = lambda[options[o].type] * options[o].gpus;
+    for (size_t p = 0; p < sets; ++p) {
+      PricesAt(options, cap, pi_factors[p] * cheapest, present, lambda[p], derivative);
+      for (size_t o = 0; o < n; ++o) {
+        scratch.price[p * n + o] = lambda[p][options[o].type] * options[o].gpus;
+      }
     }
   }
-  BestPartition(options, cap, scratch);
-  sums = std::move(scratch.least);
+  BestPartition(options, cap, static_cast<int>(sets), scratch);
+  sums.resize(sets);
+  const auto slots = static_cast<std::ptrdiff_t>(layers_) + 1;
+  for (size_t p = 0; p < sets; ++p) {
+    const auto begin = scratch.least.begin() + static_cast<std::ptrdiff_t>(p) * slots;
+    sums[p].assign(begin, begin + slots);
+  }
 }
 
 WholeLayerBound::Partition WholeLayerBound::BestPartition(const std::vector<Option>& options,
-                                                          double cap, Scratch& scratch) const {
+                                                          double cap, int sets,
+                                                          Scratch& scratch) const {
   const int L = layers_;
-  std::vector<double>& least = scratch.least;
-  std::vector<double>& slope = scratch.slope;
-  least.assign(L + 1, kInf);
-  slope.assign(L + 1, 0);
-  least[0] = 0;
-  scratch.ends.resize(options.size());
-  scratch.head.assign(options.size(), 0);
-  scratch.first.assign(options.size(), 0);
-  for (std::vector<int>& e : scratch.ends) e.clear();
+  const size_t n = options.size(), slots = static_cast<size_t>(L) + 1;
+  scratch.least.assign(sets * slots, kInf);
+  scratch.slope.assign(sets * slots, 0);
+  scratch.lanes.resize(n);
+  scratch.queues.resize(sets * n);
+  scratch.ends.resize(sets * n * slots);
+  scratch.keys.resize(sets * n * slots);
+  for (size_t o = 0; o < n; ++o) {
+    const Option& option = options[o];
+    scratch.lanes[o] = {option.sizes->prefix.data(), option.sizes->transfer.data(),
+                        costs_.ComputeOf(option.type, option.gpus), 0};
+  }
+  for (size_t q = 0; q < sets * n; ++q) {
+    scratch.queues[q] = {scratch.price[q], scratch.price_slope[q], q * slots, q * slots};
+  }
+  for (int s = 0; s < sets; ++s) scratch.least[s * slots] = 0;
+  int* const ends = scratch.ends.data();
+  double* const keys = scratch.keys.data();
   for (int j = 1; j <= L; ++j) {
-    double best = kInf, best_slope = 0;
-    for (size_t o = 0; o < options.size(); ++o) {
-      const Option& option = options[o];
-      const std::vector<double>& p = option.sizes->prefix;
-      const std::vector<double>& x = option.sizes->transfer;
-      std::vector<int>& ends = scratch.ends[o];
-      size_t& head = scratch.head[o];
-      // Stage [i, j) costs at least p[j] - p[i] + x[i] + x[j]: the best start minimises
-      // least[i] - p[i] + x[i] over the
-      // starts whose stage fits under the cap, a window that only moves right (compute is
-      // >= 0 per layer), hence a monotone deque.
-      if (std::isfinite(least[j - 1])) {
-        const double key = least[j - 1] - p[j - 1] + x[j - 1];
-        while (ends.size() > head && least[ends.back()] - p[ends.back()] + x[ends.back()] >= key)
-          ends.pop_back();
-        ends.push_back(j - 1);
-      }
-      size_t& lo = scratch.first[o];
-      while (static_cast<int>(lo) < j &&
-             costs_.ComputeMs(option.type, option.gpus, static_cast<int>(lo), j) > cap) {
-        ++lo;
-      }
-      while (head < ends.size() && static_cast<size_t>(ends[head]) < lo) ++head;
-      if (head == ends.size()) continue;
-      const int i = ends[head];
-      const double value = least[i] + (p[j] - p[i]) + x[i] + x[j] + scratch.price[o];
-      if (value < best) {
-        best = value;
-        best_slope = slope[i] + scratch.price_slope[o];
+    // Stage [i, j) costs at least p[j] - p[i] + x[i] + x[j]: the best start minimises
+    // least[i] - p[i] + x[i] (its key) over the starts whose stage fits under the cap, a
+    // window that only moves right (compute is >= 0 per layer), hence a monotone deque.
+    for (Scratch::Lane& lane : scratch.lanes) {
+      while (static_cast<int>(lane.first) < j &&
+             lane.compute.Ms(static_cast<int>(lane.first), j) > cap) {
+        ++lane.first;
       }
     }
-    least[j] = best;
-    slope[j] = best_slope;
+    for (int s = 0; s < sets; ++s) {
+      double* const least = &scratch.least[s * slots];
+      double* const slope = &scratch.slope[s * slots];
+      Scratch::Queue* const queues = &scratch.queues[s * n];
+      double best = kInf, best_slope = 0;
+      const double previous = least[j - 1];
+      const bool reached = std::isfinite(previous);
+      for (size_t o = 0; o < n; ++o) {
+        const Scratch::Lane& lane = scratch.lanes[o];
+        Scratch::Queue& queue = queues[o];
+        const double* p = lane.prefix;
+        const double* x = lane.transfer;
+        if (reached) {
+          const double key = previous - p[j - 1] + x[j - 1];
+          while (queue.tail > queue.head && keys[queue.tail - 1] >= key) --queue.tail;
+          ends[queue.tail] = j - 1;
+          keys[queue.tail] = key;
+          ++queue.tail;
+        }
+        while (queue.head < queue.tail && static_cast<size_t>(ends[queue.head]) < lane.first) {
+          ++queue.head;
+        }
+        if (queue.head == queue.tail) continue;
+        const int i = ends[queue.head];
+        const double value = least[i] + (p[j] - p[i]) + x[i] + x[j] + queue.price;
+        if (value < best) {
+          best = value;
+          best_slope = slope[i] + queue.price_slope;
+        }
+      }
+      least[j] = best;
+      slope[j] = best_slope;
+    }
   }
-  return {least[L], slope[L]};
+  return {scratch.least[L], scratch.slope[L]};
+}
+
+WholeLayerBound::Partition WholeLayerBound::MemoisedPartition(const std::vector<Option>& options,
+                                                              double cap, Scratch& scratch) const {
+  // The DP reads the options (their types), the cap and the options' prices: the key holds
+  // their bits.
+  int types = 0;
+  for (const Option& o : options) types |= 1 << o.type;
+  std::string key(sizeof(int) + sizeof(double) * (1 + 2 * options.size()), '\0');
+  char* at = key.data();
+  const auto put = [&at](const auto& v) {
+    std::memcpy(at, &v, sizeof(v));
+    at += sizeof(v);
+  };
+  put(types);
+  put(cap);
+  for (size_t o = 0; o < options.size(); ++o) {
+    put(scratch.price[o]);
+    put(scratch.price_slope[o]);
+  }
+  {
+    const std::lock_guard<std::mutex> lock(memo_mutex_);
+    const auto it = memo_.find(key);
+    if (it != memo_.end()) return it->second;
+  }
+  const Partition best = BestPartition(options, cap, 1, scratch);
+  const std::lock_guard<std::mutex> lock(memo_mutex_);
+  memo_.emplace(std::move(key), best);
+  return best;
 }
 
 WholeLayerBound::Priced WholeLayerBound::PriceBy(const std::vector<Option>& options, double cap,
@@ -152,7 +228,7 @@ WholeLayerBound::Priced WholeLayerBound::PriceBy(const std::vector<Option>& opti
     scratch.price[o] = lambda[options[o].type] * options[o].gpus;
     scratch.price_slope[o] = derivative[options[o].type] * options[o].gpus;
   }
-  const Partition best = BestPartition(options, cap, scratch);
+  const Partition best = MemoisedPartition(options, cap, scratch);
   Priced priced{best.priced_ms, best.price_slope};
   for (size_t t = 0; t < type_gpus.size(); ++t) {
     if (type_gpus[t] == 0) continue;
@@ -391,6 +467,7 @@ WholeLayerPrefixBound::WholeLayerPrefixBound(const StageCosts& costs,
   const int L = model.num_layers(), T = model.num_types();
   layers_ = L;
   types_ = T;
+  for (int t = 0; t < T; ++t) gpus_per_node_.push_back(model.node_type(t).gpus_per_node);
   const std::vector<Table> tables = PlanTables(mixes, least_max, most_max);
   constexpr size_t P = std::size(kWholeLayerPrefixPrices);
   if (tables.size() * P * (L + 1) * sizeof(float) > kWholeLayerMaxTableBytes) {
@@ -401,16 +478,17 @@ WholeLayerPrefixBound::WholeLayerPrefixBound(const StageCosts& costs,
   values_.assign(static_cast<size_t>(L + 1) * tables_ * P, -std::numeric_limits<float>::infinity());
   lambda_.assign(tables_ * P * T, 0);
   const WholeLayerBound bound(costs, 0);
+  const std::vector<double> prices(std::begin(kWholeLayerPrefixPrices),
+                                   std::end(kWholeLayerPrefixPrices));
   tbb::parallel_for(0, static_cast<int>(tables_), [&](int table) {
     if (interrupt.Every(table)) return;
-    std::vector<double> lambda, sums;
+    std::vector<std::vector<double>> lambda, sums;
+    bound.PricedPrefixSums(tables[table].subset, Cap(tables[table].j), prices, lambda, sums);
     for (size_t p = 0; p < P; ++p) {
-      bound.PricedPrefixSums(tables[table].subset, Cap(tables[table].j), kWholeLayerPrefixPrices[p],
-                             lambda, sums);
-      std::copy(lambda.begin(), lambda.end(), lambda_.begin() + (table * P + p) * T);
+      std::copy(lambda[p].begin(), lambda[p].end(), lambda_.begin() + (table * P + p) * T);
       for (int a = 0; a <= L; ++a) {
-        float v = static_cast<float>(sums[a]);  // rounded down: still a lower bound
-        if (static_cast<double>(v) > sums[a]) {
+        float v = static_cast<float>(sums[p][a]);  // rounded down: still a lower bound
+        if (static_cast<double>(v) > sums[p][a]) {
           v = std::nextafter(v, -std::numeric_limits<float>::infinity());
         }
         values_[(static_cast<size_t>(a) * tables_ + table) * P + p] = v;
@@ -423,32 +501,6 @@ double WholeLayerPrefixBound::Cap(int j) const {
   const int x = j - cap_first_;
   return x >= 0 && x < static_cast<int>(caps_.size()) ? caps_[x]
                                                       : std::pow(kWholeLayerPrefixCapStep, j);
-}
-
-double WholeLayerPrefixBound::Q(int a, const NodeMix& free, int j) const {
-  int subset = 0;
-  for (int t = 0; t < types_; ++t) {
-    if (free[t] > 0) subset |= 1 << t;
-  }
-  if (subset == 0) return -kInf;
-  const std::vector<int>& of = table_of_[subset];
-  const int x = j - first_of_[subset];
-  if (x < 0 || x >= static_cast<int>(of.size()) || of[x] < 0) return -kInf;
-  const size_t table = static_cast<size_t>(of[x]);
-  constexpr size_t P = std::size(kWholeLayerPrefixPrices);
-  const CostModel& model = costs_.model();
-  double best = -kInf;
-  for (size_t p = 0; p < P; ++p) {
-    const double d = values_[(static_cast<size_t>(a) * tables_ + table) * P + p];
-    if (d == kInf) return kInf;  // no partition of [0, a) fits under the cap
-    const double* lambda = &lambda_[(table * P + p) * types_];
-    double v = d;
-    for (int t = 0; t < types_; ++t) {
-      if (free[t] > 0) v -= lambda[t] * free[t] * model.node_type(t).gpus_per_node;
-    }
-    best = std::max(best, v);
-  }
-  return best;
 }
 
 }  // namespace oobleck::template_search

@@ -7,12 +7,17 @@
 #ifndef OOBLECK_CORE_TEMPLATE_SEARCH_WHOLE_LAYER_BOUND_H_
 #define OOBLECK_CORE_TEMPLATE_SEARCH_WHOLE_LAYER_BOUND_H_
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <limits>
+#include <mutex>
+#include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "core/cluster.h"
 #include "core/cost_model.h"
 #include "core/interrupt.h"
@@ -53,18 +58,21 @@ class WholeLayerBound {
   double ForMix(const NodeMix& mix, double least_max_ms, Interrupt& interrupt) const;
 
   // ForMix of every mix, in parallel (each mix on one thread: the same values at any thread
-  // count). The bounds of mixes not reached when `interrupt` stops are 0.
+  // count; a DP two mixes share is computed once, MemoisedPartition). The bounds of mixes not
+  // reached when `interrupt` stops are 0.
   std::vector<double> ForMixes(const std::vector<NodeMix>& mixes,
                                const std::vector<double>& least_max_ms, Interrupt& interrupt) const;
 
   // The prefix side, for WholeLayerPrefixBound: over the stage sizes of the types in the bit
-  // mask `types`, at the work price `pi_factor` times their cheapest whole-model compute, the
-  // GPU prices `lambda` (per type, 0 for the others; ForMix's line of prices) and the least
-  // priced cost sum `sums[a]` of a partition of every prefix [0, a) into stages of compute
-  // <= `cap` (+inf where none fits). For a free multiset F of those types,
-  // sums[a] - sum_t lambda_t GPUs_t(F) bounds the cost sum of [0, a) on exactly F's GPUs.
-  void PricedPrefixSums(int types, double cap, double pi_factor, std::vector<double>& lambda,
-                        std::vector<double>& sums) const;
+  // mask `types`, at each work price `pi_factors[p]` times their cheapest whole-model compute
+  // (one pass for all: they share the stage windows), the GPU prices `lambda[p]` (per type, 0
+  // for the others; ForMix's line of prices) and the least priced cost sum `sums[p][a]` of a
+  // partition of every prefix [0, a) into stages of compute <= `cap` (+inf where none fits).
+  // For a free multiset F of those types, sums[p][a] - sum_t lambda[p]_t GPUs_t(F) bounds the
+  // cost sum of [0, a) on exactly F's GPUs.
+  void PricedPrefixSums(int types, double cap, const std::vector<double>& pi_factors,
+                        std::vector<std::vector<double>>& lambda,
+                        std::vector<std::vector<double>>& sums) const;
 
  private:
   // Per stage size of a type: ComputeMs(t, g, 0, l), and the least transfer a stage of that
@@ -93,8 +101,15 @@ class WholeLayerBound {
   static void PricesAt(const std::vector<Option>& options, double cap, double pi,
                        const std::vector<double>& type_gpus, std::vector<double>& lambda,
                        std::vector<double>& derivative);
-  // With the options' prices in `scratch`; scratch.least holds every prefix's value.
-  Partition BestPartition(const std::vector<Option>& options, double cap, Scratch& scratch) const;
+  // With `sets` sets of the options' prices in `scratch`; scratch.least holds every prefix's
+  // value per set; the result is the first set's.
+  Partition BestPartition(const std::vector<Option>& options, double cap, int sets,
+                          Scratch& scratch) const;
+  // BestPartition's result, computed once per options, cap and prices for all of this
+  // object's mixes (mixes of the same types share caps and prices: about a quarter of the
+  // 1000-layer bench's root DPs repeat); scratch.least is then not set.
+  Partition MemoisedPartition(const std::vector<Option>& options, double cap,
+                              Scratch& scratch) const;
   // D(cap, lambda) - sum_t lambda_t type_gpus[t], and its derivative along `derivative`
   // (per type) at lambda.
   struct Priced {
@@ -117,6 +132,8 @@ class WholeLayerBound {
   const int microbatches_;
   int layers_ = 0;
   std::vector<std::vector<SizeTables>> sizes_;  // [t][g]
+  mutable std::mutex memo_mutex_;
+  mutable absl::flat_hash_map<std::string, Partition> memo_;  // MemoisedPartition's
 };
 
 // WholeLayerPrefixBound's caps lie on one geometric grid, kWholeLayerPrefixCapStep apart (a
@@ -179,8 +196,36 @@ class WholeLayerPrefixBound {
   // x_j, the same double wherever it is asked for.
   double Cap(int j) const;
   // A lower bound on the cost sum of the layers [0, a) on exactly the GPUs of `free` with
-  // stage computes <= Cap(j); -inf where no table was built.
-  double Q(int a, const NodeMix& free, int j) const;
+  // stage computes <= Cap(j); -inf where no table was built. Inline: a pass asks it for
+  // every cap of every curve (89 M times on the 1000-layer bench).
+  double Q(int a, const NodeMix& free, int j) const {
+    int subset = 0;
+    for (int t = 0; t < types_; ++t) {
+      if (free[t] > 0) subset |= 1 << t;
+    }
+    if (subset == 0) return -std::numeric_limits<double>::infinity();
+    const std::vector<int>& of = table_of_[subset];
+    const int x = j - first_of_[subset];
+    if (x < 0 || x >= static_cast<int>(of.size()) || of[x] < 0) {
+      return -std::numeric_limits<double>::infinity();
+    }
+    const size_t table = static_cast<size_t>(of[x]);
+    constexpr size_t P = std::size(kWholeLayerPrefixPrices);
+    const float* values = &values_[(static_cast<size_t>(a) * tables_ + table) * P];
+    double best = -std::numeric_limits<double>::infinity();
+    for (size_t p = 0; p < P; ++p) {
+      const double d = values[p];
+      // No partition of [0, a) fits under the cap.
+      if (d == std::numeric_limits<double>::infinity()) return d;
+      const double* lambda = &lambda_[(table * P + p) * types_];
+      double v = d;
+      for (int t = 0; t < types_; ++t) {
+        if (free[t] > 0) v -= lambda[t] * free[t] * gpus_per_node_[t];
+      }
+      best = std::max(best, v);
+    }
+    return best;
+  }
   int64_t tables() const { return static_cast<int64_t>(tables_); }
   // False if the tables would have taken more than kWholeLayerMaxTableBytes: then none were
   // built (Q is -inf everywhere) and the search does without them.
@@ -203,9 +248,10 @@ class WholeLayerPrefixBound {
   std::vector<std::vector<int>> table_of_;  // [type subset][j - first_of_[subset]]: table or -1
   std::vector<int> first_of_;
   int cap_first_ = 0;
-  std::vector<double> caps_;    // [j - cap_first_]
-  std::vector<float> values_;   // [a][table][price]: D(a), rounded down
-  std::vector<double> lambda_;  // [table][price][t]
+  std::vector<double> caps_;        // [j - cap_first_]
+  std::vector<float> values_;       // [a][table][price]: D(a), rounded down
+  std::vector<double> lambda_;      // [table][price][t]
+  std::vector<int> gpus_per_node_;  // [t]
 };
 
 }  // namespace oobleck::template_search

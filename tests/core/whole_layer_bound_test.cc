@@ -8,6 +8,7 @@
 #include "core/template_search/whole_layer_bound.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -25,6 +26,7 @@
 #include "core/template_search/state_space.h"
 #include "gtest/gtest.h"
 #include "tests/core/test_problems.h"
+#include "tests/reference_search/whole_layer_reference.h"
 
 namespace oobleck {
 namespace {
@@ -34,13 +36,14 @@ struct LongInstance {
   std::vector<NodeMix> mixes;
 };
 
-LongInstance MakeLongInstance(uint32_t seed) {
+// `min_layers` to `max_layers` layers (60 to 140 for the tests against the optima).
+LongInstance MakeLongInstance(uint32_t seed, int min_layers = 60, int max_layers = 140) {
   std::mt19937 rng(seed);
   auto uniform = [&](double lo, double hi) {
     return std::uniform_real_distribution<double>(lo, hi)(rng);
   };
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-  const int L = pick(60, 140);
+  const int L = pick(min_layers, max_layers);
   const int T = pick(2, 3);
   LongInstance inst;
   PlanningProblem& p = inst.problem;
@@ -96,6 +99,99 @@ TEST(WholeLayerBoundTest, NeverAboveTheOptimumAndCloseToItOnLongInstances) {
   }
   EXPECT_GE(feasible, 40);
   EXPECT_GE(close, feasible / 2) << close << " of " << feasible << " within 3 %";
+}
+
+// The whole-layer bound's figures are the previous implementation's (main 64f75e5, kept in
+// tests/reference_search/whole_layer_reference.h) bit for bit, on long random instances: the
+// root bound of every mix (ForMixes shares its DPs across mixes), the priced prefix sums of
+// every subset of types at caps across each mix's window (at four work prices in one pass),
+// and the prefix tables' Q at every prefix, free multiset and grid cap. Equal figures make
+// the search visit the same states. (It fails with the stage's out-transfer left out of the
+// DP, or with Q reading every type's GPUs per node from type 0.)
+TEST(WholeLayerBoundTest, EqualsThePreviousImplementationOnLongInstances) {
+  int mixes = 0, finite = 0, prefix_values = 0, q_values = 0;
+  for (uint32_t seed = 101; seed <= 104; ++seed) {
+    const LongInstance inst = MakeLongInstance(seed, 300, 700);
+    auto model = CostModel::Create(inst.problem);
+    ASSERT_TRUE(model.ok()) << "seed " << seed << ": " << model.status();
+    Interrupt interrupt(nullptr);
+    const template_search::StageCosts costs(*model);
+    const template_search::StateSpace space(*model, inst.mixes, &interrupt);
+    const template_search::PrefixMaxBound prefix_max(costs, space, inst.mixes, interrupt);
+    const int M = inst.problem.microbatches, T = model->num_types();
+    const template_search::WholeLayerBound bound(costs, M);
+    const reference_search::WholeLayerBound reference(costs, M);
+    std::vector<double> least_max(inst.mixes.size());
+    for (size_t i = 0; i < inst.mixes.size(); ++i) least_max[i] = prefix_max.ForMix(inst.mixes[i]);
+    const std::vector<double> roots = bound.ForMixes(inst.mixes, least_max, interrupt);
+    const std::vector<double> old_roots = reference.ForMixes(inst.mixes, least_max, interrupt);
+    const std::string at = "seed " + std::to_string(seed);
+    ASSERT_EQ(roots, old_roots) << at;
+    for (size_t i = 0; i < inst.mixes.size(); ++i) {
+      EXPECT_EQ(bound.ForMix(inst.mixes[i], 0, interrupt),
+                reference.ForMix(inst.mixes[i], 0, interrupt))
+          << at << " mix " << i;
+      ++mixes;
+      if (roots[i] > 0) ++finite;
+    }
+    // Every subset of types at caps from the smallest least max to twice the largest.
+    const double lo = *std::min_element(least_max.begin(), least_max.end());
+    const double hi = 2 * *std::max_element(least_max.begin(), least_max.end());
+    for (int types = 1; types < (1 << T); ++types) {
+      for (double cap = lo; cap <= hi; cap *= 1.13) {
+        const std::vector<double> prices = {0.7, 3, 4.5, 6};
+        std::vector<std::vector<double>> lambda, sums;
+        bound.PricedPrefixSums(types, cap, prices, lambda, sums);
+        ASSERT_EQ(lambda.size(), prices.size());
+        ASSERT_EQ(sums.size(), prices.size());
+        for (size_t p = 0; p < prices.size(); ++p) {
+          std::vector<double> old_lambda, old_sums;
+          reference.PricedPrefixSums(types, cap, prices[p], old_lambda, old_sums);
+          ASSERT_EQ(lambda[p], old_lambda) << at << " types " << types << " cap " << cap;
+          ASSERT_EQ(sums[p], old_sums) << at << " types " << types << " cap " << cap;
+          prefix_values += static_cast<int>(old_sums.size());
+        }
+      }
+    }
+    // The tables as SetUpWholeLayer plans them, read at every prefix, every free multiset
+    // below a mix and every cap of the mixes' windows.
+    std::vector<double> widest(inst.mixes.size()), most_max;
+    for (size_t i = 0; i < roots.size(); ++i) {
+      widest[i] = roots[i] > 0 ? roots[i] * (1 + template_search::kWholeLayerTableSlack)
+                               : std::numeric_limits<double>::infinity();
+    }
+    template_search::WholeLayerWindows(costs, inst.mixes, M, prefix_max, widest, least_max,
+                                       most_max);
+    const template_search::WholeLayerPrefixBound tables(costs, inst.mixes, least_max, most_max,
+                                                        interrupt);
+    const reference_search::WholeLayerPrefixBound old_tables(costs, inst.mixes, least_max, most_max,
+                                                             interrupt);
+    ASSERT_EQ(tables.tables(), old_tables.tables()) << at;
+    int j_lo = 0, j_hi = -1;
+    for (size_t i = 0; i < inst.mixes.size(); ++i) {
+      if (!(least_max[i] > 0) || !std::isfinite(most_max[i])) continue;
+      const int a = template_search::WholeLayerCurve::GridIndex(least_max[i]) - 3;
+      const int b = template_search::WholeLayerCurve::GridIndex(most_max[i]) + 3;
+      j_lo = j_hi < j_lo ? a : std::min(j_lo, a);
+      j_hi = std::max(j_hi, b);
+    }
+    for (int d = 0; d < space.num_useful(); ++d) {
+      NodeMix free(T);
+      for (int t = 0; t < T; ++t) free[t] = space.count(space.Code(d), t);
+      for (int a = 0; a <= model->num_layers(); a += 13) {
+        for (int j = j_lo; j <= j_hi; ++j) {
+          ASSERT_EQ(tables.Cap(j), old_tables.Cap(j)) << at << " j " << j;
+          ASSERT_EQ(tables.Q(a, free, j), old_tables.Q(a, free, j))
+              << at << " a " << a << " j " << j;
+          ++q_values;
+        }
+      }
+    }
+  }
+  EXPECT_GE(mixes, 20);
+  EXPECT_GE(finite, mixes / 2);
+  EXPECT_GE(prefix_values, 100000);
+  EXPECT_GE(q_values, 100000);
 }
 
 // The whole-layer pruning (beam rounds guessed from the root bound, boundary states pruned by

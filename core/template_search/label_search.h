@@ -155,7 +155,8 @@ class LabelSearch {
     held_stairs_.assign(stairs ? num_targets : 0, {});
     const int empty_suffix = TargetOf(0, 0);
     held_labels_[empty_suffix].push_back({Label{}, -1, -1, -1, 0});
-    label_positions_[empty_suffix].push_back({L, 0, 1});
+    label_positions_[empty_suffix].push_back(
+        {.offset = 0, .position = L, .count = 1, .least_primary = 0, .least_max = 0});
     if (stairs) AppendStairs(held_labels_[empty_suffix], held_stairs_[empty_suffix]);
     for (int a = L - 1; a >= 0; --a) {
       if (interrupt_.Poll()) return Interrupt::Status("template search");
@@ -174,8 +175,17 @@ class LabelSearch {
         std::vector<Entry>& front = layer_fronts_[target];
         if (front.empty()) return;
         std::vector<Entry>& held = held_labels_[target];
-        label_positions_[target].push_back(
-            {a, static_cast<int64_t>(held.size()), static_cast<int32_t>(front.size())});
+        double least_primary = std::numeric_limits<double>::infinity();
+        double least_max = std::numeric_limits<double>::infinity();
+        for (const Entry& e : front) {
+          least_primary = std::min(least_primary, Objective::Primary(e.label));
+          if constexpr (Objective::kSumPlusMaxBound) least_max = std::min(least_max, e.label.max);
+        }
+        label_positions_[target].push_back({.offset = static_cast<int64_t>(held.size()),
+                                            .position = a,
+                                            .count = static_cast<int32_t>(front.size()),
+                                            .least_primary = least_primary,
+                                            .least_max = least_max});
         held.insert(held.end(), front.begin(), front.end());
         if (stairs) AppendStairs(front, held_stairs_[target]);
         front.clear();
@@ -494,6 +504,16 @@ class LabelSearch {
                        : source.new_node_at_right ? Link::kInterNode
                                                   : Link::kIntraNode;
       const double c = costs_.StageCostMs(t, g, a, l, source.in, out);
+      if constexpr (Objective::kSumPlusMaxBound) {
+        // Every extension of the front has at least its least sum plus c, and (clamped, as
+        // Keep does) at least the max of this label, so if no served mix can use this one
+        // (SomeFits is nondecreasing in both), none can use any: the front is not read. The
+        // sum limits G(max) learnt here settle the labels' own tests too.
+        Label least{};
+        least.sum = it->least_primary + c;
+        least.max = std::max({c, served.rest_max_ms(), it->least_max});
+        if (!served.SomeFits(least)) continue;
+      }
       // Exact fronts are in ParetoFilter's order (1f1b: by sum); a beam front is by final.
       const bool by_sum = beam_width_ == 0 && Objective::kFrontsByPrimary;
       const auto use = [&](int32_t i) {
@@ -1003,9 +1023,14 @@ class LabelSearch {
   // Per (u, ns), densely: the positions after the current one where the state holds
   // labels, in decreasing order, and where in held_labels_ those labels are.
   struct Held {
-    int position;
     int64_t offset;
+    int32_t position;
     int32_t count;
+    // The least Primary and (objectives with kSumPlusMaxBound; else unused) the least max of
+    // the front's labels: PullStages skips a front none of whose extensions any served mix
+    // can use without reading it (on the 1000-layer all-mixes bench, 90 % of 58.7 M).
+    double least_primary;
+    double least_max;
   };
   std::vector<std::vector<Held>> label_positions_;
   // Per (u, ns), densely, where StairsKept: held_labels_' labels again, each front in the

@@ -77,6 +77,28 @@ LongInstance MakeLongInstance(uint32_t seed) {
   return inst;
 }
 
+// Expects `got` and `want` (results for inst.mixes, in order) to agree mix by mix on feasibility
+// and optimal time; returns how many mixes both find feasible.
+int ExpectSameOptima(const std::vector<MixResult>& got, const std::vector<MixResult>& want,
+                     const LongInstance& inst, uint32_t seed) {
+  EXPECT_EQ(got.size(), inst.mixes.size());
+  EXPECT_EQ(want.size(), inst.mixes.size());
+  int feasible = 0;
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+    const MixResult& a = got[i];
+    const MixResult& b = want[i];
+    const std::string where = "seed " + std::to_string(seed) +
+                              " M=" + std::to_string(inst.problem.microbatches) + " mix " +
+                              MixLabel(b.mix, inst.problem.node_types);
+    EXPECT_EQ(a.feasible, b.feasible) << where;
+    if (!a.feasible || !b.feasible) continue;
+    ++feasible;
+    EXPECT_NEAR(a.best.iteration_time_ms, b.best.iteration_time_ms, 1e-9 * b.best.iteration_time_ms)
+        << where;
+  }
+  return feasible;
+}
+
 TEST(WholeLayerBoundTest, NeverAboveTheOptimumAndCloseToItOnLongInstances) {
   int feasible = 0, close = 0;
   for (uint32_t seed = 1; seed <= 8; ++seed) {
@@ -134,19 +156,7 @@ TEST(WholeLayerBoundTest, PruningByThePrefixBoundKeepsEveryOptimum) {
                                         template_search::Moves::kStages, WholeLayerPruning::kOff);
     ASSERT_TRUE(on.ok()) << "seed " << seed << ": " << on.status();
     ASSERT_TRUE(off.ok()) << "seed " << seed << ": " << off.status();
-    for (size_t i = 0; i < inst.mixes.size(); ++i) {
-      const MixResult& a = (*on)[i];
-      const MixResult& b = (*off)[i];
-      const std::string where = "seed " + std::to_string(seed) +
-                                " M=" + std::to_string(inst.problem.microbatches) + " mix " +
-                                MixLabel(b.mix, inst.problem.node_types);
-      ASSERT_EQ(a.feasible, b.feasible) << where;
-      if (!b.feasible) continue;
-      ++feasible;
-      EXPECT_NEAR(a.best.iteration_time_ms, b.best.iteration_time_ms,
-                  1e-9 * b.best.iteration_time_ms)
-          << where;
-    }
+    feasible += ExpectSameOptima(*on, *off, inst, seed);
   }
   EXPECT_GE(feasible, 60);
 }
@@ -155,8 +165,8 @@ TEST(WholeLayerBoundTest, PruningByThePrefixBoundKeepsEveryOptimum) {
 // which knows nothing of these bounds): the beam rounds, the exact pass with every boundary
 // state pruned by the curves, and in every 1f1b pass the source fronts PullStages skips by their
 // least sum and max (no served mix could use even a label with both) must keep every optimum.
-// (With a front's least max read 0.1 % too high it fails: at seed 101 a feasible mix is left
-// without a template.)
+// (With a front's least max read 0.1 % too high, or its least sum plus c 0.01 %, it fails at
+// 10 of its 12 seeds: feasible mixes are left without a template.)
 TEST(WholeLayerBoundTest, PrunedSearchMatchesThePreviousSearchOnLongInstances) {
   using template_search::WholeLayerPruning;
   int feasible = 0;
@@ -173,20 +183,7 @@ TEST(WholeLayerBoundTest, PrunedSearchMatchesThePreviousSearchOnLongInstances) {
     auto want = reference_search::SearchTemplates(*model, inst.mixes);
     ASSERT_TRUE(got.ok()) << "seed " << seed << ": " << got.status();
     ASSERT_TRUE(want.ok()) << "seed " << seed << ": " << want.status();
-    ASSERT_EQ(got->size(), want->size());
-    for (size_t i = 0; i < inst.mixes.size(); ++i) {
-      const MixResult& a = (*got)[i];
-      const MixResult& b = (*want)[i];
-      const std::string where = "seed " + std::to_string(seed) +
-                                " M=" + std::to_string(inst.problem.microbatches) + " mix " +
-                                MixLabel(b.mix, inst.problem.node_types);
-      ASSERT_EQ(a.feasible, b.feasible) << where;
-      if (!b.feasible) continue;
-      ++feasible;
-      EXPECT_NEAR(a.best.iteration_time_ms, b.best.iteration_time_ms,
-                  1e-9 * b.best.iteration_time_ms)
-          << where;
-    }
+    feasible += ExpectSameOptima(*got, *want, inst, seed);
   }
   EXPECT_GE(feasible, static_cast<int>(4 * seeds));
 }

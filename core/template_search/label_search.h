@@ -1057,7 +1057,7 @@ class LabelSearch {
   // plus that and (clamped) at least its least max and that, and SomeFits is nondecreasing
   // in both (as for one front in PullStages).
   bool BlockHopeless(int a, const std::vector<Held>& positions,
-                     std::vector<Held>::const_reverse_iterator it,
+                     typename std::vector<Held>::const_reverse_iterator it,
                      const std::vector<HeldBlock>& blocks, const std::vector<double>& compute_ms,
                      ServedMixes<Objective>& served) const {
     const size_t index = static_cast<size_t>(positions.rend() - it) - 1;

@@ -156,7 +156,9 @@ class ServedMixes {
   }
 
   // Whether some served mix could still use this label; the mix that last did is tried
-  // first.
+  // first. With kSumPlusMaxBound the answer is nonincreasing in the label's Primary and max
+  // (every test below is), which PullStages relies on to reject a whole source front by one
+  // label under all of its extensions.
   bool SomeFits(const Label& label) {
     if (Objective::Primary(label) > most_primary_ ||
         objective_.LowerBound(label, floor_only_, rest_max_ms_, most_stages_, a_ == 0) >

@@ -246,12 +246,13 @@ TEST(WholeLayerBoundTest, PruningByThePrefixBoundKeepsEveryOptimum) {
   EXPECT_GE(feasible, 60);
 }
 
-// The same pruning, on the same instances, against the previous search (tests/reference_search,
-// which knows nothing of these bounds): the beam rounds, the exact pass with every boundary
-// state pruned by the curves, and in every 1f1b pass the source fronts PullStages skips by their
-// least sum and max (no served mix could use even a label with both) must keep every optimum.
-// (With a front's least max read 0.1 % too high, or its least sum plus c 0.01 %, it fails at
-// 10 of its 12 seeds: feasible mixes are left without a template.)
+// The same pruning, on other seeds of the same builder, against the previous search
+// (tests/reference_search, which knows nothing of these bounds): the beam rounds, the exact
+// pass with every boundary state pruned by the curves, and in every 1f1b pass the source
+// fronts PullStages skips by their least sum and max (no served mix could use even a label
+// with both) must keep every optimum. (With a front's least max read 0.1 % too high, or its
+// least sum plus c 0.01 %, it fails at 10 of its 12 seeds: feasible mixes are left without a
+// template.)
 TEST(WholeLayerBoundTest, PrunedSearchMatchesThePreviousSearchOnLongInstances) {
   using template_search::WholeLayerPruning;
   int feasible = 0;
